@@ -1,0 +1,40 @@
+# needle's front door. `make run` and `make test` set up a fresh machine themselves.
+#   make setup   system packages, faiss source, Python venv (reference scripts), MiniLM model
+#   make native  CMake: libfaiss_c (+ PTX and C kernel tests) into build/native
+#   make build   bin/needle
+#   make test    everything above, then ctest and all Go tests (fuzz seeds included)
+#   make run     build the WordNet demo index with MiniLM (cached) and serve it on :8000
+#   make bench   the benchmarks that need no large download
+
+SHELL        := /bin/bash
+NEEDLE_CACHE ?= $(HOME)/.cache/needle
+NATIVE       := build/native
+GO           ?= go
+export NEEDLE_CACHE
+export NEEDLE_PYTHON := $(NEEDLE_CACHE)/venv/bin/python
+export NEEDLE_MODEL  := $(NEEDLE_CACHE)/models/all-MiniLM-L6-v2
+
+.PHONY: setup native build test run bench clean
+
+setup:
+	bash tools/setup.sh
+
+native:
+	cmake -S . -B $(NATIVE) -DCMAKE_BUILD_TYPE=Release >/dev/null
+	cmake --build $(NATIVE) -j2
+
+build: native
+	$(GO) build -o bin/needle ./cmd/needle
+
+test: setup build
+	ctest --test-dir $(NATIVE) --output-on-failure
+	NEEDLE_STRICT=1 $(GO) test -count=1 -timeout 40m ./...
+
+run: setup build
+	bin/needle --help
+
+bench: setup build
+	bin/needle bench --help
+
+clean:
+	rm -rf build bin

@@ -1,0 +1,50 @@
+// Package testenv locates the real resources tests use (the MiniLM model, the pinned Python
+// venv for reference and interop scripts). `make test` sets NEEDLE_STRICT=1: a missing
+// resource then fails the test instead of skipping it, so CI can never pass by skipping.
+package testenv
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+// Cache is the folder `make setup` fills (NEEDLE_CACHE, default ~/.cache/needle).
+func Cache() string {
+	if c := os.Getenv("NEEDLE_CACHE"); c != "" {
+		return c
+	}
+	home, _ := os.UserHomeDir()
+	return filepath.Join(home, ".cache", "needle")
+}
+
+// missing skips t, or fails it under NEEDLE_STRICT=1.
+func missing(t testing.TB, what string) {
+	t.Helper()
+	if os.Getenv("NEEDLE_STRICT") == "1" {
+		t.Fatalf("%s is missing; run `make setup`", what)
+	}
+	t.Skipf("%s is missing; run `make setup` (or `make test`)", what)
+}
+
+// MiniLMDir returns the folder of sentence-transformers/all-MiniLM-L6-v2 (real weights).
+func MiniLMDir(t testing.TB) string {
+	t.Helper()
+	dir := filepath.Join(Cache(), "models", "all-MiniLM-L6-v2")
+	if _, err := os.Stat(filepath.Join(dir, "model.safetensors")); err != nil {
+		missing(t, "MiniLM model "+dir)
+	}
+	return dir
+}
+
+// Python returns the venv interpreter that has the pinned reference packages
+// (tools/requirements.txt: numpy, faiss-cpu, tokenizers, requests, aiohttp).
+func Python(t testing.TB) string {
+	t.Helper()
+	py := filepath.Join(Cache(), "venv", "bin", "python")
+	if _, err := exec.LookPath(py); err != nil {
+		missing(t, "Python venv "+py)
+	}
+	return py
+}

