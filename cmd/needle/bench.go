@@ -1,0 +1,44 @@
+package main
+
+import (
+	"fmt"
+	"os"
+)
+
+// benchmark is one `needle bench <name>` target; its file owns its flags.
+type benchmark struct {
+	name    string
+	summary string
+	run     func(args []string) error
+}
+
+// benchOrder is the order `needle bench --help` lists targets in.
+var benchOrder = []string{"kernels", "encode", "retrieve", "docstore"}
+
+var benchmarks = map[string]benchmark{}
+
+func registerBench(b benchmark) { benchmarks[b.name] = b }
+
+func init() {
+	register(command{name: "bench", summary: "benchmarks: kernels, encode, retrieve, docstore", run: runBench})
+}
+
+func runBench(args []string) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
+		fmt.Fprintf(os.Stdout, "Usage: needle bench <target> [flags]   (needle bench <target> --help)\n\nTargets:\n")
+		for _, n := range benchOrder {
+			if b, ok := benchmarks[n]; ok {
+				fmt.Fprintf(os.Stdout, "  %-9s %s\n", n, b.summary)
+			}
+		}
+		if len(args) == 0 {
+			return fmt.Errorf("missing benchmark target")
+		}
+		return nil
+	}
+	b, ok := benchmarks[args[0]]
+	if !ok {
+		return fmt.Errorf("unknown benchmark %q (see needle bench --help)", args[0])
+	}
+	return b.run(args[1:])
+}
