@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"needle/internal/atomicfile"
 )
 
 // ManifestName is the file `needle build` writes last into its output folder; its presence
@@ -109,5 +111,5 @@ func WriteManifest(dir string, m *Manifest) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(filepath.Join(dir, ManifestName), append(data, '\n'))
+	return atomicfile.Write(filepath.Join(dir, ManifestName), append(data, '\n'))
 }

@@ -1,4 +1,7 @@
-package build
+// Package atomicfile writes files so they hold either the complete new content or stay as
+// they were: temp file in the same folder, fsync, rename, fsync of the folder. A crash or a
+// full disk never leaves a half-written file under the final name.
+package atomicfile
 
 import (
 	"fmt"
@@ -6,18 +9,19 @@ import (
 	"path/filepath"
 )
 
-// writeFileAtomic makes path hold exactly data or stay as it was: it writes a temp file in
+// Write makes path hold exactly data or stay as it was: it writes a temp file in
 // the same folder, fsyncs it, renames it over path and fsyncs the folder. On any error the
 // temp file is removed and path is untouched.
-func writeFileAtomic(path string, data []byte) error {
-	return createAtomic(path, func(f *os.File) error {
+func Write(path string, data []byte) error {
+	return Create(path, func(f *os.File) error {
 		_, err := f.Write(data)
 		return err
 	})
 }
 
-// createAtomic is writeFileAtomic for content produced by fill, which writes into f.
-func createAtomic(path string, fill func(f *os.File) error) (err error) {
+// Create is Write for content produced by fill, which writes into f (the temp file; fill
+// must not close it).
+func Create(path string, fill func(f *os.File) error) (err error) {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
 	if err != nil {
