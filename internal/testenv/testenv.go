@@ -48,3 +48,13 @@ func Python(t testing.TB) string {
 	}
 	return py
 }
+
+// WordNetDir returns Debian wordnet-base's database folder (data.noun, data.verb, ...).
+func WordNetDir(t testing.TB) string {
+	t.Helper()
+	dir := "/usr/share/wordnet"
+	if _, err := os.Stat(filepath.Join(dir, "data.noun")); err != nil {
+		missing(t, "WordNet database "+dir+" (apt wordnet-base)")
+	}
+	return dir
+}
