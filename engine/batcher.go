@@ -1,0 +1,272 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// ErrBusy is returned by Batcher.Search when the query queue is full; the server answers
+// 503 with Retry-After, which the training stacks' clients retry.
+var ErrBusy = errors.New("query queue is full, retry later")
+
+// BatcherOptions bound the Batcher's batches and memory. Zero values take the defaults.
+type BatcherOptions struct {
+	// MaxBatch is the most queries in one encoder batch and one index search (default 64).
+	MaxBatch int
+	// MaxWait is how long a batch that is not full waits for more queries. The default 0
+	// takes whatever is queued when the encoder is free: under load batches fill up while
+	// the previous batch is being encoded, and a lone query is not delayed.
+	MaxWait time.Duration
+	// MaxQueued is the most queries admitted and not yet answered (default 16384). A
+	// request that would pass it gets ErrBusy, unless the queue is empty.
+	MaxQueued int
+	// Encoders is the number of batches encoded at the same time (default 1; the encoder
+	// itself may use several threads per batch).
+	Encoders int
+	// OnBatch, if set, is called with the query count of every encoder batch (metrics).
+	// It runs on an encoder goroutine and must be cheap and thread-safe.
+	OnBatch func(queries int)
+}
+
+func (o BatcherOptions) withDefaults() BatcherOptions {
+	if o.MaxBatch <= 0 {
+		o.MaxBatch = 64
+	}
+	if o.MaxQueued <= 0 {
+		o.MaxQueued = 16384
+	}
+	if o.Encoders <= 0 {
+		o.Encoders = 1
+	}
+	return o
+}
+
+// job is at most MaxBatch queries of one request. dist and labels are len(queries)*k
+// windows of the request's caller-owned result buffers, written only by the search
+// goroutine before it sends on done.
+type job struct {
+	ctx     context.Context
+	queries []string
+	k       int
+	dist    []float32
+	labels  []int64
+	done    chan<- error
+}
+
+// batch is a group of jobs encoded together: vecs holds n*dim floats, k is the largest
+// k of its jobs.
+type batch struct {
+	jobs []*job
+	vecs []float32
+	n, k int
+	err  error
+}
+
+// Batcher coalesces the queries of concurrent Search calls into encoder batches of at most
+// MaxBatch queries and runs one index search per batch. Encoding (one or more goroutines)
+// and searching (one goroutine) form a pipeline, so a large request split into many
+// batches keeps both busy. Memory is bounded by MaxQueued queries. Safe for concurrent use.
+type Batcher struct {
+	enc    Encoder
+	idx    Index
+	prefix string
+	opt    BatcherOptions
+
+	in      chan *job
+	encoded chan *batch
+	queued  atomic.Int64 // queries admitted and not yet answered
+	stopped chan struct{}
+}
+
+// NewBatcher starts the encoder and search goroutines; Close stops them.
+func NewBatcher(enc Encoder, idx Index, prefix string, opt BatcherOptions) *Batcher {
+	opt = opt.withDefaults()
+	b := &Batcher{
+		enc: enc, idx: idx, prefix: prefix, opt: opt,
+		// Every queued job holds at least one query, so MaxQueued+1 slots never block
+		// an admitted request for long (a lone oversized request adds at most its chunks).
+		in:      make(chan *job, opt.MaxQueued+1),
+		encoded: make(chan *batch, 1),
+		stopped: make(chan struct{}),
+	}
+	var encoders sync.WaitGroup
+	for range opt.Encoders {
+		encoders.Add(1)
+		go func() {
+			defer encoders.Done()
+			b.encodeLoop()
+		}()
+	}
+	go func() {
+		encoders.Wait()
+		close(b.encoded)
+	}()
+	go b.searchLoop()
+	return b
+}
+
+// Queued is the number of queries admitted and not yet answered (the queue depth).
+func (b *Batcher) Queued() int64 { return b.queued.Load() }
+
+// Close stops the goroutines after the queued work is done. No Search may start after
+// Close is called (the server stops accepting requests first).
+func (b *Batcher) Close() {
+	close(b.in)
+	<-b.stopped
+}
+
+// Search encodes queries, searches the index for the k best rows of each and writes
+// len(queries)*k scores and row labels into dist and labels (caller-owned, best first per
+// query; label -1 = no hit). It returns ErrBusy when the queue is full, the encoder's or
+// index's error, or ctx's error when ctx ended before the work started. Search always
+// waits until no goroutine writes into dist and labels any more.
+func (b *Batcher) Search(ctx context.Context, queries []string, k int, dist []float32, labels []int64) error {
+	n := len(queries)
+	if n == 0 {
+		return nil
+	}
+	if k <= 0 || len(dist) < n*k || len(labels) < n*k {
+		return errors.New("engine: Search needs k > 0 and result buffers of len(queries)*k")
+	}
+	if q := b.queued.Add(int64(n)); q > int64(b.opt.MaxQueued) && q != int64(n) {
+		b.queued.Add(-int64(n))
+		return ErrBusy
+	}
+	chunks := (n + b.opt.MaxBatch - 1) / b.opt.MaxBatch
+	done := make(chan error, chunks)
+	for lo := 0; lo < n; lo += b.opt.MaxBatch {
+		hi := min(lo+b.opt.MaxBatch, n)
+		b.in <- &job{ctx: ctx, queries: queries[lo:hi], k: k,
+			dist: dist[lo*k : hi*k], labels: labels[lo*k : hi*k], done: done}
+	}
+	var first error
+	for range chunks {
+		if err := <-done; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// finish answers j and releases its queries from the queue count.
+func (b *Batcher) finish(j *job, err error) {
+	b.queued.Add(-int64(len(j.queries)))
+	j.done <- err
+}
+
+// encodeLoop gathers queued jobs into batches, encodes them and hands them to searchLoop.
+func (b *Batcher) encodeLoop() {
+	var pending *job // a job that did not fit into the previous batch
+	var texts []string
+	for {
+		first := pending
+		pending = nil
+		if first == nil {
+			j, ok := <-b.in
+			if !ok {
+				return
+			}
+			first = j
+		}
+		jobs, open := b.gather(first, &pending)
+		bt := &batch{}
+		texts = texts[:0]
+		for _, j := range jobs {
+			if err := j.ctx.Err(); err != nil {
+				b.finish(j, err)
+				continue
+			}
+			bt.jobs = append(bt.jobs, j)
+			texts = append(texts, j.queries...)
+			bt.k = max(bt.k, j.k)
+		}
+		if bt.n = len(texts); bt.n > 0 {
+			if b.opt.OnBatch != nil {
+				b.opt.OnBatch(bt.n)
+			}
+			bt.vecs, bt.err = b.enc.Encode(texts, b.prefix)
+			b.encoded <- bt
+		}
+		if !open {
+			return
+		}
+	}
+}
+
+// gather returns first plus the queued jobs that fit into one batch, waiting at most
+// MaxWait for more. A job that does not fit is left in *pending. open is false when the
+// input channel was closed.
+func (b *Batcher) gather(first *job, pending **job) (jobs []*job, open bool) {
+	jobs = []*job{first}
+	n := len(first.queries)
+	var timeout <-chan time.Time
+	if b.opt.MaxWait > 0 {
+		t := time.NewTimer(b.opt.MaxWait)
+		defer t.Stop()
+		timeout = t.C
+	}
+	for n < b.opt.MaxBatch {
+		var j *job
+		var ok bool
+		if timeout == nil {
+			select {
+			case j, ok = <-b.in:
+			default:
+				return jobs, true
+			}
+		} else {
+			select {
+			case j, ok = <-b.in:
+			case <-timeout:
+				return jobs, true
+			}
+		}
+		if !ok {
+			return jobs, false
+		}
+		if n+len(j.queries) > b.opt.MaxBatch {
+			*pending = j
+			return jobs, true
+		}
+		jobs = append(jobs, j)
+		n += len(j.queries)
+	}
+	return jobs, true
+}
+
+// searchLoop runs one index search per encoded batch and copies each job's k best hits
+// into its request's buffers. It owns dist and labels, reused across batches.
+func (b *Batcher) searchLoop() {
+	defer close(b.stopped)
+	var dist []float32
+	var labels []int64
+	for bt := range b.encoded {
+		err := bt.err
+		if err == nil && len(bt.vecs) != bt.n*b.idx.Dim() {
+			err = errors.New("engine: encoder returned a wrong number of floats")
+		}
+		if err == nil {
+			need := bt.n * bt.k
+			if cap(dist) < need {
+				dist, labels = make([]float32, need), make([]int64, need)
+			}
+			dist, labels = dist[:need], labels[:need]
+			err = b.idx.Search(bt.vecs, bt.k, dist, labels)
+		}
+		row := 0
+		for _, j := range bt.jobs {
+			if err == nil {
+				for q := range j.queries {
+					src := (row + q) * bt.k
+					copy(j.dist[q*j.k:(q+1)*j.k], dist[src:src+j.k])
+					copy(j.labels[q*j.k:(q+1)*j.k], labels[src:src+j.k])
+				}
+			}
+			row += len(j.queries)
+			b.finish(j, err)
+		}
+	}
+}

@@ -1,0 +1,229 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"needle/engine"
+	"needle/engine/enginetest"
+)
+
+// corpusTexts returns n distinct small documents.
+func corpusTexts(n int) []string {
+	texts := make([]string, n)
+	for i := range texts {
+		texts[i] = fmt.Sprintf("doc%d topic%d shared word%d", i, i%7, i%13)
+	}
+	return texts
+}
+
+// direct is the oracle: the fake index searched without the Batcher.
+func direct(t *testing.T, enc engine.Encoder, idx engine.Index, queries []string, k int) ([]float32, []int64) {
+	t.Helper()
+	vecs, err := enc.Encode(queries, "query: ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dist, labels := make([]float32, len(queries)*k), make([]int64, len(queries)*k)
+	if err := idx.Search(vecs, k, dist, labels); err != nil {
+		t.Fatal(err)
+	}
+	return dist, labels
+}
+
+func TestBatcherMatchesDirectSearch(t *testing.T) {
+	enc := &enginetest.HashEncoder{Dimension: 32}
+	_, idx := enginetest.Corpus(enc, corpusTexts(200))
+	for _, tc := range []struct {
+		name     string
+		maxBatch int
+		n, k     int
+	}{
+		{"one query", 8, 1, 3},
+		{"exact batch", 8, 8, 5},
+		{"split odd", 8, 19, 4},
+		{"big request", 16, 300, 2},
+		{"k above ntotal", 8, 3, 250},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := engine.NewBatcher(enc, idx, "query: ", engine.BatcherOptions{MaxBatch: tc.maxBatch})
+			defer b.Close()
+			queries := corpusTexts(tc.n)
+			for i := range queries {
+				queries[i] = fmt.Sprintf("topic%d word%d", i%7, i%5)
+			}
+			dist, labels := make([]float32, tc.n*tc.k), make([]int64, tc.n*tc.k)
+			if err := b.Search(context.Background(), queries, tc.k, dist, labels); err != nil {
+				t.Fatal(err)
+			}
+			wantD, wantL := direct(t, enc, idx, queries, tc.k)
+			for i := range wantL {
+				if labels[i] != wantL[i] || dist[i] != wantD[i] {
+					t.Fatalf("hit %d: got (%d, %v), want (%d, %v)", i, labels[i], dist[i], wantL[i], wantD[i])
+				}
+			}
+		})
+	}
+}
+
+// Concurrent requests with different k share batches; each must get its own answers.
+func TestBatcherConcurrentCoalesces(t *testing.T) {
+	enc := &enginetest.HashEncoder{Dimension: 32}
+	_, idx := enginetest.Corpus(enc, corpusTexts(100))
+	var sizes sync.Map
+	b := engine.NewBatcher(enc, idx, "query: ", engine.BatcherOptions{MaxBatch: 32, MaxWait: 5 * time.Millisecond,
+		OnBatch: func(n int) { sizes.Store(n, true) }})
+	defer b.Close()
+	before := enc.Batches.Load()
+	const callers = 64
+	var wg sync.WaitGroup
+	errs := make(chan error, callers)
+	for c := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			k := 1 + c%5
+			q := []string{fmt.Sprintf("topic%d word%d", c%7, c%13)}
+			dist, labels := make([]float32, k), make([]int64, k)
+			if err := b.Search(context.Background(), q, k, dist, labels); err != nil {
+				errs <- err
+				return
+			}
+			wantD, wantL := direct(t, enc, idx, q, k)
+			for i := range wantL {
+				if labels[i] != wantL[i] || dist[i] != wantD[i] {
+					errs <- fmt.Errorf("caller %d hit %d: got %d, want %d", c, i, labels[i], wantL[i])
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	// The oracle calls Encode once per caller; the batcher must have needed fewer batches.
+	if batches := enc.Batches.Load() - before - callers; batches >= callers {
+		t.Errorf("%d encoder batches for %d concurrent single-query requests: nothing was coalesced", batches, callers)
+	}
+	sizes.Range(func(n, _ any) bool {
+		if n.(int) > 32 {
+			t.Errorf("batch of %d queries exceeds MaxBatch 32", n)
+		}
+		return true
+	})
+	if q := b.Queued(); q != 0 {
+		t.Errorf("queue depth %d after all requests answered", q)
+	}
+}
+
+// blockingEncoder holds every Encode call until release is closed.
+type blockingEncoder struct {
+	engine.Encoder
+	started chan struct{}
+	release chan struct{}
+}
+
+func (e *blockingEncoder) Encode(texts []string, prefix string) ([]float32, error) {
+	e.started <- struct{}{}
+	<-e.release
+	return e.Encoder.Encode(texts, prefix)
+}
+
+func TestBatcherBusyWhenQueueFull(t *testing.T) {
+	hash := &enginetest.HashEncoder{Dimension: 8}
+	_, idx := enginetest.Corpus(hash, corpusTexts(10))
+	enc := &blockingEncoder{Encoder: hash, started: make(chan struct{}, 10), release: make(chan struct{})}
+	b := engine.NewBatcher(enc, idx, "", engine.BatcherOptions{MaxBatch: 4, MaxQueued: 6})
+	defer b.Close()
+	search := func(n int) error {
+		q := make([]string, n)
+		return b.Search(context.Background(), q, 1, make([]float32, n), make([]int64, n))
+	}
+	first := make(chan error, 1)
+	go func() { first <- search(5) }()
+	<-enc.started
+	if err := search(2); !errors.Is(err, engine.ErrBusy) {
+		t.Fatalf("7 queued queries with MaxQueued 6: got %v, want ErrBusy", err)
+	}
+	close(enc.release)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if err := search(6); err != nil {
+		t.Fatalf("empty queue must admit a request: %v", err)
+	}
+}
+
+func TestBatcherEncoderErrorReachesEveryCaller(t *testing.T) {
+	enc := &enginetest.HashEncoder{Dimension: 8}
+	_, idx := enginetest.Corpus(enc, corpusTexts(10))
+	enc.Fail = errors.New("encoder broke")
+	b := engine.NewBatcher(enc, idx, "", engine.BatcherOptions{MaxBatch: 2})
+	defer b.Close()
+	err := b.Search(context.Background(), []string{"a", "b", "c"}, 2, make([]float32, 6), make([]int64, 6))
+	if err == nil || err.Error() != "encoder broke" {
+		t.Fatalf("got %v, want the encoder's error", err)
+	}
+	if q := b.Queued(); q != 0 {
+		t.Errorf("queue depth %d after failed requests", q)
+	}
+}
+
+func TestBatcherCanceledContextSkipsWork(t *testing.T) {
+	enc := &enginetest.HashEncoder{Dimension: 8}
+	_, idx := enginetest.Corpus(enc, corpusTexts(10))
+	b := engine.NewBatcher(enc, idx, "", engine.BatcherOptions{})
+	defer b.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	before := enc.Batches.Load()
+	err := b.Search(ctx, []string{"a"}, 1, make([]float32, 1), make([]int64, 1))
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("got %v, want context.Canceled", err)
+	}
+	if enc.Batches.Load() != before {
+		t.Error("a canceled request was still encoded")
+	}
+}
+
+func TestBatcherRejectsBadArguments(t *testing.T) {
+	enc := &enginetest.HashEncoder{Dimension: 8}
+	_, idx := enginetest.Corpus(enc, corpusTexts(10))
+	b := engine.NewBatcher(enc, idx, "", engine.BatcherOptions{})
+	defer b.Close()
+	if err := b.Search(context.Background(), []string{"a"}, 0, nil, nil); err == nil {
+		t.Error("k = 0 accepted")
+	}
+	if err := b.Search(context.Background(), []string{"a", "b"}, 2, make([]float32, 3), make([]int64, 4)); err == nil {
+		t.Error("short result buffer accepted")
+	}
+	if err := b.Search(context.Background(), nil, 2, nil, nil); err != nil {
+		t.Errorf("no queries: %v", err)
+	}
+}
+
+func TestNewRetrieverChecksShapes(t *testing.T) {
+	enc := &enginetest.HashEncoder{Dimension: 8}
+	docs, idx := enginetest.Corpus(enc, corpusTexts(10))
+	if _, err := engine.NewRetriever(&enginetest.HashEncoder{Dimension: 4}, idx, docs, nil, "", engine.BatcherOptions{}); err == nil {
+		t.Error("dimension mismatch accepted")
+	}
+	short := &enginetest.Docs{Lines: docs.Lines[:9]}
+	if _, err := engine.NewRetriever(enc, idx, short, nil, "", engine.BatcherOptions{}); err == nil {
+		t.Error("corpus/index row count mismatch accepted")
+	}
+	r, err := engine.NewRetriever(enc, idx, docs, nil, "", engine.BatcherOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Batcher.Close()
+	if r.Ntotal != 10 {
+		t.Errorf("Ntotal %d, want 10", r.Ntotal)
+	}
+}
