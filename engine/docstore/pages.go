@@ -1,0 +1,227 @@
+package docstore
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"math/bits"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// The url index sidecar: the common header (extra1 = slots, a power of two; extra2 = bad
+// rows), then an open-addressing table of slots entries, linear probing, at most half full:
+//
+//	hash u64 (FNV-1a of the decoded url) | row+1 u64 (0 = empty) | url start u32 | url len u32
+//
+// where url start/len locate the url's raw JSON string (between its quotes) in the row, so
+// a probe compares urls without parsing the row.
+const (
+	urlsMagic = "NDLURL01"
+	urlsExt   = ".needle-urls"
+	entrySize = 24
+)
+
+// Pages is a pages JSONL file (ASearcher's wiki_webpages.jsonl: one JSON object per line
+// with a string `url`, usually `contents` too) with an on-disk url index. Rows whose line
+// is not a JSON object with a string `url` are left out of the index and counted.
+// Safe for concurrent use; Close only after all readers are done.
+type Pages struct {
+	lines *lineFile
+	side  []byte // the whole url index sidecar
+	table []byte // side[headerSize:]
+	mask  uint64 // slots - 1
+	bad   int64
+}
+
+// OpenPages maps the pages file at path with its offsets and url index sidecars (built
+// first if missing or stale). Building reads and checks every line once.
+func OpenPages(path string, opt Options) (*Pages, error) {
+	l, err := openLines(path, opt)
+	if err != nil {
+		return nil, fmt.Errorf("pages: %w", err)
+	}
+	p := &Pages{lines: l}
+	fresh := func(side []byte) bool {
+		h := getHeader(side)
+		return h.magic == urlsMagic && h.fp == l.fp && h.rows == l.rows && h.extra1 > 0 &&
+			h.extra1&(h.extra1-1) == 0 && int64(len(side)) == headerSize+entrySize*h.extra1
+	}
+	p.side, _, err = findOrBuild(path, urlsExt, opt, fresh, func(dst *atomicFile) error {
+		return p.writeIndex(dst, opt.Progress)
+	})
+	if err != nil {
+		l.Close()
+		return nil, fmt.Errorf("pages: %w", err)
+	}
+	h := getHeader(p.side)
+	p.table, p.mask, p.bad = p.side[headerSize:], uint64(h.extra1-1), h.extra2
+	return p, nil
+}
+
+// NormalizeURL is the request-side rewrite of the ASearcher /access anchor
+// (tools/local_retrieval_server.py, PageAccess.access): every "index.php/" becomes
+// "index.php?title=". Stored page urls are NOT rewritten (the anchor keys its dict by the
+// raw `url` field), so a stored url containing "index.php/" can never be found.
+func NormalizeURL(url string) string {
+	return strings.ReplaceAll(url, "index.php/", "index.php?title=")
+}
+
+// Lookup returns the page row (the whole JSON line, a view valid until Close) whose `url`
+// equals NormalizeURL(url) exactly. When several rows have that url the last one wins, as
+// in the anchor's dict. No allocation unless url contains "index.php/" or a candidate's
+// stored url has JSON escapes.
+func (p *Pages) Lookup(url string) ([]byte, bool) {
+	url = NormalizeURL(url)
+	h := fnv1a(url)
+	for s := h & p.mask; ; s = (s + 1) & p.mask {
+		e := p.table[s*entrySize : (s+1)*entrySize]
+		row := binary.LittleEndian.Uint64(e[8:])
+		if row == 0 {
+			return nil, false
+		}
+		if binary.LittleEndian.Uint64(e[0:]) != h {
+			continue
+		}
+		line, raw := p.entryURL(e)
+		if raw != nil && jsonStringEquals(raw, url) {
+			return line, true
+		}
+	}
+}
+
+// Len is the number of lines; BadRows how many of them are not in the url index.
+func (p *Pages) Len() int64     { return p.lines.rows }
+func (p *Pages) BadRows() int64 { return p.bad }
+
+// Validate checks every line as the index build does and returns the bad ones in order.
+func (p *Pages) Validate(progress func(done, total int64)) ([]BadRowError, error) {
+	return p.lines.validate("url", progress)
+}
+
+// Close unmaps the file and its sidecars; rows returned earlier become invalid.
+func (p *Pages) Close() error {
+	err := p.lines.Close()
+	if p.side != nil {
+		if e := unix.Munmap(p.side); err == nil {
+			err = e
+		}
+		p.side, p.table = nil, nil
+	}
+	return err
+}
+
+// entryURL returns the row of a used table entry and its url's raw JSON string, or nils
+// when the entry does not fit its row (a corrupt sidecar: treated as a miss).
+func (p *Pages) entryURL(e []byte) (line, raw []byte) {
+	line, err := p.lines.line(int64(binary.LittleEndian.Uint64(e[8:])) - 1)
+	at, n := uint64(binary.LittleEndian.Uint32(e[16:])), uint64(binary.LittleEndian.Uint32(e[20:]))
+	if err != nil || at+n > uint64(len(line)) {
+		return nil, nil
+	}
+	return line, line[at : at+n]
+}
+
+// writeIndex builds the url index of p.lines into dst, through a shared writable mapping
+// of dst (the table never sits in the Go heap), dropping scanned rows from RSS as it goes.
+func (p *Pages) writeIndex(dst *atomicFile, progress func(done, total int64)) error {
+	l := p.lines
+	slots := int64(16)
+	if l.rows > 4 {
+		slots = max(slots, int64(1)<<bits.Len64(uint64(2*l.rows-1)))
+	}
+	size := headerSize + entrySize*slots
+	if err := dst.Truncate(size); err != nil {
+		return err
+	}
+	side, err := unix.Mmap(int(dst.Fd()), 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return fmt.Errorf("mmap %s: %w", dst.Name(), err)
+	}
+	defer unix.Munmap(side)
+	p.table, p.mask = side[headerSize:], uint64(slots-1)
+	defer func() { p.table = nil }()
+
+	var bad int64
+	dropped := 0
+	for i := range l.rows {
+		line, err := l.line(i)
+		if err != nil {
+			return err
+		}
+		raw, at, reason := stringField(line, "url")
+		if reason != "" {
+			bad++
+			continue
+		}
+		if len(line) > 1<<32-1 {
+			return fmt.Errorf("%s line %d: longer than 4 GiB", l.path, i+1)
+		}
+		p.insert(raw, at, i)
+		if end := int(binary.LittleEndian.Uint64(l.offs[8*i+8:])); end-dropped >= 64<<20 {
+			dropResident(l.data, dropped, end)
+			dropped = end
+			if progress != nil {
+				progress(int64(end), int64(len(l.data)))
+			}
+		}
+	}
+	if progress != nil {
+		progress(int64(len(l.data)), int64(len(l.data)))
+	}
+	header{magic: urlsMagic, fp: l.fp, rows: l.rows, extra1: slots, extra2: bad}.put(side)
+	if err := unix.Msync(side, unix.MS_SYNC); err != nil {
+		return fmt.Errorf("msync %s: %w", dst.Name(), err)
+	}
+	return nil
+}
+
+// insert adds row (whose url is the raw JSON string raw at offset at of its line) to the
+// table; a url already present is re-pointed to row, so the last duplicate wins.
+func (p *Pages) insert(raw []byte, at int, row int64) {
+	h := hashRawURL(raw)
+	for s := h & p.mask; ; s = (s + 1) & p.mask {
+		e := p.table[s*entrySize : (s+1)*entrySize]
+		used := binary.LittleEndian.Uint64(e[8:]) != 0
+		if used {
+			if binary.LittleEndian.Uint64(e[0:]) != h {
+				continue
+			}
+			if _, old := p.entryURL(e); old == nil || !sameJSONString(old, raw) {
+				continue
+			}
+		}
+		binary.LittleEndian.PutUint64(e[0:], h)
+		binary.LittleEndian.PutUint64(e[8:], uint64(row)+1)
+		binary.LittleEndian.PutUint32(e[16:], uint32(at))
+		binary.LittleEndian.PutUint32(e[20:], uint32(len(raw)))
+		return
+	}
+}
+
+// hashRawURL hashes the decoded form of a raw JSON string, as Lookup hashes its url.
+func hashRawURL(raw []byte) uint64 {
+	if bytes.IndexByte(raw, '\\') < 0 {
+		return fnv1a(raw)
+	}
+	return fnv1a(decodeJSONString(raw))
+}
+
+// sameJSONString reports whether two raw JSON strings decode to the same string.
+func sameJSONString(a, b []byte) bool {
+	if bytes.IndexByte(a, '\\') < 0 && bytes.IndexByte(b, '\\') < 0 {
+		return bytes.Equal(a, b)
+	}
+	return decodeJSONString(a) == decodeJSONString(b)
+}
+
+// fnv1a is 64-bit FNV-1a: stable across processes and Go versions, as an on-disk hash must be.
+func fnv1a[T string | []byte](s T) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= 1099511628211
+	}
+	return h
+}
