@@ -1,0 +1,120 @@
+// Drivers of the nn ops: pick the row kernels of a level, loop rows (OpenMP when the work is
+// big enough to pay for waking threads), and call OpenBLAS for the GEMMs.
+#include <math.h>
+#include <string.h>
+#include <omp.h>
+#include <cblas.h>
+#include "nn.h"
+
+// nn_threads is the team size of the parallel loops here; set with nn_set_threads.
+static int nn_threads = 1;
+
+// Rows x n below this many floats run on the calling thread only.
+#define PAR_MIN (1 << 14)
+
+static const nn_ops *pick(int level) {
+	switch (level) {
+	case 2: return &nn_ops_avx512;
+	case 1: return &nn_ops_avx2;
+	}
+	return &nn_ops_ref;
+}
+
+void nn_set_threads(int threads) {
+	if (threads < 1) threads = 1;
+	nn_threads = threads;
+	openblas_set_num_threads(threads);
+}
+
+int nn_get_threads(void) { return nn_threads; }
+
+void nn_linear(int level, const float *x, const float *w, const float *b, float *y,
+               int64_t rows, int64_t in, int64_t out, int act) {
+	if (rows == 0 || out == 0) return;
+	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)rows, (blasint)out, (blasint)in,
+	            1.0f, x, (blasint)in, w, (blasint)in, 0.0f, y, (blasint)out);
+	nn_bias_act(level, y, b, rows, out, act);
+}
+
+void nn_add_layernorm(int level, float *dst, const float *x, const float *bias, const float *res,
+                      const float *gamma, const float *beta, int64_t rows, int64_t n, float eps) {
+	const nn_ops *ops = pick(level);
+#pragma omp parallel for num_threads(nn_threads) if (rows * n >= PAR_MIN)
+	for (int64_t r = 0; r < rows; r++)
+		ops->add_layernorm(dst + r * n, x + r * n, bias, res ? res + r * n : 0, gamma, beta, n, eps);
+}
+
+void nn_bias_act(int level, float *x, const float *bias, int64_t rows, int64_t n, int act) {
+	const nn_ops *ops = pick(level);
+	if (!bias && act == NN_ACT_NONE) return;
+#pragma omp parallel for num_threads(nn_threads) if (rows * n >= PAR_MIN)
+	for (int64_t r = 0; r < rows; r++) ops->bias_act(x + r * n, bias, n, act);
+}
+
+void nn_softmax(int level, float *x, int64_t rows, int64_t n, int64_t valid, float scale) {
+	const nn_ops *ops = pick(level);
+#pragma omp parallel for num_threads(nn_threads) if (rows * n >= PAR_MIN)
+	for (int64_t r = 0; r < rows; r++) ops->softmax(x + r * n, n, valid, scale);
+}
+
+// normalize scales x to unit L2 norm like torch.nn.functional.normalize (eps 1e-12).
+static void normalize(const nn_ops *ops, float *x, int64_t n) {
+	float norm = sqrtf(ops->sumsq(x, n));
+	ops->scale(x, n, 1.0f / (norm > 1e-12f ? norm : 1e-12f));
+}
+
+void nn_l2_normalize(int level, float *x, int64_t rows, int64_t n) {
+	const nn_ops *ops = pick(level);
+	for (int64_t r = 0; r < rows; r++) normalize(ops, x + r * n, n);
+}
+
+void nn_embed_layernorm(int level, float *dst, const int32_t *ids, const int32_t *pos_ids, int64_t ntok,
+                        const float *word, const float *pos, const float *type0,
+                        const float *gamma, const float *beta, int64_t n, float eps) {
+	const nn_ops *ops = pick(level);
+#pragma omp parallel for num_threads(nn_threads) if (ntok * n >= PAR_MIN)
+	for (int64_t t = 0; t < ntok; t++)
+		ops->add_layernorm(dst + t * n, word + (int64_t)ids[t] * n, type0, pos + (int64_t)pos_ids[t] * n,
+		                   gamma, beta, n, eps);
+}
+
+void nn_attention(int level, const float *qkv, float *ctx, const int32_t *start, int32_t nseq,
+                  int32_t heads, int32_t head_dim, float *scratch, int64_t scratch_per_thread, int threads) {
+	const nn_ops *ops = pick(level);
+	const int64_t hidden = (int64_t)heads * head_dim, ld = 3 * hidden;
+	const float scale = 1.0f / sqrtf((float)head_dim);
+	const int64_t jobs = (int64_t)nseq * heads;
+	// Inside the parallel region OpenBLAS sees omp_in_parallel() and runs each GEMM on one thread.
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+	for (int64_t j = 0; j < jobs; j++) {
+		const int64_t s = j / heads, h = j % heads;
+		const int64_t L = start[s + 1] - start[s];
+		if (L == 0) continue;
+		float *S = scratch + (int64_t)omp_get_thread_num() * scratch_per_thread;
+		const float *q = qkv + start[s] * ld + h * head_dim;
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)L, (blasint)L, head_dim,
+		            1.0f, q, (blasint)ld, q + hidden, (blasint)ld, 0.0f, S, (blasint)L);
+		for (int64_t r = 0; r < L; r++) ops->softmax(S + r * L, L, L, scale);
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)L, head_dim, (blasint)L,
+		            1.0f, S, (blasint)L, q + 2 * hidden, (blasint)ld, 0.0f,
+		            ctx + start[s] * hidden + h * head_dim, (blasint)hidden);
+	}
+}
+
+void nn_pool(int level, float *dst, const float *x, const int32_t *start, int32_t nseq, int64_t n,
+             int mode, int normalize_out) {
+	const nn_ops *ops = pick(level);
+	for (int32_t s = 0; s < nseq; s++) {
+		float *d = dst + (int64_t)s * n;
+		const int64_t L = start[s + 1] - start[s];
+		memset(d, 0, (size_t)n * 4);
+		if (L == 0) continue;
+		if (mode == NN_POOL_CLS) {
+			ops->add(d, x + (int64_t)start[s] * n, n);
+		} else {
+			for (int64_t t = start[s]; t < start[s + 1]; t++) ops->add(d, x + t * n, n);
+			ops->scale(d, n, 1.0f / (float)L);
+		}
+		if (normalize_out) normalize(ops, d, n);
+	}
+}

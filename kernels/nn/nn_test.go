@@ -1,0 +1,278 @@
+package nn
+
+import (
+	"math"
+	"math/rand"
+	"testing"
+
+	"needle/kernels/cpu"
+)
+
+// Row lengths that cover empty, single, below/at/above one AVX2 and AVX-512 vector, and model widths.
+var widths = []int{0, 1, 3, 7, 8, 9, 15, 16, 17, 31, 33, 384, 1001}
+
+func randVec(r *rand.Rand, n int, scale float64) []float32 {
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32(r.NormFloat64() * scale)
+	}
+	return x
+}
+
+// withSpecials plants NaN, +inf and -inf in copies of x (when long enough).
+func withSpecials(x []float32) [][]float32 {
+	out := [][]float32{x}
+	for _, v := range []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))} {
+		if len(x) > 2 {
+			y := append([]float32{}, x...)
+			y[len(y)/2] = v
+			out = append(out, y)
+		}
+	}
+	return out
+}
+
+// close reports whether got matches the reference want: both NaN, equal (inf), or within
+// abs + rel*|want|.
+func close32(got, want float32, abs, rel float64) bool {
+	g, w := float64(got), float64(want)
+	if math.IsNaN(w) || math.IsNaN(g) {
+		return math.IsNaN(w) && math.IsNaN(g)
+	}
+	if math.IsInf(w, 0) || math.IsInf(g, 0) {
+		return g == w
+	}
+	return math.Abs(g-w) <= abs+rel*math.Abs(w)
+}
+
+func compare(t *testing.T, what string, level cpu.Level, got, want []float32, abs, rel float64) {
+	t.Helper()
+	for i := range want {
+		if !close32(got[i], want[i], abs, rel) {
+			t.Fatalf("%s at %s: [%d] = %g, reference %g", what, level, i, got[i], want[i])
+		}
+	}
+}
+
+// simdLevels are the levels compared with Ref on this CPU.
+func simdLevels() []cpu.Level { return cpu.Levels()[1:] }
+
+func TestRowOpsMatchReference(t *testing.T) {
+	r := rand.New(rand.NewSource(1))
+	ref := New(cpu.Ref)
+	for _, n := range widths {
+		rows := 3
+		for _, x := range withSpecials(randVec(r, rows*n, 3)) {
+			bias, res := randVec(r, n, 1), randVec(r, rows*n, 1)
+			gamma, beta := randVec(r, n, 1), randVec(r, n, 1)
+			for _, level := range simdLevels() {
+				o := New(level)
+				want, got := make([]float32, rows*n), make([]float32, rows*n)
+				ref.AddLayerNorm(want, x, bias, res, gamma, beta, rows, n, 1e-12)
+				o.AddLayerNorm(got, x, bias, res, gamma, beta, rows, n, 1e-12)
+				compare(t, "AddLayerNorm", level, got, want, 1e-4, 1e-4)
+
+				for _, act := range []Act{NoAct, GELU} {
+					want, got = append([]float32{}, x...), append([]float32{}, x...)
+					ref.BiasAct(want, bias, rows, n, act)
+					o.BiasAct(got, bias, rows, n, act)
+					compare(t, "BiasAct", level, got, want, 1e-6, 1e-6)
+				}
+				for _, valid := range []int{n, n / 2} {
+					want, got = append([]float32{}, x...), append([]float32{}, x...)
+					ref.Softmax(want, rows, n, valid, 0.125)
+					o.Softmax(got, rows, n, valid, 0.125)
+					compare(t, "Softmax", level, got, want, 1e-7, 1e-5)
+				}
+				want, got = append([]float32{}, x...), append([]float32{}, x...)
+				ref.L2Normalize(want, rows, n)
+				o.L2Normalize(got, rows, n)
+				compare(t, "L2Normalize", level, got, want, 1e-7, 1e-5)
+			}
+		}
+	}
+}
+
+// TestReferenceSemantics pins the scalar reference to the math it stands for, in float64.
+func TestReferenceSemantics(t *testing.T) {
+	ref := New(cpu.Ref)
+	x := []float32{-3, -0.5, 0, 0.5, 3}
+	g := append([]float32{}, x...)
+	ref.BiasAct(g, nil, 1, len(x), GELU)
+	for i, v := range x {
+		want := 0.5 * float64(v) * (1 + math.Erf(float64(v)/math.Sqrt2))
+		if math.Abs(float64(g[i])-want) > 1e-6 {
+			t.Errorf("gelu(%g) = %g, want %g", v, g[i], want)
+		}
+	}
+	s := []float32{1, 2, 3, 99}
+	ref.Softmax(s, 1, 4, 3, 1)
+	den := math.Exp(1) + math.Exp(2) + math.Exp(3)
+	for i := 0; i < 3; i++ {
+		if math.Abs(float64(s[i])-math.Exp(float64(i+1))/den) > 1e-6 {
+			t.Errorf("softmax[%d] = %g", i, s[i])
+		}
+	}
+	if s[3] != 0 {
+		t.Errorf("masked softmax entry = %g, want 0", s[3])
+	}
+	ln := make([]float32, 4)
+	ones, zeros := []float32{1, 1, 1, 1}, make([]float32, 4)
+	ref.AddLayerNorm(ln, []float32{1, 2, 3, 4}, nil, nil, ones, zeros, 1, 4, 0)
+	for i, want := range []float64{-1.3416408, -0.4472136, 0.4472136, 1.3416408} {
+		if math.Abs(float64(ln[i])-want) > 1e-6 {
+			t.Errorf("layernorm[%d] = %g, want %g", i, ln[i], want)
+		}
+	}
+}
+
+// naiveLinear is the float64 oracle of Linear.
+func naiveLinear(x, w, b []float32, rows, in, out int, act Act) []float32 {
+	y := make([]float32, rows*out)
+	for r := 0; r < rows; r++ {
+		for o := 0; o < out; o++ {
+			s := float64(b[o])
+			for k := 0; k < in; k++ {
+				s += float64(x[r*in+k]) * float64(w[o*in+k])
+			}
+			if act == GELU {
+				s = 0.5 * s * (1 + math.Erf(s/math.Sqrt2))
+			}
+			y[r*out+o] = float32(s)
+		}
+	}
+	return y
+}
+
+func TestLinear(t *testing.T) {
+	r := rand.New(rand.NewSource(2))
+	for _, shape := range [][3]int{{1, 1, 1}, {5, 17, 9}, {33, 64, 48}, {0, 8, 8}} {
+		rows, in, out := shape[0], shape[1], shape[2]
+		x, w, b := randVec(r, rows*in, 1), randVec(r, out*in, 0.2), randVec(r, out, 1)
+		for _, level := range cpu.Levels() {
+			for _, act := range []Act{NoAct, GELU} {
+				y := make([]float32, rows*out)
+				if err := New(level).Linear(y, x, w, b, rows, in, out, act); err != nil {
+					t.Fatal(err)
+				}
+				compare(t, "Linear", level, y, naiveLinear(x, w, b, rows, in, out, act), 1e-4, 1e-4)
+			}
+		}
+	}
+	if err := New(cpu.Ref).Linear(make([]float32, 3), make([]float32, 4), make([]float32, 4), nil, 2, 2, 2, NoAct); err == nil {
+		t.Error("Linear accepted a short output buffer")
+	}
+}
+
+// naiveAttention is the float64 oracle of Attention for one packed batch.
+func naiveAttention(qkv []float32, start []int32, heads, d int) []float32 {
+	hidden := heads * d
+	ctx := make([]float32, int(start[len(start)-1])*hidden)
+	for s := 0; s+1 < len(start); s++ {
+		a, b := int(start[s]), int(start[s+1])
+		for h := 0; h < heads; h++ {
+			for i := a; i < b; i++ {
+				scores := make([]float64, b-a)
+				m := math.Inf(-1)
+				for j := a; j < b; j++ {
+					dot := 0.0
+					for k := 0; k < d; k++ {
+						dot += float64(qkv[i*3*hidden+h*d+k]) * float64(qkv[j*3*hidden+hidden+h*d+k])
+					}
+					scores[j-a] = dot / math.Sqrt(float64(d))
+					m = math.Max(m, scores[j-a])
+				}
+				sum := 0.0
+				for j := range scores {
+					scores[j] = math.Exp(scores[j] - m)
+					sum += scores[j]
+				}
+				for k := 0; k < d; k++ {
+					acc := 0.0
+					for j := a; j < b; j++ {
+						acc += scores[j-a] / sum * float64(qkv[j*3*hidden+2*hidden+h*d+k])
+					}
+					ctx[i*hidden+h*d+k] = float32(acc)
+				}
+			}
+		}
+	}
+	return ctx
+}
+
+func TestAttention(t *testing.T) {
+	r := rand.New(rand.NewSource(3))
+	heads, d := 3, 8
+	start := []int32{0, 1, 1, 8, 25} // lengths 1, 0, 7, 17
+	qkv := randVec(r, 25*3*heads*d, 1)
+	want := naiveAttention(qkv, start, heads, d)
+	for _, threads := range []int{1, 2} {
+		SetThreads(threads)
+		for _, level := range cpu.Levels() {
+			ctx := make([]float32, 25*heads*d)
+			if err := New(level).Attention(ctx, qkv, start, heads, d, make([]float32, AttentionScratch(start))); err != nil {
+				t.Fatal(err)
+			}
+			compare(t, "Attention", level, ctx, want, 1e-5, 1e-4)
+		}
+	}
+	SetThreads(1)
+	for _, bad := range [][]int32{{1, 25}, {0, 24}, {0, 9, 8, 25}} {
+		if err := New(cpu.Ref).Attention(make([]float32, 25*heads*d), qkv, bad, heads, d, make([]float32, 1000)); err == nil {
+			t.Errorf("Attention accepted starts %v", bad)
+		}
+	}
+}
+
+func TestEmbedAndPool(t *testing.T) {
+	r := rand.New(rand.NewSource(4))
+	n := 20
+	word, pos, typ := randVec(r, 10*n, 1), randVec(r, 6*n, 1), randVec(r, n, 1)
+	gamma, beta := randVec(r, n, 1), randVec(r, n, 1)
+	ids, posIDs := []int32{2, 9, 0, 5, 5}, []int32{0, 1, 0, 1, 2}
+	start := []int32{0, 2, 5}
+	for _, level := range cpu.Levels() {
+		o := New(level)
+		got := make([]float32, len(ids)*n)
+		if err := o.EmbedLayerNorm(got, ids, posIDs, word, pos, typ, gamma, beta, n, 1e-12); err != nil {
+			t.Fatal(err)
+		}
+		for i := range ids {
+			want := make([]float32, n)
+			New(cpu.Ref).AddLayerNorm(want, word[int(ids[i])*n:], typ, pos[int(posIDs[i])*n:], gamma, beta, 1, n, 1e-12)
+			compare(t, "EmbedLayerNorm", level, got[i*n:(i+1)*n], want, 1e-5, 1e-5)
+		}
+		for _, mode := range []Pooling{MeanPool, CLSPool} {
+			dst := make([]float32, 2*n)
+			if err := o.Pool(dst, got, start, n, mode, true); err != nil {
+				t.Fatal(err)
+			}
+			for s := 0; s < 2; s++ {
+				want := make([]float64, n)
+				a, b := int(start[s]), int(start[s+1])
+				if mode == CLSPool {
+					b = a + 1
+				}
+				norm := 0.0
+				for j := 0; j < n; j++ {
+					for tk := a; tk < b; tk++ {
+						want[j] += float64(got[tk*n+j]) / float64(b-a)
+					}
+					norm += want[j] * want[j]
+				}
+				for j := 0; j < n; j++ {
+					if math.Abs(want[j]/math.Sqrt(norm)-float64(dst[s*n+j])) > 1e-5 {
+						t.Fatalf("Pool(%d) at %s: seq %d [%d] = %g, want %g", mode, level, s, j, dst[s*n+j], want[j]/math.Sqrt(norm))
+					}
+				}
+			}
+		}
+	}
+	o := New(cpu.Ref)
+	if err := o.EmbedLayerNorm(make([]float32, 5*n), []int32{10}, []int32{0}, word, pos, typ, gamma, beta, n, 1e-12); err == nil {
+		t.Error("EmbedLayerNorm accepted token id 10 of a 10-word vocabulary")
+	}
+	if err := o.EmbedLayerNorm(make([]float32, 5*n), []int32{1}, []int32{6}, word, pos, typ, gamma, beta, n, 1e-12); err == nil {
+		t.Error("EmbedLayerNorm accepted position 6 of 6")
+	}
+}
