@@ -1,0 +1,344 @@
+package delta
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/klauspost/compress/zstd"
+)
+
+// Format is the wire layout of one tensor's delta record.
+type Format int
+
+const (
+	// AstraFlow is AstraFlow's delta layout (docs/en/architecture/delta-weight-transfer.md,
+	// struct "<QHHi"): little-endian header {u64 nnz, u16 elem_size, u16 flags, i32 reserved=0},
+	// then nnz indices (u32, or u64 when flags bit 0 is set: tensors over 2^32-1
+	// elements), then nnz raw new values.
+	AstraFlow Format = iota
+	// Compact is needle's layout: gap-coded indices narrowed to 1, 2 or 4 bytes and the
+	// values split into byte planes, zstd-compressed; or the raw new tensor ("dense")
+	// when that is smaller. See compactHeader.
+	Compact
+)
+
+func (f Format) String() string {
+	if f == Compact {
+		return "compact"
+	}
+	return "astraflow"
+}
+
+// ParseFormat reads "astraflow" or "compact".
+func ParseFormat(s string) (Format, error) {
+	switch s {
+	case "astraflow":
+		return AstraFlow, nil
+	case "compact":
+		return Compact, nil
+	}
+	return 0, fmt.Errorf("unknown delta format %q (want astraflow or compact)", s)
+}
+
+const (
+	astraHeaderLen  = 16
+	astraFlagIndex8 = 1 // flags bit 0: indices are u64
+)
+
+// WriteRecord writes the record of s, the delta of a tensor whose new bits are newBits,
+// in format f to w, and returns the bytes written.
+func WriteRecord(w io.Writer, f Format, s *Sparse, newBits []byte) (int64, error) {
+	if f == Compact {
+		rec, err := appendCompact(nil, s, newBits)
+		if err != nil {
+			return 0, err
+		}
+		n, err := w.Write(rec)
+		return int64(n), err
+	}
+	var h [astraHeaderLen]byte
+	binary.LittleEndian.PutUint64(h[0:], uint64(s.Count()))
+	binary.LittleEndian.PutUint16(h[8:], uint16(s.ElemSize))
+	if s.IndexSize == 8 {
+		binary.LittleEndian.PutUint16(h[10:], astraFlagIndex8)
+	}
+	var total int64
+	for _, part := range [][]byte{h[:], s.Indices, s.Values} {
+		n, err := w.Write(part)
+		total += int64(n)
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+// ParseAstraFlow reads an AstraFlow record for a tensor of n elements of elemSize bytes.
+// The returned Sparse views rec. Any mismatch (element size, flags, length, count) is an
+// error naming the field.
+func ParseAstraFlow(rec []byte, n int64, elemSize int) (Sparse, error) {
+	if len(rec) < astraHeaderLen {
+		return Sparse{}, fmt.Errorf("astraflow record of %d bytes is shorter than its %d-byte header", len(rec), astraHeaderLen)
+	}
+	nnz := binary.LittleEndian.Uint64(rec[0:])
+	es := int(binary.LittleEndian.Uint16(rec[8:]))
+	flags := binary.LittleEndian.Uint16(rec[10:])
+	reserved := int32(binary.LittleEndian.Uint32(rec[12:]))
+	switch {
+	case es != elemSize:
+		return Sparse{}, fmt.Errorf("astraflow elem_size is %d, tensor has %d-byte elements", es, elemSize)
+	case flags&^astraFlagIndex8 != 0:
+		return Sparse{}, fmt.Errorf("astraflow flags 0x%x has unknown bits", flags)
+	case reserved != 0:
+		return Sparse{}, fmt.Errorf("astraflow reserved field is %d, want 0", reserved)
+	case nnz > uint64(n):
+		return Sparse{}, fmt.Errorf("astraflow nnz %d exceeds the tensor's %d elements", nnz, n)
+	}
+	is := 4
+	if flags&astraFlagIndex8 != 0 {
+		is = 8
+	}
+	body := uint64(len(rec) - astraHeaderLen)
+	if want := nnz * uint64(is+es); body != want {
+		return Sparse{}, fmt.Errorf("astraflow record has %d bytes after the header, nnz %d needs %d", body, nnz, want)
+	}
+	cut := astraHeaderLen + int(nnz)*is
+	return Sparse{Len: n, ElemSize: es, IndexSize: is, Indices: rec[astraHeaderLen:cut], Values: rec[cut:]}, nil
+}
+
+// ApplyRecord applies rec (format f) to base, a tensor of elemSize-byte elements, in
+// place. The record is fully decoded and checked first: on error base is untouched.
+// scratch (may be nil) holds decoded compact entries and is reused across calls.
+func ApplyRecord(base []byte, elemSize int, f Format, rec []byte, scratch *Sparse, threads int) error {
+	if err := checkElemSize(elemSize); err != nil {
+		return err
+	}
+	if len(base)%elemSize != 0 {
+		return fmt.Errorf("tensor of %d bytes is not a whole number of %d-byte elements", len(base), elemSize)
+	}
+	n := int64(len(base) / elemSize)
+	if f == AstraFlow {
+		s, err := ParseAstraFlow(rec, n, elemSize)
+		if err != nil {
+			return err
+		}
+		return Apply(base, &s, threads)
+	}
+	if scratch == nil {
+		scratch = &Sparse{}
+	}
+	dense, err := decodeCompact(rec, n, elemSize, scratch)
+	if err != nil {
+		return err
+	}
+	if dense != nil {
+		copy(base, dense)
+		return nil
+	}
+	return Apply(base, scratch, threads)
+}
+
+// Compact record layout, little-endian:
+//
+//	0  magic "NDLC"
+//	4  u8 version (1)
+//	5  u8 kind: 1 sparse, 2 dense
+//	6  u8 gap width: 1, 2 or 4 (sparse), 0 (dense)
+//	7  u8 element size
+//	8  u64 elements in the tensor
+//	16 u64 changed elements (nnz)
+//	24 u64 payload length before compression
+//	32 payload: sparse = zstd(gaps || value byte planes); dense = the raw new tensor
+//
+// Gaps: entry k stores idx[k] - idx[k-1] - 1 (entry 0 stores idx[0]) in width w bytes; a
+// gap >= M = 2^(8w)-1 is written as floor(gap/M) words of M then the remainder. Value
+// byte planes: byte 0 of every value, then byte 1, ... (zstd finds the repeated
+// exponent bytes).
+const (
+	compactMagic   = "NDLC"
+	compactVersion = 1
+	compactSparse  = 1
+	compactDense   = 2
+	compactHdrLen  = 32
+)
+
+var (
+	zenc = sync.OnceValue(func() *zstd.Encoder {
+		e, _ := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1))
+		return e
+	})
+	zdec = sync.OnceValue(func() *zstd.Decoder {
+		d, _ := zstd.NewReader(nil, zstd.WithDecodeAllCapLimit(true), zstd.WithDecoderConcurrency(1))
+		return d
+	})
+)
+
+func gapMax(w int) uint64 { return 1<<(8*uint(w)) - 1 }
+
+// gapBytes returns the gap-stream size of s for widths 1, 2 and 4.
+func gapBytes(s *Sparse) [3]uint64 {
+	var words [3]uint64
+	prev := int64(-1)
+	for k := range s.Count() {
+		g := uint64(int64(s.Index(k)) - prev - 1)
+		prev = int64(s.Index(k))
+		words[0] += g/gapMax(1) + 1
+		words[1] += g/gapMax(2) + 1
+		words[2] += g/gapMax(4) + 1
+	}
+	return [3]uint64{words[0], 2 * words[1], 4 * words[2]}
+}
+
+func putCompactHeader(dst []byte, kind, w, elemSize int, n, nnz, raw uint64) []byte {
+	dst = append(dst, compactMagic...)
+	dst = append(dst, compactVersion, byte(kind), byte(w), byte(elemSize))
+	dst = binary.LittleEndian.AppendUint64(dst, n)
+	dst = binary.LittleEndian.AppendUint64(dst, nnz)
+	return binary.LittleEndian.AppendUint64(dst, raw)
+}
+
+// appendCompact appends the compact record of s (new tensor bits newBits) to dst.
+func appendCompact(dst []byte, s *Sparse, newBits []byte) ([]byte, error) {
+	if int64(len(newBits)) != s.Len*int64(s.ElemSize) {
+		return nil, fmt.Errorf("new tensor has %d bytes, delta is for %d elements of %d bytes", len(newBits), s.Len, s.ElemSize)
+	}
+	n, nnz, es := uint64(s.Len), uint64(s.Count()), s.ElemSize
+	dense := func() []byte {
+		return append(putCompactHeader(dst, compactDense, 0, es, n, nnz, uint64(len(newBits))), newBits...)
+	}
+	costs := gapBytes(s)
+	wi := 0
+	for i := range costs {
+		if costs[i] < costs[wi] {
+			wi = i
+		}
+	}
+	w := []int{1, 2, 4}[wi]
+	raw := costs[wi] + nnz*uint64(es)
+	if raw >= uint64(len(newBits)) {
+		return dense(), nil
+	}
+	payload := appendSparsePayload(make([]byte, 0, raw+8), s, w)
+	out := putCompactHeader(dst, compactSparse, w, es, n, nnz, raw)
+	out = zenc().EncodeAll(payload, out)
+	if len(out)-len(dst)-compactHdrLen >= len(newBits) {
+		return dense(), nil
+	}
+	return out, nil
+}
+
+// appendSparsePayload appends the uncompressed sparse payload of s with gap width w:
+// the gap words, then the value byte planes. Gap words are appended as u64 and cut to w
+// bytes, so dst needs 8 spare bytes of capacity to avoid growing.
+func appendSparsePayload(dst []byte, s *Sparse, w int) []byte {
+	prev, m := int64(-1), gapMax(w)
+	for k := range s.Count() {
+		g := uint64(int64(s.Index(k)) - prev - 1)
+		prev = int64(s.Index(k))
+		for ; g >= m; g -= m {
+			dst = binary.LittleEndian.AppendUint64(dst, m)[:len(dst)+w]
+		}
+		dst = binary.LittleEndian.AppendUint64(dst, g)[:len(dst)+w]
+	}
+	for b := range s.ElemSize {
+		for k := b; k < len(s.Values); k += s.ElemSize {
+			dst = append(dst, s.Values[k])
+		}
+	}
+	return dst
+}
+
+// decodeCompact checks a compact record for a tensor of n elements of elemSize bytes. A
+// dense record returns the new tensor (a view of rec); a sparse one fills s and returns nil.
+func decodeCompact(rec []byte, n int64, elemSize int, s *Sparse) ([]byte, error) {
+	if len(rec) < compactHdrLen {
+		return nil, fmt.Errorf("compact record of %d bytes is shorter than its %d-byte header", len(rec), compactHdrLen)
+	}
+	kind, w, es := int(rec[5]), int(rec[6]), int(rec[7])
+	rn, nnz, raw := binary.LittleEndian.Uint64(rec[8:]), binary.LittleEndian.Uint64(rec[16:]), binary.LittleEndian.Uint64(rec[24:])
+	body := rec[compactHdrLen:]
+	switch {
+	case string(rec[:4]) != compactMagic:
+		return nil, fmt.Errorf("compact record magic is %q, want %q", rec[:4], compactMagic)
+	case rec[4] != compactVersion:
+		return nil, fmt.Errorf("compact record version %d, this build reads %d", rec[4], compactVersion)
+	case es != elemSize:
+		return nil, fmt.Errorf("compact record element size is %d, tensor has %d-byte elements", es, elemSize)
+	case rn != uint64(n):
+		return nil, fmt.Errorf("compact record is for %d elements, tensor has %d", rn, n)
+	case nnz > uint64(n):
+		return nil, fmt.Errorf("compact record nnz %d exceeds the tensor's %d elements", nnz, n)
+	case kind == compactDense:
+		if raw != uint64(n)*uint64(es) || uint64(len(body)) != raw {
+			return nil, fmt.Errorf("dense compact record has %d bytes (header says %d), tensor has %d", len(body), raw, uint64(n)*uint64(es))
+		}
+		return body, nil
+	case kind != compactSparse:
+		return nil, fmt.Errorf("compact record kind %d is not 1 (sparse) or 2 (dense)", kind)
+	case w != 1 && w != 2 && w != 4:
+		return nil, fmt.Errorf("compact record gap width %d is not 1, 2 or 4", w)
+	}
+	vals := nnz * uint64(es)
+	// Every entry takes at least one gap word; escapes add at most n/M words in total.
+	if lo, hi := vals+nnz*uint64(w), vals+(nnz+uint64(n)/gapMax(w)+1)*uint64(w); raw < lo || raw > hi {
+		return nil, fmt.Errorf("compact record payload length %d is outside [%d, %d] for nnz %d", raw, lo, hi, nnz)
+	}
+	payload, err := zdec().DecodeAll(body, make([]byte, 0, raw))
+	if err != nil {
+		return nil, fmt.Errorf("compact record payload: %w", err)
+	}
+	if uint64(len(payload)) != raw {
+		return nil, fmt.Errorf("compact record payload decompressed to %d bytes, header says %d", len(payload), raw)
+	}
+	gaps := payload[:raw-vals]
+	is := IndexSizeFor(n)
+	*s = Sparse{Len: n, ElemSize: es, IndexSize: is, Indices: grow(s.Indices, int64(nnz)*int64(is)+8), Values: grow(s.Values, int64(vals))}
+	prev, m, pos := int64(-1), gapMax(w), 0
+	for k := range nnz {
+		var g uint64
+		for {
+			if pos+w > len(gaps) {
+				return nil, fmt.Errorf("compact record gap stream ends at entry %d of %d", k, nnz)
+			}
+			v := readWord(gaps[pos:], w)
+			pos += w
+			g += v
+			if g >= uint64(n) {
+				return nil, fmt.Errorf("compact record entry %d: gap %d out of range for %d elements", k, g, n)
+			}
+			if v != m {
+				break
+			}
+		}
+		idx := uint64(prev+1) + g
+		if idx >= uint64(n) {
+			return nil, fmt.Errorf("compact record entry %d: index %d out of range for %d elements", k, idx, n)
+		}
+		prev = int64(idx)
+		s.Indices = binary.LittleEndian.AppendUint64(s.Indices, idx)[:len(s.Indices)+is]
+	}
+	if pos != len(gaps) {
+		return nil, fmt.Errorf("compact record has %d gap bytes after entry %d", len(gaps)-pos, nnz)
+	}
+	planes := payload[raw-vals:]
+	s.Values = s.Values[:vals]
+	for b := range es {
+		plane := planes[uint64(b)*nnz : uint64(b+1)*nnz]
+		for k, v := range plane {
+			s.Values[k*es+b] = v
+		}
+	}
+	return nil, nil
+}
+
+func readWord(b []byte, w int) uint64 {
+	switch w {
+	case 1:
+		return uint64(b[0])
+	case 2:
+		return uint64(binary.LittleEndian.Uint16(b))
+	}
+	return uint64(binary.LittleEndian.Uint32(b))
+}
