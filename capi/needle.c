@@ -1,0 +1,125 @@
+// libneedle.so entry points: SIMD level selection without Go, and the logprob functions over the
+// C kernels of kernels/logprob (the same sources the Go package compiles).
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "capi_internal.h"
+#include "logprob/logprob.h"
+#include "needle.h"
+
+static const char* level_names[] = {"ref", "avx2", "avx512"};
+
+static int32_t cpu_best(void) {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
+    return NL_LEVEL_AVX512;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return NL_LEVEL_AVX2;
+#endif
+  return NL_LEVEL_REF;
+}
+
+static pthread_once_t level_once = PTHREAD_ONCE_INIT;
+static int32_t level_value;
+static char level_err[128];
+
+static void pick_level(void) {
+  level_value = cpu_best();
+  const char* env = getenv("NEEDLE_SIMD");
+  if (!env || !*env) return;
+  for (int32_t l = NL_LEVEL_REF; l <= NL_LEVEL_AVX512; l++) {
+    if (strcmp(env, level_names[l]) == 0) {
+      if (l > level_value) {
+        snprintf(level_err, sizeof level_err, "NEEDLE_SIMD=%s: this CPU supports at most %s", env,
+                 level_names[level_value]);
+        level_value = -1;
+      } else {
+        level_value = l;
+      }
+      return;
+    }
+  }
+  snprintf(level_err, sizeof level_err, "NEEDLE_SIMD=%.32s: unknown level (want ref, avx2 or avx512)",
+           env);
+  level_value = -1;
+}
+
+int32_t needle_capi_level(char* err, size_t err_len) {
+  pthread_once(&level_once, pick_level);
+  if (level_value < 0 && err_len > 0) snprintf(err, err_len, "%s", level_err);
+  return level_value;
+}
+
+size_t needle_capi_errlen(const char* err, int64_t err_len) {
+  return err && err_len > 0 ? (size_t)err_len : 0;
+}
+
+NEEDLE_API int32_t needle_abi_version(void) { return NEEDLE_ABI_VERSION; }
+
+NEEDLE_API int32_t needle_simd_level(char* buf, int64_t buf_len) {
+  size_t n = needle_capi_errlen(buf, buf_len);
+  int32_t level = needle_capi_level(buf, n);
+  if (level < 0) return -1;
+  if (n > 0) snprintf(buf, n, "%s", level_names[level]);
+  return 0;
+}
+
+static int32_t logprob(const void* logits, int32_t dtype, int64_t n, int64_t v,
+                       const int64_t* labels, float temperature, int64_t ignore_index,
+                       int32_t threads, float* out_logprob, float* out_entropy, float* out_lse,
+                       char* err, int64_t err_len) {
+  char scratch[1];  // nl_* write their message somewhere even when the caller wants none
+  size_t n_err = needle_capi_errlen(err, err_len);
+  if (!n_err) err = scratch, n_err = sizeof scratch;
+  int32_t level = needle_capi_level(err, n_err);
+  if (level < 0) return -1;
+  nl_logprob_args a = {logits, dtype, n, v, labels, temperature, ignore_index,
+                       out_logprob, out_entropy, out_lse};
+  return nl_logprob_run(&a, level, threads, err, n_err);
+}
+
+NEEDLE_API int32_t needle_logprob_f32(const float* logits, int64_t n, int64_t v,
+                                      const int64_t* labels, float temperature,
+                                      int64_t ignore_index, int32_t threads, float* out_logprob,
+                                      float* out_entropy, float* out_lse, char* err,
+                                      int64_t err_len) {
+  return logprob(logits, NL_F32, n, v, labels, temperature, ignore_index, threads, out_logprob,
+                 out_entropy, out_lse, err, err_len);
+}
+
+NEEDLE_API int32_t needle_logprob_f16(const uint16_t* logits, int64_t n, int64_t v,
+                                      const int64_t* labels, float temperature,
+                                      int64_t ignore_index, int32_t threads, float* out_logprob,
+                                      float* out_entropy, float* out_lse, char* err,
+                                      int64_t err_len) {
+  return logprob(logits, NL_F16, n, v, labels, temperature, ignore_index, threads, out_logprob,
+                 out_entropy, out_lse, err, err_len);
+}
+
+NEEDLE_API int32_t needle_logprob_bf16(const uint16_t* logits, int64_t n, int64_t v,
+                                       const int64_t* labels, float temperature,
+                                       int64_t ignore_index, int32_t threads, float* out_logprob,
+                                       float* out_entropy, float* out_lse, char* err,
+                                       int64_t err_len) {
+  return logprob(logits, NL_BF16, n, v, labels, temperature, ignore_index, threads, out_logprob,
+                 out_entropy, out_lse, err, err_len);
+}
+
+NEEDLE_API int32_t needle_linear_logprob_f32(const float* hidden, int64_t n, int64_t h,
+                                             const float* lm_head, int64_t v,
+                                             const int64_t* labels, float temperature,
+                                             int64_t ignore_index, float* out_logprob,
+                                             float* out_entropy, float* out_lse, char* err,
+                                             int64_t err_len) {
+  char scratch[1];
+  size_t n_err = needle_capi_errlen(err, err_len);
+  if (!n_err) err = scratch, n_err = sizeof scratch;
+  int32_t level = needle_capi_level(err, n_err);
+  if (level < 0) return -1;
+  nl_logprob_args a = {NULL, NL_F32, n, v, labels, temperature, ignore_index,
+                       out_logprob, out_entropy, out_lse};
+  return nl_linear_logprob_run(hidden, h, lm_head, &a, level, err, n_err);
+}

@@ -1,0 +1,63 @@
+/* needle.h: needle's tensor ops for the trainer's own process (libneedle.so; no Go runtime).
+ *
+ * Every function works on caller-owned buffers, holds no state between calls, is safe to call
+ * from many threads at once, never aborts, and returns 0 on success or -1 after copying a
+ * NUL-terminated message into err[0 : err_len) (nothing is copied when err is NULL or err_len
+ * <= 0). Only sized integers and floats cross. Arrays are row-major and contiguous.
+ * The SIMD level is the best the CPU has, or NEEDLE_SIMD=ref|avx2|avx512 (read once).
+ */
+#ifndef NEEDLE_H
+#define NEEDLE_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define NEEDLE_ABI_VERSION 1
+
+/* needle_abi_version returns NEEDLE_ABI_VERSION of the library (check it against the header). */
+int32_t needle_abi_version(void);
+
+/* needle_simd_level copies the SIMD level in use ("ref", "avx2", "avx512") into buf; returns 0,
+ * or -1 (message in buf) when NEEDLE_SIMD asks for a level the CPU lacks. */
+int32_t needle_simd_level(char* buf, int64_t buf_len);
+
+/* ---- log-probabilities (verl logprobs_from_logits / entropy_from_logits semantics) ----------
+ * logits [n, v] (fp32, IEEE fp16 bits or bf16 bits), labels [n] -> out_logprob [n] and, when
+ * not NULL, out_entropy [n] and out_lse [n], all fp32, on y = logits / temperature:
+ *   lse = log sum exp y;  logprob = y[label] - lse, or 0 when label == ignore_index (-100 in
+ *   PyTorch); entropy = lse - sum softmax(y) * y (computed for ignored rows too, as verl).
+ * A row with a NaN gives NaN outputs for that row only (logprob stays 0 if ignored).
+ * Rows are split over `threads` threads (< 1 means 1). Errors: label outside [0, v) and not
+ * ignore_index, temperature <= 0 or not finite, bad shape, NULL buffers; then nothing is written.
+ */
+int32_t needle_logprob_f32(const float* logits, int64_t n, int64_t v, const int64_t* labels,
+                           float temperature, int64_t ignore_index, int32_t threads,
+                           float* out_logprob, float* out_entropy, float* out_lse, char* err,
+                           int64_t err_len);
+int32_t needle_logprob_f16(const uint16_t* logits, int64_t n, int64_t v, const int64_t* labels,
+                           float temperature, int64_t ignore_index, int32_t threads,
+                           float* out_logprob, float* out_entropy, float* out_lse, char* err,
+                           int64_t err_len);
+int32_t needle_logprob_bf16(const uint16_t* logits, int64_t n, int64_t v, const int64_t* labels,
+                            float temperature, int64_t ignore_index, int32_t threads,
+                            float* out_logprob, float* out_entropy, float* out_lse, char* err,
+                            int64_t err_len);
+
+/* needle_linear_logprob_f32: the same outputs from hidden [n, h] and lm_head [v, h] (logits =
+ * hidden . lm_head^T) without holding [n, v]: chunks of 256 rows x 4096 vocab through OpenBLAS
+ * sgemm (threads: OpenBLAS's own, OMP_NUM_THREADS / OPENBLAS_NUM_THREADS). */
+int32_t needle_linear_logprob_f32(const float* hidden, int64_t n, int64_t h, const float* lm_head,
+                                  int64_t v, const int64_t* labels, float temperature,
+                                  int64_t ignore_index, float* out_logprob, float* out_entropy,
+                                  float* out_lse, char* err, int64_t err_len);
+
+/* ---- delta weight transfer: declarations owned by the delta engineer go below ---------------- */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* NEEDLE_H */

@@ -1,0 +1,87 @@
+// AVX2 row kernel: the AVX-512 design (see logprob_avx512.c) on 8 lanes x 4 vectors; 2^n is
+// built in the exponent bits, so d is clamped at -87 (n >= -126, exp(-87) ~ 1.6e-38 adds nothing).
+#if defined(__x86_64__)
+#pragma GCC target("avx2,fma,f16c")
+#include <float.h>
+#include <immintrin.h>
+
+#include "logprob.h"
+
+static inline __m256 exp_neg8(__m256 d) {
+  const __m256 log2e = _mm256_set1_ps(1.44269504f), ln2hi = _mm256_set1_ps(0.693145751953125f),
+               ln2lo = _mm256_set1_ps(1.428606765330187e-06f);
+  __m256 n = _mm256_round_ps(_mm256_mul_ps(d, log2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, ln2hi, d);
+  r = _mm256_fnmadd_ps(n, ln2lo, r);
+  __m256 p = _mm256_set1_ps(1.0f / 720);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  __m256i pow2n = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(p, _mm256_castsi256_ps(pow2n));
+}
+
+static inline __m256 load8(const void* row, int32_t dtype, int64_t i, __m256 inv_t) {
+  __m256 x;
+  switch (dtype) {
+    case NL_BF16:
+      x = _mm256_castsi256_ps(_mm256_slli_epi32(
+          _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i*)((const uint16_t*)row + i))), 16));
+      break;
+    case NL_F16:
+      x = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)((const uint16_t*)row + i)));
+      break;
+    default:
+      x = _mm256_loadu_ps((const float*)row + i);
+  }
+  return _mm256_mul_ps(x, inv_t);
+}
+
+#define PUSH8(y)                                             \
+  do {                                                       \
+    __m256 d_ = _mm256_max_ps(lo, _mm256_sub_ps((y), m));    \
+    __m256 e_ = exp_neg8(d_);                                \
+    s = _mm256_add_ps(s, e_);                                \
+    t = _mm256_fmadd_ps(e_, d_, t);                          \
+  } while (0)
+
+static inline void stats8(const void* row, int32_t dtype, int64_t len, float inv_tf, nl_stats* st) {
+  const __m256 lo = _mm256_set1_ps(-87.0f), inv_t = _mm256_set1_ps(inv_tf);
+  __m256 m = _mm256_set1_ps(-FLT_MAX), s = _mm256_setzero_ps(), t = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 32 <= len; i += 32) {
+    __m256 y0 = load8(row, dtype, i, inv_t), y1 = load8(row, dtype, i + 8, inv_t);
+    __m256 y2 = load8(row, dtype, i + 16, inv_t), y3 = load8(row, dtype, i + 24, inv_t);
+    __m256 bm = _mm256_max_ps(_mm256_max_ps(y0, y1), _mm256_max_ps(y2, y3));
+    __m256 up = _mm256_cmp_ps(bm, m, _CMP_GT_OQ);
+    if (_mm256_movemask_ps(up)) {
+      __m256 mn = _mm256_blendv_ps(m, bm, up);
+      __m256 d = _mm256_max_ps(lo, _mm256_sub_ps(m, mn)), a = exp_neg8(d);
+      t = _mm256_mul_ps(a, _mm256_fmadd_ps(d, s, t));
+      s = _mm256_mul_ps(a, s);
+      m = mn;
+    }
+    PUSH8(y0);
+    PUSH8(y1);
+    PUSH8(y2);
+    PUSH8(y3);
+  }
+  float ms[8], ss[8], ts[8];
+  _mm256_storeu_ps(ms, m);
+  _mm256_storeu_ps(ss, s);
+  _mm256_storeu_ps(ts, t);
+  for (int l = 0; l < 8; l++) nl_stats_merge(st, ms[l], ss[l], ts[l]);
+  for (; i < len; i++) nl_stats_push(st, nl_load(row, dtype, i) * inv_tf);
+}
+
+void nl_stats_avx2(const void* row, int32_t dtype, int64_t len, float inv_t, nl_stats* st) {
+  switch (dtype) {
+    case NL_BF16: stats8(row, NL_BF16, len, inv_t, st); break;
+    case NL_F16: stats8(row, NL_F16, len, inv_t, st); break;
+    default: stats8(row, NL_F32, len, inv_t, st);
+  }
+}
+#endif

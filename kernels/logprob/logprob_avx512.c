@@ -1,0 +1,95 @@
+// AVX-512 row kernel: 16 lanes x 4 vectors per step, each lane an independent online state,
+// folded into the caller's state at the end; tails (< 64 elements) go through the scalar update.
+// The max is raised lazily: the rescale runs only when a step's max beats some lane's max (after
+// the first few steps of a row, almost never), so the steady state costs one exp per element.
+#if defined(__x86_64__)
+#pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,fma,f16c")
+#include <float.h>
+#include <immintrin.h>
+
+#include "logprob.h"
+
+// exp(d) for d <= 0 (or NaN -> NaN), |rel err| < 2e-7: 2^n * p(r), r = d - n ln2 in
+// [-ln2/2, ln2/2], p the degree-6 Taylor polynomial; scalef handles 2^n down to underflow.
+static inline __m512 exp_neg(__m512 d) {
+  const __m512 log2e = _mm512_set1_ps(1.44269504f), ln2hi = _mm512_set1_ps(0.693145751953125f),
+               ln2lo = _mm512_set1_ps(1.428606765330187e-06f);
+  __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(d, log2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, ln2hi, d);
+  r = _mm512_fnmadd_ps(n, ln2lo, r);
+  __m512 p = _mm512_set1_ps(1.0f / 720);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  return _mm512_scalef_ps(p, n);
+}
+
+static inline __m512 load16(const void* row, int32_t dtype, int64_t i, __m512 inv_t) {
+  __m512 x;
+  switch (dtype) {
+    case NL_BF16:
+      x = _mm512_castsi512_ps(_mm512_slli_epi32(
+          _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)((const uint16_t*)row + i))), 16));
+      break;
+    case NL_F16:
+      x = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)((const uint16_t*)row + i)));
+      break;
+    default:
+      x = _mm512_loadu_ps((const float*)row + i);
+  }
+  return _mm512_mul_ps(x, inv_t);
+}
+
+// One element vector into the lane states. d is clamped at -120 (exp underflows to 0 there) so
+// that -inf entries add exactly 0 * -120 to t instead of 0 * -inf = NaN; the max operand order
+// keeps NaN (VMAXPS returns its second operand when either is NaN).
+#define PUSH(y)                                              \
+  do {                                                       \
+    __m512 d_ = _mm512_max_ps(lo, _mm512_sub_ps((y), m));    \
+    __m512 e_ = exp_neg(d_);                                 \
+    s = _mm512_add_ps(s, e_);                                \
+    t = _mm512_fmadd_ps(e_, d_, t);                          \
+  } while (0)
+
+static inline void stats(const void* row, int32_t dtype, int64_t len, float inv_tf, nl_stats* st) {
+  const __m512 lo = _mm512_set1_ps(-120.0f), inv_t = _mm512_set1_ps(inv_tf);
+  // m starts at -FLT_MAX, not -inf, so a lane that has seen only -inf entries computes
+  // d = -inf - m = -inf (clamped, adds 0) rather than -inf - -inf = NaN.
+  __m512 m = _mm512_set1_ps(-FLT_MAX), s = _mm512_setzero_ps(), t = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 64 <= len; i += 64) {
+    __m512 y0 = load16(row, dtype, i, inv_t), y1 = load16(row, dtype, i + 16, inv_t);
+    __m512 y2 = load16(row, dtype, i + 32, inv_t), y3 = load16(row, dtype, i + 48, inv_t);
+    __m512 bm = _mm512_max_ps(_mm512_max_ps(y0, y1), _mm512_max_ps(y2, y3));
+    __mmask16 up = _mm512_cmp_ps_mask(bm, m, _CMP_GT_OQ);  // NaN lanes never raise the max
+    if (up) {
+      __m512 mn = _mm512_mask_mov_ps(m, up, bm);
+      __m512 d = _mm512_max_ps(lo, _mm512_sub_ps(m, mn)), a = exp_neg(d);
+      t = _mm512_mul_ps(a, _mm512_fmadd_ps(d, s, t));
+      s = _mm512_mul_ps(a, s);
+      m = mn;
+    }
+    PUSH(y0);
+    PUSH(y1);
+    PUSH(y2);
+    PUSH(y3);
+  }
+  float ms[16], ss[16], ts[16];
+  _mm512_storeu_ps(ms, m);
+  _mm512_storeu_ps(ss, s);
+  _mm512_storeu_ps(ts, t);
+  for (int l = 0; l < 16; l++) nl_stats_merge(st, ms[l], ss[l], ts[l]);
+  for (; i < len; i++) nl_stats_push(st, nl_load(row, dtype, i) * inv_tf);
+}
+
+void nl_stats_avx512(const void* row, int32_t dtype, int64_t len, float inv_t, nl_stats* st) {
+  switch (dtype) {  // constant dtype per call site: the compiler specializes each loop
+    case NL_BF16: stats(row, NL_BF16, len, inv_t, st); break;
+    case NL_F16: stats(row, NL_F16, len, inv_t, st); break;
+    default: stats(row, NL_F32, len, inv_t, st);
+  }
+}
+#endif
