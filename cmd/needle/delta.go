@@ -1,0 +1,120 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"runtime"
+	"time"
+
+	"needle/kernels/cpu"
+	"needle/kernels/delta"
+	"needle/kernels/delta/deltafile"
+)
+
+func init() {
+	register(command{name: "delta", summary: "diff two safetensors checkpoints into a delta file, or apply one", run: runDelta})
+}
+
+func runDelta(args []string) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
+		fmt.Fprint(os.Stdout, `Usage: needle delta <encode|apply> [flags]   (needle delta <sub> --help)
+
+  encode   --old A.safetensors --new B.safetensors --out D [--format astraflow|compact]
+  apply    --base A.safetensors --delta D --out B2.safetensors
+
+A delta lists, per tensor of B, the elements whose bits changed since A (bf16, fp16,
+fp32 compared as raw bits) and their new bits; apply rebuilds B byte for byte.
+`)
+		if len(args) == 0 {
+			return fmt.Errorf("missing delta subcommand")
+		}
+		return nil
+	}
+	switch args[0] {
+	case "encode":
+		return runDeltaEncode(args[1:])
+	case "apply":
+		return runDeltaApply(args[1:])
+	}
+	return fmt.Errorf("unknown delta subcommand %q (want encode or apply)", args[0])
+}
+
+// deltaThreads is the --threads flag shared by both subcommands.
+func deltaThreads(fs *flag.FlagSet) *int {
+	return fs.Int("threads", runtime.NumCPU(), "threads that encode or apply each tensor")
+}
+
+// parseRequired parses args and checks that every named string flag is set.
+func parseRequired(fs *flag.FlagSet, args []string, required map[string]*string) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	for name, v := range required {
+		if *v == "" {
+			return fmt.Errorf("--%s is required", name)
+		}
+	}
+	return nil
+}
+
+func runDeltaEncode(args []string) error {
+	fs := newFlagSet("delta encode", "--old A.safetensors --new B.safetensors --out D [flags]")
+	oldPath := fs.String("old", "", "safetensors checkpoint the receiver already has (required)")
+	newPath := fs.String("new", "", "safetensors checkpoint to send (required)")
+	out := fs.String("out", "", "delta file to write, atomically (required)")
+	format := fs.String("format", "compact", "per-tensor record: astraflow (AstraFlow's header + u32/u64 indices + raw values) or compact (gap-coded indices + zstd, dense when smaller)")
+	threads := deltaThreads(fs)
+	if err := parseRequired(fs, args, map[string]*string{"old": oldPath, "new": newPath, "out": out}); err != nil {
+		return err
+	}
+	f, err := delta.ParseFormat(*format)
+	if err != nil {
+		return err
+	}
+	level, err := cpu.Selected()
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	st, err := deltafile.Encode(*oldPath, *newPath, *out, f, *threads)
+	if err != nil {
+		return err
+	}
+	secs := time.Since(start).Seconds()
+	fmt.Fprintf(os.Stderr, "needle delta encode: simd=%s threads=%d format=%s\n", level, *threads, f)
+	fmt.Fprintf(os.Stderr, "  %d tensors: %d delta, %d full, %d removed; %d of %d elements changed (%.3f%%)\n",
+		st.Tensors, st.Delta, st.Full, st.Removed, st.Changed, st.Elements, pct(st.Changed, st.Elements))
+	fmt.Fprintf(os.Stderr, "  %s: %d bytes for %d tensor bytes (%.1fx smaller) in %.2fs\n",
+		*out, st.DeltaBytes, st.TensorBytes, float64(st.TensorBytes)/float64(max(st.DeltaBytes, 1)), secs)
+	return nil
+}
+
+func runDeltaApply(args []string) error {
+	fs := newFlagSet("delta apply", "--base A.safetensors --delta D --out B2.safetensors [flags]")
+	base := fs.String("base", "", "safetensors checkpoint the delta was encoded against (--old of encode) (required)")
+	deltaPath := fs.String("delta", "", "delta file written by needle delta encode (required)")
+	out := fs.String("out", "", "rebuilt checkpoint to write, atomically; equals encode's --new byte for byte (required)")
+	threads := deltaThreads(fs)
+	if err := parseRequired(fs, args, map[string]*string{"base": base, "delta": deltaPath, "out": out}); err != nil {
+		return err
+	}
+	start := time.Now()
+	st, err := deltafile.Apply(*base, *deltaPath, *out, *threads)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "needle delta apply: %d tensors (%d delta, %d full), %d elements changed (%.3f%%), %s written in %.2fs\n",
+		st.Tensors, st.Delta, st.Full, st.Changed, pct(st.Changed, st.Elements), *out, time.Since(start).Seconds())
+	return nil
+}
+
+func pct(a, b int64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return 100 * float64(a) / float64(b)
+}
