@@ -117,7 +117,7 @@ func (c *Config) setDefaults() {
 
 // outputState is everything that decides the output folder, cheap to compute (the corpus is
 // identified by path, size and mtime): its hash is Manifest.ArgsHash and makes a rerun of a
-// finished build a no-op.
+// finished build a no-op. The needle version is left out: a new binary reuses an index.
 type outputState struct {
 	CorpusPath  string `json:"corpus_path"`
 	CorpusSize  int64  `json:"corpus_size"`
@@ -132,7 +132,6 @@ type outputState struct {
 	TrainSize   int    `json:"train_size"`
 	Seed        int64  `json:"seed"`
 	SaveEmb     bool   `json:"save_embeddings"`
-	Version     string `json:"needle_version"`
 }
 
 func (c *Config) outputState() (outputState, error) {
@@ -158,7 +157,7 @@ func (c *Config) outputState() (outputState, error) {
 		CorpusPath: abs, CorpusSize: st.Size(), CorpusMtime: st.ModTime().UnixNano(), Model: model,
 		Prefix: c.Prefix, MaxLength: c.MaxLength, Pooling: c.Pooling, Normalize: c.Normalize,
 		Factory: c.Factory, Metric: c.Metric, TrainSize: c.TrainSize, Seed: c.Seed,
-		SaveEmb: c.SaveEmbeddings, Version: c.Version,
+		SaveEmb: c.SaveEmbeddings,
 	}, nil
 }
 
