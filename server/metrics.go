@@ -1,0 +1,124 @@
+package server
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"sync/atomic"
+)
+
+// endpoint indexes the per-endpoint metrics; names are the Prometheus label values.
+type endpoint int
+
+const (
+	epRetrieve endpoint = iota
+	epAccess
+	epHealth
+	epReady
+	epMetrics
+	epOther
+	numEndpoints
+)
+
+var endpointNames = [numEndpoints]string{"retrieve", "access", "health", "ready", "metrics", "other"}
+
+// histogram is a Prometheus histogram with fixed upper bounds; safe for concurrent use.
+type histogram struct {
+	bounds []float64
+	counts []atomic.Uint64 // counts[i]: observations <= bounds[i]; last: +Inf (not cumulative)
+	sum    atomic.Uint64   // float64 bits
+}
+
+func newHistogram(bounds ...float64) *histogram {
+	return &histogram{bounds: bounds, counts: make([]atomic.Uint64, len(bounds)+1)}
+}
+
+func (h *histogram) observe(v float64) {
+	i := 0
+	for i < len(h.bounds) && v > h.bounds[i] {
+		i++
+	}
+	h.counts[i].Add(1)
+	for {
+		old := h.sum.Load()
+		if h.sum.CompareAndSwap(old, math.Float64bits(math.Float64frombits(old)+v)) {
+			return
+		}
+	}
+}
+
+// write prints h in the text exposition format with the given label set (may be "").
+func (h *histogram) write(w io.Writer, name, labels string) {
+	sep := ""
+	if labels != "" {
+		sep = ","
+	}
+	var cum uint64
+	for i, b := range h.bounds {
+		cum += h.counts[i].Load()
+		fmt.Fprintf(w, "%s_bucket{%s%sle=\"%g\"} %d\n", name, labels, sep, b, cum)
+	}
+	cum += h.counts[len(h.bounds)].Load()
+	fmt.Fprintf(w, "%s_bucket{%s%sle=\"+Inf\"} %d\n", name, labels, sep, cum)
+	braces := ""
+	if labels != "" {
+		braces = "{" + labels + "}"
+	}
+	fmt.Fprintf(w, "%s_sum%s %g\n%s_count%s %d\n", name, braces, math.Float64frombits(h.sum.Load()), name, braces, cum)
+}
+
+// metrics are the server's Prometheus metrics, written by hand (no client library).
+// All fields are safe for concurrent use.
+type metrics struct {
+	requests [numEndpoints][600]atomic.Uint64 // by endpoint and HTTP status
+	latency  [numEndpoints]*histogram         // seconds
+	batch    *histogram                       // queries per encoder batch
+	queries  atomic.Uint64                    // queries answered by /retrieve
+}
+
+func newMetrics() *metrics {
+	m := &metrics{batch: newHistogram(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)}
+	for i := range m.latency {
+		m.latency[i] = newHistogram(.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60)
+	}
+	return m
+}
+
+func (m *metrics) observeRequest(ep endpoint, status int, seconds float64) {
+	if status >= 0 && status < len(m.requests[ep]) {
+		m.requests[ep][status].Add(1)
+	}
+	m.latency[ep].observe(seconds)
+}
+
+// gauges are the point-in-time values /metrics reports next to the counters.
+type gauges struct {
+	ready        bool
+	queueQueries int64
+	indexVectors int64
+}
+
+func (m *metrics) write(w io.Writer, g gauges) {
+	fmt.Fprintf(w, "# HELP needle_requests_total HTTP requests by endpoint and status code.\n# TYPE needle_requests_total counter\n")
+	for ep := range numEndpoints {
+		for code := range m.requests[ep] {
+			if n := m.requests[ep][code].Load(); n > 0 {
+				fmt.Fprintf(w, "needle_requests_total{endpoint=%q,code=\"%d\"} %d\n", endpointNames[ep], code, n)
+			}
+		}
+	}
+	fmt.Fprintf(w, "# HELP needle_request_duration_seconds Time from request parsed to response ready.\n# TYPE needle_request_duration_seconds histogram\n")
+	for ep := range numEndpoints {
+		m.latency[ep].write(w, "needle_request_duration_seconds", fmt.Sprintf("endpoint=%q", endpointNames[ep]))
+	}
+	fmt.Fprintf(w, "# HELP needle_batch_queries Queries per encoder batch.\n# TYPE needle_batch_queries histogram\n")
+	m.batch.write(w, "needle_batch_queries", "")
+	fmt.Fprintf(w, "# HELP needle_queries_total Queries answered by /retrieve.\n# TYPE needle_queries_total counter\nneedle_queries_total %d\n", m.queries.Load())
+	ready := 0
+	if g.ready {
+		ready = 1
+	}
+	fmt.Fprintf(w, "# HELP needle_ready 1 once index, model and corpus are loaded.\n# TYPE needle_ready gauge\nneedle_ready %d\n", ready)
+	fmt.Fprintf(w, "# HELP needle_queue_queries Queries admitted and not yet answered.\n# TYPE needle_queue_queries gauge\nneedle_queue_queries %d\n", g.queueQueries)
+	fmt.Fprintf(w, "# HELP needle_index_vectors Vectors in the served index.\n# TYPE needle_index_vectors gauge\nneedle_index_vectors %d\n", g.indexVectors)
+}

@@ -1,0 +1,311 @@
+// Package server is the HTTP front of `needle serve`: the /retrieve and /access contract of
+// the training stacks' retrieval server (see ANCHORS.md §1), health, readiness and
+// Prometheus metrics, request limits and bearer auth, on fasthttp. It has no cgo: the
+// engine's Retriever does the work.
+package server
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"needle/engine"
+)
+
+// Config holds the server's defaults and limits. Zero values take the defaults.
+type Config struct {
+	DefaultTopK  int           // topk when a request has none, null or 0 (default 3)
+	MaxTopK      int           // larger topk values are capped to this and to the index size (default 1000)
+	MaxQueries   int           // most queries (or URLs) in one request (default 8192)
+	MaxBodyBytes int           // larger bodies get 413 (default 32 MiB)
+	MaxConns     int           // most open connections (default 4096)
+	ReadTimeout  time.Duration // to read one request (default 60 s)
+	WriteTimeout time.Duration // to write one response (default 60 s)
+	IdleTimeout  time.Duration // keep-alive wait for the next request (default 120 s)
+	AuthToken    string        // if set, /retrieve, /access and /metrics need "Authorization: Bearer <token>"
+}
+
+func (c Config) withDefaults() Config {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&c.DefaultTopK, 3)
+	def(&c.MaxTopK, 1000)
+	def(&c.MaxQueries, 8192)
+	def(&c.MaxBodyBytes, 32<<20)
+	def(&c.MaxConns, 4096)
+	for _, t := range []struct {
+		v *time.Duration
+		d time.Duration
+	}{{&c.ReadTimeout, 60 * time.Second}, {&c.WriteTimeout, 60 * time.Second}, {&c.IdleTimeout, 120 * time.Second}} {
+		if *t.v <= 0 {
+			*t.v = t.d
+		}
+	}
+	return c
+}
+
+// Server answers HTTP requests; it is alive (/health) from New and ready (/ready,
+// /retrieve, /access) once SetRetriever was called. Safe for concurrent use.
+type Server struct {
+	cfg       Config
+	retriever atomic.Pointer[engine.Retriever]
+	metrics   *metrics
+	http      *fasthttp.Server
+	bodies    sync.Pool // *[]byte response buffers, owned by one handler at a time
+	results   sync.Pool // *searchResult, owned by one handler at a time
+}
+
+// searchResult holds the scores and row labels of one /retrieve request.
+type searchResult struct {
+	dist   []float32
+	labels []int64
+}
+
+// New returns a server with cfg's limits; it serves nothing until Serve.
+func New(cfg Config) *Server {
+	s := &Server{cfg: cfg.withDefaults(), metrics: newMetrics()}
+	s.http = &fasthttp.Server{
+		Handler:               s.Handler,
+		ErrorHandler:          s.transportError,
+		Name:                  "needle",
+		Concurrency:           s.cfg.MaxConns,
+		MaxRequestBodySize:    s.cfg.MaxBodyBytes,
+		ReadTimeout:           s.cfg.ReadTimeout,
+		WriteTimeout:          s.cfg.WriteTimeout,
+		IdleTimeout:           s.cfg.IdleTimeout,
+		CloseOnShutdown:       true,
+		NoDefaultContentType:  true,
+		NoDefaultServerHeader: false,
+	}
+	return s
+}
+
+// SetRetriever makes the server ready; r must stay usable until Shutdown returned.
+func (s *Server) SetRetriever(r *engine.Retriever) { s.retriever.Store(r) }
+
+// ObserveBatch records the query count of one encoder batch (engine.BatcherOptions.OnBatch).
+func (s *Server) ObserveBatch(queries int) { s.metrics.batch.observe(float64(queries)) }
+
+// Serve answers requests on ln until Shutdown.
+func (s *Server) Serve(ln net.Listener) error { return s.http.Serve(ln) }
+
+// Shutdown stops accepting connections and waits, until ctx ends, for in-flight requests.
+func (s *Server) Shutdown(ctx context.Context) error { return s.http.ShutdownWithContext(ctx) }
+
+// Handler routes one request and records its metrics.
+func (s *Server) Handler(ctx *fasthttp.RequestCtx) {
+	start := time.Now()
+	ep := s.route(ctx)
+	s.metrics.observeRequest(ep, ctx.Response.StatusCode(), time.Since(start).Seconds())
+}
+
+func (s *Server) route(ctx *fasthttp.RequestCtx) endpoint {
+	path := string(ctx.Path())
+	ep, post := epOther, false
+	switch path {
+	case "/retrieve":
+		ep, post = epRetrieve, true
+	case "/access":
+		ep, post = epAccess, true
+	case "/health":
+		ep = epHealth
+	case "/ready":
+		ep = epReady
+	case "/metrics":
+		ep = epMetrics
+	default:
+		writeDetail(ctx, fasthttp.StatusNotFound, "Not Found")
+		return ep
+	}
+	if method := string(ctx.Method()); (post && method != "POST") || (!post && method != "GET" && method != "HEAD") {
+		writeDetail(ctx, fasthttp.StatusMethodNotAllowed, "Method Not Allowed")
+		return ep
+	}
+	if (ep == epRetrieve || ep == epAccess || ep == epMetrics) && !s.authorized(ctx) {
+		ctx.Response.Header.Set("WWW-Authenticate", "Bearer")
+		writeDetail(ctx, fasthttp.StatusUnauthorized, "Not authenticated")
+		return ep
+	}
+	r := s.retriever.Load()
+	switch ep {
+	case epHealth:
+		writeJSON(ctx, fasthttp.StatusOK, []byte(`{"status":"ok"}`))
+	case epReady:
+		if r == nil {
+			writeJSON(ctx, fasthttp.StatusServiceUnavailable, []byte(`{"status":"loading"}`))
+		} else {
+			writeJSON(ctx, fasthttp.StatusOK, []byte(`{"status":"ready"}`))
+		}
+	case epMetrics:
+		g := gauges{}
+		if r != nil {
+			g = gauges{ready: true, queueQueries: r.Batcher.Queued(), indexVectors: r.Ntotal}
+		}
+		ctx.SetContentType("text/plain; version=0.0.4; charset=utf-8")
+		s.metrics.write(ctx, g)
+	default:
+		if r == nil {
+			ctx.Response.Header.Set("Retry-After", "5")
+			writeDetail(ctx, fasthttp.StatusServiceUnavailable, "not ready: the index, model and corpus are still loading")
+		} else if ep == epRetrieve {
+			s.retrieve(ctx, r)
+		} else {
+			s.access(ctx, r)
+		}
+	}
+	return ep
+}
+
+func (s *Server) authorized(ctx *fasthttp.RequestCtx) bool {
+	if s.cfg.AuthToken == "" {
+		return true
+	}
+	want := "Bearer " + s.cfg.AuthToken
+	got := ctx.Request.Header.Peek("Authorization")
+	return subtle.ConstantTimeCompare(got, []byte(want)) == 1
+}
+
+// retrieve answers POST /retrieve: one inner list per query, best first; with
+// return_scores each hit is {"document": <row>, "score": s}, else the row itself.
+func (s *Server) retrieve(ctx *fasthttp.RequestCtx, r *engine.Retriever) {
+	req, err := parseRetrieve(ctx.PostBody(), s.cfg.MaxQueries)
+	if err != nil {
+		writeValidation(ctx, err)
+		return
+	}
+	k := req.TopK
+	if k == 0 {
+		k = s.cfg.DefaultTopK
+	}
+	k = int(min(int64(k), int64(s.cfg.MaxTopK), r.Ntotal))
+	n := len(req.Queries)
+	res := s.getResult(n * k)
+	defer s.results.Put(res)
+	if k > 0 {
+		err = r.Batcher.Search(context.Background(), req.Queries, k, res.dist, res.labels)
+	}
+	switch {
+	case errors.Is(err, engine.ErrBusy):
+		ctx.Response.Header.Set("Retry-After", "1")
+		writeDetail(ctx, fasthttp.StatusServiceUnavailable, err.Error())
+		return
+	case err != nil:
+		writeDetail(ctx, fasthttp.StatusInternalServerError, "retrieval failed: "+err.Error())
+		return
+	}
+	body := s.getBody()
+	body, err = appendRetrieveResult(body, r.Docs, n, k, res, req.ReturnScores)
+	if err != nil {
+		s.putBody(body)
+		writeDetail(ctx, fasthttp.StatusInternalServerError, "reading the corpus: "+err.Error())
+		return
+	}
+	s.metrics.queries.Add(uint64(n))
+	s.setBody(ctx, body)
+}
+
+// access answers POST /access: the page row of each URL, or null for a miss.
+func (s *Server) access(ctx *fasthttp.RequestCtx, r *engine.Retriever) {
+	if r.Pages == nil {
+		writeDetail(ctx, fasthttp.StatusNotFound, "no pages file: start needle serve with --pages (alias --pages_path) to use /access")
+		return
+	}
+	req, err := parseAccess(ctx.PostBody(), s.cfg.MaxQueries)
+	if err != nil {
+		writeValidation(ctx, err)
+		return
+	}
+	body := append(s.getBody(), `{"result":[`...)
+	for i, u := range req.URLs {
+		if i > 0 {
+			body = append(body, ',')
+		}
+		if row, ok := r.Pages.Lookup(u); ok {
+			body = append(body, row...)
+		} else {
+			body = append(body, "null"...)
+		}
+	}
+	body = append(body, "]}"...)
+	s.setBody(ctx, body)
+}
+
+func (s *Server) getResult(n int) *searchResult {
+	res, _ := s.results.Get().(*searchResult)
+	if res == nil {
+		res = &searchResult{}
+	}
+	if cap(res.dist) < n {
+		res.dist, res.labels = make([]float32, n), make([]int64, n)
+	}
+	res.dist, res.labels = res.dist[:n], res.labels[:n]
+	return res
+}
+
+func (s *Server) getBody() []byte {
+	if b, ok := s.bodies.Get().(*[]byte); ok {
+		return (*b)[:0]
+	}
+	return make([]byte, 0, 64<<10)
+}
+
+func (s *Server) putBody(b []byte) { s.bodies.Put(&b) }
+
+// setBody hands body to the response without copying and takes the response's previous
+// buffer back into the pool.
+func (s *Server) setBody(ctx *fasthttp.RequestCtx, body []byte) {
+	ctx.SetStatusCode(fasthttp.StatusOK)
+	ctx.SetContentType("application/json")
+	s.putBody(ctx.Response.SwapBody(body))
+}
+
+// transportError answers requests fasthttp could not read (too large, malformed HTTP,
+// timeouts) with a JSON body like every other error.
+func (s *Server) transportError(ctx *fasthttp.RequestCtx, err error) {
+	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
+		writeDetail(ctx, fasthttp.StatusRequestEntityTooLarge, "request body is larger than the server's limit")
+		return
+	}
+	writeDetail(ctx, fasthttp.StatusBadRequest, "cannot read the HTTP request: "+err.Error())
+}
+
+func writeJSON(ctx *fasthttp.RequestCtx, status int, body []byte) {
+	ctx.SetStatusCode(status)
+	ctx.SetContentType("application/json")
+	ctx.SetBody(body)
+}
+
+// writeDetail writes FastAPI's HTTPException body {"detail": msg}.
+func writeDetail(ctx *fasthttp.RequestCtx, status int, msg string) {
+	body, _ := json.Marshal(struct {
+		Detail string `json:"detail"`
+	}{msg})
+	writeJSON(ctx, status, body)
+}
+
+// writeValidation writes a 422 {"detail": [...]} for a validation error.
+func writeValidation(ctx *fasthttp.RequestCtx, err error) {
+	var v *validationError
+	if !errors.As(err, &v) {
+		writeDetail(ctx, fasthttp.StatusUnprocessableEntity, err.Error())
+		return
+	}
+	body, mErr := json.Marshal(struct {
+		Detail []detail `json:"detail"`
+	}{v.details})
+	if mErr != nil {
+		writeDetail(ctx, fasthttp.StatusUnprocessableEntity, v.Error())
+		return
+	}
+	writeJSON(ctx, fasthttp.StatusUnprocessableEntity, body)
+}

@@ -1,0 +1,299 @@
+package server
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/valyala/fasthttp"
+
+	"needle/engine"
+	"needle/engine/enginetest"
+)
+
+// testServer serves 50 fake documents; pages enables /access.
+func testServer(t testing.TB, cfg Config, pages bool) (*Server, *enginetest.HashEncoder, *enginetest.FlatIndex) {
+	t.Helper()
+	enc := &enginetest.HashEncoder{Dimension: 16}
+	texts := make([]string, 50)
+	for i := range texts {
+		texts[i] = fmt.Sprintf("title%d about topic%d and word%d", i, i%5, i%11)
+	}
+	docs, idx := enginetest.Corpus(enc, texts)
+	var ps engine.PageStore
+	if pages {
+		ps = enginetest.Pages{"https://en.wikipedia.org/w/index.php?title=Beveridge,%20Victoria": `{"url":"https://en.wikipedia.org/w/index.php?title=Beveridge,%20Victoria","contents":"Beveridge is a town"}`}
+	}
+	s := New(cfg)
+	r, err := engine.NewRetriever(enc, idx, docs, ps, "query: ", engine.BatcherOptions{MaxBatch: 8, OnBatch: s.ObserveBatch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Batcher.Close)
+	s.SetRetriever(r)
+	return s, enc, idx
+}
+
+// do runs one request through the handler in memory.
+func do(s *Server, method, path, body string, header ...string) (int, []byte, *fasthttp.Response) {
+	var req fasthttp.Request
+	req.Header.SetMethod(method)
+	req.SetRequestURI(path)
+	req.SetBodyString(body)
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	var ctx fasthttp.RequestCtx
+	ctx.Init(&req, nil, nil)
+	s.Handler(&ctx)
+	resp := &fasthttp.Response{}
+	ctx.Response.CopyTo(resp)
+	return resp.StatusCode(), resp.Body(), resp
+}
+
+type scoredHit struct {
+	Document map[string]any `json:"document"`
+	Score    float64        `json:"score"`
+}
+
+func TestRetrieveReturnScoresMatchesDirectSearch(t *testing.T) {
+	s, enc, idx := testServer(t, Config{}, false)
+	queries := []string{"topic1 word3", "title7", "", "nothing matches"}
+	body, _ := json.Marshal(map[string]any{"queries": queries, "topk": 4, "return_scores": true})
+	code, out, _ := do(s, "POST", "/retrieve", string(body))
+	if code != 200 {
+		t.Fatalf("status %d: %s", code, out)
+	}
+	var got struct{ Result [][]scoredHit }
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("invalid JSON %s: %v", out, err)
+	}
+	if len(got.Result) != len(queries) {
+		t.Fatalf("%d result lists for %d queries", len(got.Result), len(queries))
+	}
+	vecs, _ := enc.Encode(queries, "query: ")
+	dist, labels := make([]float32, 4*len(queries)), make([]int64, 4*len(queries))
+	if err := idx.Search(vecs, 4, dist, labels); err != nil {
+		t.Fatal(err)
+	}
+	for q, hits := range got.Result {
+		if len(hits) != 4 {
+			t.Fatalf("query %d: %d hits, want 4", q, len(hits))
+		}
+		for j, h := range hits {
+			want := labels[q*4+j]
+			if h.Document["id"] != fmt.Sprint(want) || h.Document["url"] == nil || h.Document["contents"] == nil {
+				t.Errorf("query %d hit %d: document %v, want row %d with id, contents, url", q, j, h.Document, want)
+			}
+			if h.Score != float64(dist[q*4+j]) {
+				t.Errorf("query %d hit %d: score %v, want %v", q, j, h.Score, dist[q*4+j])
+			}
+		}
+	}
+}
+
+func TestRetrieveWithoutScoresReturnsRows(t *testing.T) {
+	s, _, _ := testServer(t, Config{}, false)
+	code, out, _ := do(s, "POST", "/retrieve", `{"queries":["topic2"],"topk":5,"return_scores":false}`)
+	if code != 200 {
+		t.Fatalf("status %d: %s", code, out)
+	}
+	var got struct{ Result [][]map[string]any }
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Result) != 1 || len(got.Result[0]) != 5 {
+		t.Fatalf("result %s, want 1 list of 5 rows", out)
+	}
+	for _, row := range got.Result[0] {
+		if row["contents"] == nil || row["url"] == nil || row["id"] == nil {
+			t.Errorf("row %v lacks id/contents/url", row)
+		}
+	}
+}
+
+func TestRetrieveTopK(t *testing.T) {
+	s, _, _ := testServer(t, Config{DefaultTopK: 3, MaxTopK: 20}, false)
+	for _, tc := range []struct {
+		topk string
+		want int
+	}{{"", 3}, {`,"topk":null`, 3}, {`,"topk":0`, 3}, {`,"topk":1`, 1}, {`,"topk":"2"`, 2}, {`,"topk":7.0`, 7},
+		{`,"topk":100`, 20}, {`,"topk":1e9`, 20}} {
+		code, out, _ := do(s, "POST", "/retrieve", `{"queries":["a","b"]`+tc.topk+`}`)
+		var got struct{ Result [][]map[string]any }
+		if code != 200 || json.Unmarshal(out, &got) != nil {
+			t.Fatalf("topk %q: status %d %s", tc.topk, code, out)
+		}
+		for _, hits := range got.Result {
+			if len(hits) != tc.want {
+				t.Errorf("topk %q: %d hits, want %d", tc.topk, len(hits), tc.want)
+			}
+		}
+	}
+	// Capped by the index size too.
+	s2, _, _ := testServer(t, Config{MaxTopK: 1000}, false)
+	_, out, _ := do(s2, "POST", "/retrieve", `{"queries":["a"],"topk":999}`)
+	var got struct{ Result [][]map[string]any }
+	if json.Unmarshal(out, &got) != nil || len(got.Result[0]) != 50 {
+		t.Errorf("topk 999 over 50 rows: %s", out)
+	}
+}
+
+func TestRetrieveEmptyQueryList(t *testing.T) {
+	s, _, _ := testServer(t, Config{}, false)
+	code, out, _ := do(s, "POST", "/retrieve", `{"queries":[],"return_scores":true}`)
+	if code != 200 || string(out) != `{"result":[]}` {
+		t.Errorf("got %d %s, want 200 {\"result\":[]}", code, out)
+	}
+}
+
+func TestRetrieveValidationErrors(t *testing.T) {
+	s, _, _ := testServer(t, Config{MaxQueries: 3}, false)
+	for _, tc := range []struct {
+		body, typ, loc string
+		code           int
+	}{
+		{``, "missing", `["body"]`, 422},
+		{`{"queries": [`, "json_invalid", `["body",13]`, 422},
+		{`[1,2]`, "model_attributes_type", `["body"]`, 422},
+		{`"x"`, "model_attributes_type", `["body"]`, 422},
+		{`null`, "model_attributes_type", `["body"]`, 422},
+		{`{"topk":3}`, "missing", `["body","queries"]`, 422},
+		{`{"queries":"q"}`, "list_type", `["body","queries"]`, 422},
+		{`{"queries":null}`, "list_type", `["body","queries"]`, 422},
+		{`{"queries":["a",5]}`, "string_type", `["body","queries",1]`, 422},
+		{`{"queries":["a"],"topk":-1}`, "greater_than_equal", `["body","topk"]`, 422},
+		{`{"queries":["a"],"topk":2.5}`, "int_from_float", `["body","topk"]`, 422},
+		{`{"queries":["a"],"topk":"x"}`, "int_parsing", `["body","topk"]`, 422},
+		{`{"queries":["a"],"topk":[1]}`, "int_type", `["body","topk"]`, 422},
+		{`{"queries":["a"],"return_scores":"maybe"}`, "bool_parsing", `["body","return_scores"]`, 422},
+		{`{"queries":["a"],"return_scores":{}}`, "bool_type", `["body","return_scores"]`, 422},
+		{`{"queries":["a","b","c","d"]}`, "too_long", `["body","queries"]`, 422},
+		{"{\"queries\":[\"\xff\"]}", "json_invalid", `["body",0]`, 422},
+	} {
+		code, out, _ := do(s, "POST", "/retrieve", tc.body)
+		var got struct {
+			Detail []struct {
+				Type  string
+				Loc   json.RawMessage
+				Msg   string
+				Input json.RawMessage
+			}
+		}
+		if code != tc.code || json.Unmarshal(out, &got) != nil || len(got.Detail) != 1 {
+			t.Errorf("body %q: got %d %s, want %d with one detail", tc.body, code, out, tc.code)
+			continue
+		}
+		d := got.Detail[0]
+		if d.Type != tc.typ || string(d.Loc) != tc.loc || d.Msg == "" || d.Input == nil {
+			t.Errorf("body %q: detail %s, want type %s loc %s", tc.body, out, tc.typ, tc.loc)
+		}
+	}
+}
+
+// The exact bytes of a FastAPI 422 for a missing field, key order included.
+func TestMissingQueriesMatchesFastAPIShape(t *testing.T) {
+	s, _, _ := testServer(t, Config{}, false)
+	_, out, _ := do(s, "POST", "/retrieve", `{"topk":3}`)
+	want := `{"detail":[{"type":"missing","loc":["body","queries"],"msg":"Field required","input":{"topk":3}}]}`
+	if string(out) != want {
+		t.Errorf("got  %s\nwant %s", out, want)
+	}
+}
+
+func TestAccess(t *testing.T) {
+	s, _, _ := testServer(t, Config{}, true)
+	code, out, _ := do(s, "POST", "/access", `{"urls":["https://en.wikipedia.org/w/index.php/Beveridge,%20Victoria","https://nowhere"]}`)
+	want := `{"result":[{"url":"https://en.wikipedia.org/w/index.php?title=Beveridge,%20Victoria","contents":"Beveridge is a town"},null]}`
+	if code != 200 || string(out) != want {
+		t.Errorf("got %d %s\nwant %s", code, out, want)
+	}
+	if code, out, _ := do(s, "POST", "/access", `{"url":[]}`); code != 422 || !strings.Contains(string(out), `"loc":["body","urls"]`) {
+		t.Errorf("missing urls: %d %s", code, out)
+	}
+	noPages, _, _ := testServer(t, Config{}, false)
+	code, out, _ = do(noPages, "POST", "/access", `{"urls":["x"]}`)
+	var detail struct{ Detail string }
+	if code != 404 || json.Unmarshal(out, &detail) != nil || !strings.Contains(detail.Detail, "--pages") {
+		t.Errorf("no pages file: got %d %s, want 404 naming --pages", code, out)
+	}
+}
+
+func TestNotReadyHealthAndRouting(t *testing.T) {
+	s := New(Config{})
+	for _, tc := range []struct {
+		method, path string
+		code         int
+	}{
+		{"GET", "/health", 200}, {"GET", "/ready", 503}, {"POST", "/retrieve", 503}, {"POST", "/access", 503},
+		{"GET", "/retrieve", 405}, {"POST", "/health", 405}, {"GET", "/nope", 404}, {"GET", "/metrics", 200},
+	} {
+		code, out, resp := do(s, tc.method, tc.path, `{"queries":["a"]}`)
+		if code != tc.code {
+			t.Errorf("%s %s: %d %s, want %d", tc.method, tc.path, code, out, tc.code)
+		}
+		if tc.path != "/metrics" && !json.Valid(out) {
+			t.Errorf("%s %s: body %q is not JSON", tc.method, tc.path, out)
+		}
+		if code == 503 && tc.path != "/ready" && len(resp.Header.Peek("Retry-After")) == 0 {
+			t.Errorf("%s %s: 503 without Retry-After", tc.method, tc.path)
+		}
+	}
+}
+
+func TestAuthToken(t *testing.T) {
+	s, _, _ := testServer(t, Config{AuthToken: "s3cret"}, false)
+	body := `{"queries":["a"]}`
+	if code, _, resp := do(s, "POST", "/retrieve", body); code != 401 || string(resp.Header.Peek("WWW-Authenticate")) != "Bearer" {
+		t.Errorf("no token: %d, want 401 with WWW-Authenticate", code)
+	}
+	if code, _, _ := do(s, "POST", "/retrieve", body, "Authorization", "Bearer wrong"); code != 401 {
+		t.Errorf("wrong token: %d, want 401", code)
+	}
+	if code, _, _ := do(s, "POST", "/retrieve", body, "Authorization", "Bearer s3cret"); code != 200 {
+		t.Errorf("right token: %d, want 200", code)
+	}
+	if code, _, _ := do(s, "GET", "/health", ""); code != 200 {
+		t.Errorf("/health must not need the token: %d", code)
+	}
+}
+
+func TestMetricsExposition(t *testing.T) {
+	s, _, _ := testServer(t, Config{}, false)
+	do(s, "POST", "/retrieve", `{"queries":["a","b","c"]}`)
+	do(s, "POST", "/retrieve", `{"topk":1}`)
+	_, out, _ := do(s, "GET", "/metrics", "")
+	text := string(out)
+	for _, want := range []string{
+		`needle_requests_total{endpoint="retrieve",code="200"} 1`,
+		`needle_requests_total{endpoint="retrieve",code="422"} 1`,
+		`needle_request_duration_seconds_count{endpoint="retrieve"} 2`,
+		`needle_batch_queries_bucket{le="4"} 1`,
+		`needle_batch_queries_sum 3`,
+		`needle_queries_total 3`,
+		`needle_ready 1`,
+		`needle_queue_queries 0`,
+		`needle_index_vectors 50`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("metrics lack %q:\n%s", want, text)
+		}
+	}
+}
+
+func TestAppendScoreMatchesPythonJSON(t *testing.T) {
+	// Right column: json.dumps(np.array([v], dtype=np.float32).tolist()[0]) in Python.
+	for _, tc := range []struct {
+		v    float32
+		want string
+	}{
+		{0.8312345, "0.8312345147132874"}, {1, "1.0"}, {0, "0.0"}, {-0.25, "-0.25"},
+		{1e-5, "9.999999747378752e-06"}, {3.4e38, "3.3999999521443642e+38"}, {123456.7, "123456.703125"},
+		{0.1, "0.10000000149011612"}, {-1.5e-7, "-1.500000053056283e-07"}, {2e16, "2.000000054512845e+16"},
+	} {
+		if got := string(appendScore(nil, tc.v)); got != tc.want {
+			t.Errorf("appendScore(%v) = %s, want %s", tc.v, got, tc.want)
+		}
+	}
+}
