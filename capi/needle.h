@@ -56,6 +56,23 @@ int32_t needle_linear_logprob_f32(const float* hidden, int64_t n, int64_t h, con
 
 /* ---- delta weight transfer: declarations owned by the delta engineer go below ---------------- */
 
+/* Delta of two versions of a tensor of n elements of elem_size bytes (2: bf16/fp16, 4: fp32),
+ * compared as raw bits (a NaN payload or -0.0 vs 0.0 is a change). Indices are little-endian
+ * u32 (idx_size 4) or u64 (idx_size 8; AstraFlow uses 8 when n > 2^32 - 1), strictly increasing.
+ *
+ * needle_delta_encode writes the index of every element whose bits differ to idx and its new
+ * bits to vals, in increasing order, and returns how many (>= 0), or -1. idx must have room for
+ * n indices and vals for n elements (the all-changed case). One thread.
+ *
+ * needle_delta_apply checks that the nnz indices are strictly increasing and below n, then writes
+ * vals[k] at element idx[k] of base; on error (-1) base is untouched. One thread. */
+int64_t needle_delta_encode(const void* old_bits, const void* new_bits, int64_t n,
+                            int32_t elem_size, void* idx, int32_t idx_size, void* vals, char* err,
+                            int64_t err_len);
+int32_t needle_delta_apply(void* base, int64_t n, int32_t elem_size, const void* idx,
+                           int32_t idx_size, const void* vals, int64_t nnz, char* err,
+                           int64_t err_len);
+
 #ifdef __cplusplus
 }
 #endif

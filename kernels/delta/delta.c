@@ -26,7 +26,7 @@ static int sizes_ok(int32_t elem_size, int32_t idx_size, char *err, int64_t errl
   return 1;
 }
 
-int64_t needle_delta_encode(int32_t level, const void *old_bits, const void *new_bits,
+int64_t nl_delta_encode(int32_t level, const void *old_bits, const void *new_bits,
                             int64_t n, int32_t elem_size, uint64_t first, void *idx,
                             int32_t idx_size, void *vals, char *err, int64_t errlen) {
   if (!sizes_ok(elem_size, idx_size, err, errlen)) return -1;
@@ -41,18 +41,18 @@ int64_t needle_delta_encode(int32_t level, const void *old_bits, const void *new
   }
   const uint8_t *o = old_bits, *w = new_bits;
   switch (level) {
-    case NEEDLE_DELTA_REF:
-      return needle_delta_encode_ref(o, w, n, elem_size, first, idx, idx_size, vals);
-    case NEEDLE_DELTA_AVX2:
-      return needle_delta_encode_avx2(o, w, n, elem_size, first, idx, idx_size, vals);
-    case NEEDLE_DELTA_AVX512:
-      return needle_delta_encode_avx512(o, w, n, elem_size, first, idx, idx_size, vals);
+    case NL_DELTA_REF:
+      return nl_delta_encode_ref(o, w, n, elem_size, first, idx, idx_size, vals);
+    case NL_DELTA_AVX2:
+      return nl_delta_encode_avx2(o, w, n, elem_size, first, idx, idx_size, vals);
+    case NL_DELTA_AVX512:
+      return nl_delta_encode_avx512(o, w, n, elem_size, first, idx, idx_size, vals);
   }
   set_err(err, errlen, "unknown SIMD level %d", level);
   return -1;
 }
 
-int32_t needle_delta_check(int32_t level, const void *idx, int32_t idx_size, int64_t nnz,
+int32_t nl_delta_check(int32_t level, const void *idx, int32_t idx_size, int64_t nnz,
                            uint64_t n, char *err, int64_t errlen) {
   if (!sizes_ok(2, idx_size, err, errlen)) return -1;
   if (nnz < 0 || (uint64_t)nnz > n) {
@@ -62,38 +62,38 @@ int32_t needle_delta_check(int32_t level, const void *idx, int32_t idx_size, int
   }
   int64_t bad;
   switch (level) {
-    case NEEDLE_DELTA_REF: bad = needle_delta_check_ref(idx, idx_size, 0, nnz, n); break;
-    case NEEDLE_DELTA_AVX2: bad = needle_delta_check_avx2(idx, idx_size, nnz, n); break;
-    case NEEDLE_DELTA_AVX512: bad = needle_delta_check_avx512(idx, idx_size, nnz, n); break;
+    case NL_DELTA_REF: bad = nl_delta_check_ref(idx, idx_size, 0, nnz, n); break;
+    case NL_DELTA_AVX2: bad = nl_delta_check_avx2(idx, idx_size, nnz, n); break;
+    case NL_DELTA_AVX512: bad = nl_delta_check_avx512(idx, idx_size, nnz, n); break;
     default: set_err(err, errlen, "unknown SIMD level %d", level); return -1;
   }
   if (bad == nnz) return 0;
-  uint64_t g = needle_delta_get_idx(idx, idx_size, bad);
+  uint64_t g = nl_delta_get_idx(idx, idx_size, bad);
   if (g >= n) {
     set_err(err, errlen, "entry %lld: index %llu out of range for %llu elements", (long long)bad,
             (unsigned long long)g, (unsigned long long)n);
   } else {
     set_err(err, errlen, "entry %lld: index %llu not greater than the previous index %llu",
             (long long)bad, (unsigned long long)g,
-            (unsigned long long)needle_delta_get_idx(idx, idx_size, bad - 1));
+            (unsigned long long)nl_delta_get_idx(idx, idx_size, bad - 1));
   }
   return -1;
 }
 
 /* Scalar for every level: AVX-512 has no 16-bit scatter, and the writes land on scattered
  * cache lines, which bound the speed either way. */
-void needle_delta_scatter(void *base, int32_t elem_size, const void *idx, int32_t idx_size,
+void nl_delta_scatter(void *base, int32_t elem_size, const void *idx, int32_t idx_size,
                           const void *vals, int64_t nnz) {
   uint8_t *b = base;
   const uint8_t *ix = idx, *v = vals;
   if (elem_size == 2) {
-    for (int64_t k = 0; k < nnz; k++) memcpy(b + 2 * needle_delta_get_idx(ix, idx_size, k), v + 2 * k, 2);
+    for (int64_t k = 0; k < nnz; k++) memcpy(b + 2 * nl_delta_get_idx(ix, idx_size, k), v + 2 * k, 2);
   } else {
-    for (int64_t k = 0; k < nnz; k++) memcpy(b + 4 * needle_delta_get_idx(ix, idx_size, k), v + 4 * k, 4);
+    for (int64_t k = 0; k < nnz; k++) memcpy(b + 4 * nl_delta_get_idx(ix, idx_size, k), v + 4 * k, 4);
   }
 }
 
-int32_t needle_delta_apply(int32_t level, void *base, int64_t n, int32_t elem_size,
+int32_t nl_delta_apply(int32_t level, void *base, int64_t n, int32_t elem_size,
                            const void *idx, int32_t idx_size, const void *vals, int64_t nnz,
                            char *err, int64_t errlen) {
   if (!sizes_ok(elem_size, idx_size, err, errlen)) return -1;
@@ -101,7 +101,7 @@ int32_t needle_delta_apply(int32_t level, void *base, int64_t n, int32_t elem_si
     set_err(err, errlen, "negative element count %lld", (long long)n);
     return -1;
   }
-  if (needle_delta_check(level, idx, idx_size, nnz, (uint64_t)n, err, errlen) != 0) return -1;
-  needle_delta_scatter(base, elem_size, idx, idx_size, vals, nnz);
+  if (nl_delta_check(level, idx, idx_size, nnz, (uint64_t)n, err, errlen) != 0) return -1;
+  nl_delta_scatter(base, elem_size, idx, idx_size, vals, nnz);
   return 0;
 }

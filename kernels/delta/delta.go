@@ -89,7 +89,7 @@ func encodeChunk(l cpu.Level, s *Sparse, oldBits, newBits []byte, first uint64) 
 	nIdx, nVal := len(s.Indices), len(s.Values)
 	idx := s.Indices[nIdx : nIdx+n*s.IndexSize]
 	vals := s.Values[nVal : nVal+n*s.ElemSize]
-	got := C.needle_delta_encode(C.int32_t(l), ptr(oldBits), ptr(newBits), C.int64_t(n), C.int32_t(s.ElemSize),
+	got := C.nl_delta_encode(C.int32_t(l), ptr(oldBits), ptr(newBits), C.int64_t(n), C.int32_t(s.ElemSize),
 		C.uint64_t(first), ptr(idx), C.int32_t(s.IndexSize), ptr(vals), &errBuf[0], errLen)
 	if got < 0 {
 		return cErr(errBuf[:])
@@ -193,7 +193,7 @@ func (s *Sparse) check(l cpu.Level, baseLen int) error {
 // checkIndices runs the C check of s's indices against s.Len.
 func (s *Sparse) checkIndices(l cpu.Level) error {
 	var errBuf [errLen]C.char
-	if C.needle_delta_check(C.int32_t(l), ptr(s.Indices), C.int32_t(s.IndexSize), C.int64_t(s.Count()),
+	if C.nl_delta_check(C.int32_t(l), ptr(s.Indices), C.int32_t(s.IndexSize), C.int64_t(s.Count()),
 		C.uint64_t(s.Len), &errBuf[0], errLen) != 0 {
 		return cErr(errBuf[:])
 	}
@@ -229,7 +229,7 @@ func scatter(base []byte, s *Sparse, lo, hi int64) {
 	if hi == lo {
 		return
 	}
-	C.needle_delta_scatter(unsafe.Pointer(&base[0]), C.int32_t(s.ElemSize),
+	C.nl_delta_scatter(unsafe.Pointer(&base[0]), C.int32_t(s.ElemSize),
 		unsafe.Pointer(&s.Indices[lo*int64(s.IndexSize)]), C.int32_t(s.IndexSize),
 		unsafe.Pointer(&s.Values[lo*int64(s.ElemSize)]), C.int64_t(hi-lo))
 }

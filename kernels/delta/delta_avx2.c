@@ -28,7 +28,7 @@ AVX2 static inline uint32_t changed32(const uint8_t *o, const uint8_t *w) {
   return ~eq & 0xffffu;
 }
 
-AVX2 int64_t needle_delta_encode_avx2(const uint8_t *old_bits, const uint8_t *new_bits,
+AVX2 int64_t nl_delta_encode_avx2(const uint8_t *old_bits, const uint8_t *new_bits,
                                       int64_t n, int32_t elem_size, uint64_t first, uint8_t *idx,
                                       int32_t idx_size, uint8_t *vals) {
   int64_t k = 0, i = 0;
@@ -38,12 +38,12 @@ AVX2 int64_t needle_delta_encode_avx2(const uint8_t *old_bits, const uint8_t *ne
     uint32_t m = elem_size == 2 ? changed16(o, w) : changed32(o, w);
     while (m) {
       int e = __builtin_ctz(m);
-      needle_delta_put(idx, idx_size, k++, first + (uint64_t)(i + e), vals, elem_size,
+      nl_delta_put(idx, idx_size, k++, first + (uint64_t)(i + e), vals, elem_size,
                        w + e * elem_size);
       m &= m - 1;
     }
   }
-  return k + needle_delta_encode_ref(old_bits + i * elem_size, new_bits + i * elem_size, n - i,
+  return k + nl_delta_encode_ref(old_bits + i * elem_size, new_bits + i * elem_size, n - i,
                                      elem_size, first + (uint64_t)i, idx + k * idx_size,
                                      idx_size, vals + k * elem_size);
 }
@@ -59,10 +59,10 @@ AVX2 static inline __m256i gtu64(__m256i a, __m256i b) {
   return _mm256_cmpgt_epi64(_mm256_xor_si256(a, s), _mm256_xor_si256(b, s));
 }
 
-AVX2 int64_t needle_delta_check_avx2(const uint8_t *idx, int32_t idx_size, int64_t nnz,
+AVX2 int64_t nl_delta_check_avx2(const uint8_t *idx, int32_t idx_size, int64_t nnz,
                                      uint64_t n) {
   if (nnz == 0) return 0;
-  if (needle_delta_get_idx(idx, idx_size, 0) >= n) return 0;
+  if (nl_delta_get_idx(idx, idx_size, 0) >= n) return 0;
   int64_t k = 1; /* entries [1, k) are checked */
   const int64_t lanes = 32 / idx_size;
   if (idx_size == 4) {
@@ -84,5 +84,5 @@ AVX2 int64_t needle_delta_check_avx2(const uint8_t *idx, int32_t idx_size, int64
       if (_mm256_movemask_epi8(good) != -1) break;
     }
   }
-  return needle_delta_check_ref(idx, idx_size, k, nnz, n);
+  return nl_delta_check_ref(idx, idx_size, k, nnz, n);
 }

@@ -49,7 +49,7 @@ AVX512 static inline int64_t emit32x16(__mmask32 m, __m512i w, uint64_t pos, uin
   return k;
 }
 
-AVX512 int64_t needle_delta_encode_avx512(const uint8_t *old_bits, const uint8_t *new_bits,
+AVX512 int64_t nl_delta_encode_avx512(const uint8_t *old_bits, const uint8_t *new_bits,
                                           int64_t n, int32_t elem_size, uint64_t first,
                                           uint8_t *idx, int32_t idx_size, uint8_t *vals) {
   int64_t k = 0, i = 0;
@@ -70,17 +70,17 @@ AVX512 int64_t needle_delta_encode_avx512(const uint8_t *old_bits, const uint8_t
       if (m1) k = emit16(m1, b1, 4, first + (uint64_t)i + 16, idx, idx_size, vals, k);
     }
   }
-  return k + needle_delta_encode_ref(old_bits + i * elem_size, new_bits + i * elem_size, n - i,
+  return k + nl_delta_encode_ref(old_bits + i * elem_size, new_bits + i * elem_size, n - i,
                                      elem_size, first + (uint64_t)i, idx + k * idx_size,
                                      idx_size, vals + k * elem_size);
 }
 
 /* Check 16 (u32) or 8 (u64) consecutive pairs per vector; on a bad vector, or for the
  * tail, the reference finds the exact entry. */
-AVX512 int64_t needle_delta_check_avx512(const uint8_t *idx, int32_t idx_size, int64_t nnz,
+AVX512 int64_t nl_delta_check_avx512(const uint8_t *idx, int32_t idx_size, int64_t nnz,
                                          uint64_t n) {
   if (nnz == 0) return 0;
-  if (needle_delta_get_idx(idx, idx_size, 0) >= n) return 0;
+  if (nl_delta_get_idx(idx, idx_size, 0) >= n) return 0;
   int64_t k = 1; /* entries [1, k) are checked */
   const int64_t lanes = 64 / idx_size;
   if (idx_size == 4) {
@@ -99,5 +99,5 @@ AVX512 int64_t needle_delta_check_avx512(const uint8_t *idx, int32_t idx_size, i
       if (_mm512_cmple_epu64_mask(cur, prev) | _mm512_cmpge_epu64_mask(cur, lim)) break;
     }
   }
-  return needle_delta_check_ref(idx, idx_size, k, nnz, n);
+  return nl_delta_check_ref(idx, idx_size, k, nnz, n);
 }
