@@ -1,6 +1,7 @@
 package build
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -56,7 +57,7 @@ type Config struct {
 
 	Prefix    string // prepended to each passage ("passage: " for e5)
 	MaxLength int    // tokens per passage, specials included
-	Pooling   string // "mean" or "cls", as the encoder was loaded
+	Pooling   string // "mean" or "cls" as asked; "" = the model's default (see Parts.Pooling)
 	Normalize bool   // embeddings L2-normalized, as the encoder was loaded
 
 	Factory   string // FAISS index_factory string
@@ -193,6 +194,7 @@ func UpToDate(cfg Config) (*Manifest, error) {
 type Parts struct {
 	Corpus   Corpus
 	Encoder  Encoder // nil when Config.Embeddings is set
+	Pooling  string  // the pooling Encoder applies, for the manifest ("" = Config.Pooling)
 	NewIndex func(dim int) (Index, error)
 }
 
@@ -261,7 +263,7 @@ func Run(cfg Config, parts Parts) (*Report, error) {
 
 	m := &Manifest{
 		Model: cfg.Model, Dimension: vecs.Dim(), Count: rep.Rows, Factory: cfg.Factory, Metric: cfg.Metric,
-		Prefix: cfg.Prefix, MaxLength: cfg.MaxLength, Pooling: cfg.Pooling, Normalize: cfg.Normalize,
+		Prefix: cfg.Prefix, MaxLength: cfg.MaxLength, Pooling: cmp.Or(parts.Pooling, cfg.Pooling), Normalize: cfg.Normalize,
 		IndexFile: IndexFileName, Corpus: info, BadRows: bad, ArgsHash: out.hash(),
 		NeedleVersion: cfg.Version, TrainSize: cfg.TrainSize, Seed: cfg.Seed,
 	}

@@ -57,6 +57,10 @@ func Start(w io.Writer, opt Options) *Bar {
 // Add counts n more finished rows.
 func (b *Bar) Add(n int64) { b.done.Add(n) }
 
+// Set makes done the count of rows finished in this run, for callers that get a running
+// total (a callback reporting bytes done so far).
+func (b *Bar) Set(done int64) { b.done.Store(done) }
+
 // Finish stops redrawing and prints the final state on its own line. Idempotent.
 func (b *Bar) Finish() {
 	b.stopOnce.Do(func() {
