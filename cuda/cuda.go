@@ -1,0 +1,327 @@
+// Package cuda is needle's door to an NVIDIA GPU: the CUDA driver API of libcuda.so.1, opened at
+// run time with purego (no cgo, no CUDA at build time), so one binary runs everywhere. Without a
+// driver or a device, Open returns an error wrapping ErrNoDevice and callers use their CPU path.
+// The first failing driver call marks the Device unhealthy: every later call returns that error
+// (callers log it and fall back to the CPU), nothing aborts the process.
+//
+// No machine of this project has a GPU: only the no-driver path has ever run.
+//
+// A Device is safe for concurrent use: each operation locks its goroutine to an OS thread, makes
+// the device's primary context current there and runs under the device mutex.
+package cuda
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"sync"
+	"unsafe"
+
+	"github.com/ebitengine/purego"
+)
+
+// ErrNoDevice is wrapped by every error that means "no usable CUDA here": no libcuda.so.1, a
+// driver without the functions needle needs, cuInit failing, no device at that ordinal.
+var ErrNoDevice = errors.New("no CUDA device")
+
+// LibraryEnv names the environment variable that overrides the driver library path.
+const LibraryEnv = "NEEDLE_CUDA_LIB"
+
+// driver holds the driver API entry points (CUresult is int32; 0 is CUDA_SUCCESS).
+type driver struct {
+	cuInit                    func(flags uint32) int32
+	cuDeviceGetCount          func(count *int32) int32
+	cuDeviceGet               func(dev *int32, ordinal int32) int32
+	cuDeviceGetName           func(name *byte, n int32, dev int32) int32
+	cuDevicePrimaryCtxRetain  func(ctx *uintptr, dev int32) int32
+	cuDevicePrimaryCtxRelease func(dev int32) int32
+	cuCtxSetCurrent           func(ctx uintptr) int32
+	cuCtxSynchronize          func() int32
+	cuModuleLoadData          func(mod *uintptr, image unsafe.Pointer) int32
+	cuModuleUnload            func(mod uintptr) int32
+	cuModuleGetFunction       func(fn *uintptr, mod uintptr, name *byte) int32
+	cuMemAlloc                func(dptr *uint64, size uint64) int32
+	cuMemFree                 func(dptr uint64) int32
+	cuMemcpyHtoD              func(dst uint64, src unsafe.Pointer, n uint64) int32
+	cuMemcpyDtoH              func(dst unsafe.Pointer, src uint64, n uint64) int32
+	cuLaunchKernel            func(f uintptr, gx, gy, gz, bx, by, bz, shared uint32, stream uintptr, params, extra unsafe.Pointer) int32
+	cuGetErrorString          func(res int32, str **byte) int32
+}
+
+var (
+	loadOnce sync.Once
+	drv      *driver
+	drvErr   error
+)
+
+// load opens the driver library once and resolves every entry point (versioned names as the
+// CUDA headers map them).
+func load() (*driver, error) {
+	loadOnce.Do(func() {
+		path := "libcuda.so.1"
+		if p := os.Getenv(LibraryEnv); p != "" {
+			path = p
+		}
+		h, err := purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_GLOBAL)
+		if err != nil {
+			drvErr = fmt.Errorf("%w: cannot load the CUDA driver: %v", ErrNoDevice, err)
+			return
+		}
+		d := &driver{}
+		syms := []struct {
+			fn   any
+			name string
+		}{
+			{&d.cuInit, "cuInit"}, {&d.cuDeviceGetCount, "cuDeviceGetCount"},
+			{&d.cuDeviceGet, "cuDeviceGet"}, {&d.cuDeviceGetName, "cuDeviceGetName"},
+			{&d.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain"},
+			{&d.cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2"},
+			{&d.cuCtxSetCurrent, "cuCtxSetCurrent"}, {&d.cuCtxSynchronize, "cuCtxSynchronize"},
+			{&d.cuModuleLoadData, "cuModuleLoadData"}, {&d.cuModuleUnload, "cuModuleUnload"},
+			{&d.cuModuleGetFunction, "cuModuleGetFunction"}, {&d.cuMemAlloc, "cuMemAlloc_v2"},
+			{&d.cuMemFree, "cuMemFree_v2"}, {&d.cuMemcpyHtoD, "cuMemcpyHtoD_v2"},
+			{&d.cuMemcpyDtoH, "cuMemcpyDtoH_v2"}, {&d.cuLaunchKernel, "cuLaunchKernel"},
+			{&d.cuGetErrorString, "cuGetErrorString"},
+		}
+		for _, s := range syms {
+			sym, err := purego.Dlsym(h, s.name)
+			if err != nil {
+				drvErr = fmt.Errorf("%w: %s has no %s (driver too old?)", ErrNoDevice, path, s.name)
+				return
+			}
+			purego.RegisterFunc(s.fn, sym)
+		}
+		if rc := d.cuInit(0); rc != 0 {
+			drvErr = fmt.Errorf("%w: cuInit: %s", ErrNoDevice, d.describe(rc))
+			return
+		}
+		drv = d
+	})
+	return drv, drvErr
+}
+
+// describe turns a CUresult into text.
+func (d *driver) describe(rc int32) string {
+	var p *byte // a static string of the driver
+	if d.cuGetErrorString(rc, &p) != 0 || p == nil {
+		return fmt.Sprintf("CUDA error %d", rc)
+	}
+	n := 0
+	for n < 256 && *(*byte)(unsafe.Add(unsafe.Pointer(p), n)) != 0 {
+		n++
+	}
+	return fmt.Sprintf("%s (CUDA error %d)", unsafe.String(p, n), rc)
+}
+
+// Device is one GPU with its primary context.
+type Device struct {
+	d       *driver
+	ordinal int32
+	name    string
+	ctx     uintptr
+
+	mu  sync.Mutex
+	err error // first failure; the device is unhealthy once set
+}
+
+// Open retains the primary context of GPU number ordinal.
+func Open(ordinal int) (*Device, error) {
+	d, err := load()
+	if err != nil {
+		return nil, err
+	}
+	var count int32
+	if rc := d.cuDeviceGetCount(&count); rc != 0 {
+		return nil, fmt.Errorf("%w: cuDeviceGetCount: %s", ErrNoDevice, d.describe(rc))
+	}
+	if ordinal < 0 || ordinal >= int(count) {
+		return nil, fmt.Errorf("%w: device %d requested, %d present", ErrNoDevice, ordinal, count)
+	}
+	dev := &Device{d: d}
+	if rc := d.cuDeviceGet(&dev.ordinal, int32(ordinal)); rc != 0 {
+		return nil, fmt.Errorf("%w: cuDeviceGet(%d): %s", ErrNoDevice, ordinal, d.describe(rc))
+	}
+	var name [128]byte
+	if d.cuDeviceGetName(&name[0], int32(len(name)), dev.ordinal) == 0 {
+		for i, c := range name {
+			if c == 0 {
+				dev.name = string(name[:i])
+				break
+			}
+		}
+	}
+	if rc := d.cuDevicePrimaryCtxRetain(&dev.ctx, dev.ordinal); rc != 0 {
+		return nil, fmt.Errorf("%w: cuDevicePrimaryCtxRetain: %s", ErrNoDevice, d.describe(rc))
+	}
+	return dev, nil
+}
+
+// Name is the device's marketing name, e.g. "NVIDIA H100 80GB HBM3".
+func (dev *Device) Name() string { return dev.name }
+
+// Err is the error that made the device unhealthy, or nil.
+func (dev *Device) Err() error {
+	dev.mu.Lock()
+	defer dev.mu.Unlock()
+	return dev.err
+}
+
+// do runs fn with the device's context current on a locked OS thread. A failing CUresult from
+// fn marks the device unhealthy; an unhealthy device runs nothing.
+func (dev *Device) do(what string, fn func(d *driver) int32) error {
+	dev.mu.Lock()
+	defer dev.mu.Unlock()
+	if dev.err != nil {
+		return fmt.Errorf("cuda %s: device unhealthy: %w", what, dev.err)
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	rc := dev.d.cuCtxSetCurrent(dev.ctx)
+	if rc == 0 {
+		rc = fn(dev.d)
+	}
+	if rc != 0 {
+		dev.err = fmt.Errorf("cuda %s: %s", what, dev.d.describe(rc))
+		return dev.err
+	}
+	return nil
+}
+
+// Close releases the primary context. Modules and buffers must be released first.
+func (dev *Device) Close() error {
+	dev.mu.Lock()
+	defer dev.mu.Unlock()
+	if rc := dev.d.cuDevicePrimaryCtxRelease(dev.ordinal); rc != 0 {
+		return fmt.Errorf("cuda: release context: %s", dev.d.describe(rc))
+	}
+	return nil
+}
+
+// Module is loaded PTX (JIT-compiled by the driver for the device).
+type Module struct {
+	dev *Device
+	h   uintptr
+}
+
+// LoadModule JIT-loads PTX text.
+func (dev *Device) LoadModule(ptx []byte) (*Module, error) {
+	image := append(append([]byte(nil), ptx...), 0) // the driver reads a NUL-terminated string
+	m := &Module{dev: dev}
+	err := dev.do("load module", func(d *driver) int32 {
+		return d.cuModuleLoadData(&m.h, unsafe.Pointer(&image[0]))
+	})
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Unload frees the module.
+func (m *Module) Unload() error {
+	return m.dev.do("unload module", func(d *driver) int32 { return d.cuModuleUnload(m.h) })
+}
+
+// Function is one kernel (an `extern "C" __global__` name) of a module.
+type Function struct {
+	dev  *Device
+	h    uintptr
+	name string
+}
+
+// Function finds a kernel by name.
+func (m *Module) Function(name string) (*Function, error) {
+	cname := append([]byte(name), 0)
+	f := &Function{dev: m.dev, name: name}
+	err := m.dev.do("get function "+name, func(d *driver) int32 {
+		return d.cuModuleGetFunction(&f.h, m.h, &cname[0])
+	})
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// Dim3 is a grid or block shape.
+type Dim3 struct{ X, Y, Z uint32 }
+
+// Launch runs the kernel and waits for it. Each argument is a kernel parameter of 8 bytes or
+// less, passed by value in order: a Buffer (as its device pointer), int64, int32, uint64, float32.
+func (f *Function) Launch(grid, block Dim3, args ...any) error {
+	vals := make([]uint64, len(args))
+	for i, a := range args {
+		switch v := a.(type) {
+		case *Buffer:
+			vals[i] = v.ptr
+		case int64:
+			vals[i] = uint64(v)
+		case int32:
+			vals[i] = uint64(uint32(v))
+		case uint64:
+			vals[i] = v
+		case float32:
+			vals[i] = uint64(*(*uint32)(unsafe.Pointer(&v)))
+		default:
+			return fmt.Errorf("cuda launch %s: argument %d has unsupported type %T", f.name, i, a)
+		}
+	}
+	params := make([]unsafe.Pointer, len(vals)+1) // +1: never empty
+	var pin runtime.Pinner
+	defer pin.Unpin()
+	for i := range vals {
+		pin.Pin(&vals[i])
+		params[i] = unsafe.Pointer(&vals[i])
+	}
+	pin.Pin(&params[0])
+	return f.dev.do("launch "+f.name, func(d *driver) int32 {
+		rc := d.cuLaunchKernel(f.h, grid.X, grid.Y, grid.Z, block.X, block.Y, block.Z, 0, 0, unsafe.Pointer(&params[0]), nil)
+		if rc != 0 {
+			return rc
+		}
+		return d.cuCtxSynchronize()
+	})
+}
+
+// Buffer is device memory.
+type Buffer struct {
+	dev  *Device
+	ptr  uint64
+	size int
+}
+
+// Alloc reserves size bytes (at least 1) of device memory.
+func (dev *Device) Alloc(size int) (*Buffer, error) {
+	b := &Buffer{dev: dev, size: max(size, 1)}
+	err := dev.do("alloc", func(d *driver) int32 { return d.cuMemAlloc(&b.ptr, uint64(b.size)) })
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// Upload copies host bytes src into the start of the buffer.
+func (b *Buffer) Upload(src unsafe.Pointer, n int) error {
+	if n > b.size {
+		return fmt.Errorf("cuda upload: %d bytes into a %d-byte buffer", n, b.size)
+	}
+	if n == 0 {
+		return nil
+	}
+	return b.dev.do("upload", func(d *driver) int32 { return d.cuMemcpyHtoD(b.ptr, src, uint64(n)) })
+}
+
+// Download copies the first n bytes of the buffer to host memory dst.
+func (b *Buffer) Download(dst unsafe.Pointer, n int) error {
+	if n > b.size {
+		return fmt.Errorf("cuda download: %d bytes from a %d-byte buffer", n, b.size)
+	}
+	if n == 0 {
+		return nil
+	}
+	return b.dev.do("download", func(d *driver) int32 { return d.cuMemcpyDtoH(dst, b.ptr, uint64(n)) })
+}
+
+// Free releases the buffer.
+func (b *Buffer) Free() error {
+	return b.dev.do("free", func(d *driver) int32 { return d.cuMemFree(b.ptr) })
+}

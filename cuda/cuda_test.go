@@ -1,0 +1,49 @@
+package cuda
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestOpenWithoutDriver runs on every machine of this project (none has a GPU): Open must fail
+// cleanly with ErrNoDevice and a reason, every time, without touching the process.
+func TestOpenWithoutDriver(t *testing.T) {
+	if _, err := os.Stat("/proc/driver/nvidia"); err == nil {
+		t.Skip("an NVIDIA driver is present; this test covers machines without one")
+	}
+	for i := 0; i < 2; i++ {
+		dev, err := Open(0)
+		if err == nil {
+			dev.Close()
+			t.Fatal("Open(0) succeeded on a machine without an NVIDIA driver")
+		}
+		if !errors.Is(err, ErrNoDevice) {
+			t.Fatalf("Open(0) error %v does not wrap ErrNoDevice", err)
+		}
+		if !strings.Contains(err.Error(), "CUDA driver") && !strings.Contains(err.Error(), "cuInit") {
+			t.Fatalf("Open(0) error %q does not say why", err)
+		}
+	}
+}
+
+// TestLibraryWithoutDriverAPI loads a real library that is not a CUDA driver (libm) through
+// NEEDLE_CUDA_LIB in a child process (the driver is loaded once per process): the symbol lookup
+// must fail with ErrNoDevice naming the missing function.
+func TestLibraryWithoutDriverAPI(t *testing.T) {
+	if os.Getenv("NEEDLE_CUDA_TEST_CHILD") == "1" {
+		_, err := Open(0)
+		if !errors.Is(err, ErrNoDevice) || !strings.Contains(err.Error(), "libm.so.6 has no cuInit") {
+			t.Fatalf("Open with libm as the driver: %v", err)
+		}
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestLibraryWithoutDriverAPI$", "-test.v")
+	cmd.Env = append(os.Environ(), "NEEDLE_CUDA_TEST_CHILD=1", LibraryEnv+"=libm.so.6")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "PASS") {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+}

@@ -1,0 +1,80 @@
+// Package membw measures the machine's memory read bandwidth: the ceiling `needle bench kernels`
+// reports every bandwidth-bound kernel against, measured in the same run.
+package membw
+
+/*
+#cgo CFLAGS: -O3
+#include "membw.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"sync"
+	"time"
+	"unsafe"
+)
+
+// Sum reads every word of words once (one cgo call) and returns their wrapping sum.
+func Sum(words []uint64) uint64 {
+	if len(words) == 0 {
+		return 0
+	}
+	return uint64(C.nl_membw_read((*C.uint64_t)(unsafe.Pointer(&words[0])), C.size_t(len(words))))
+}
+
+// Buffer is a read target larger than the caches; reuse one across measurements.
+type Buffer struct {
+	words []uint64
+}
+
+// NewBuffer allocates and touches bytes (rounded down to 8) of memory, so no page fault lands
+// in a measurement.
+func NewBuffer(bytes int) (*Buffer, error) {
+	if bytes < 8 {
+		return nil, fmt.Errorf("membw: buffer of %d bytes is too small", bytes)
+	}
+	w := make([]uint64, bytes/8)
+	for i := range w {
+		w[i] = uint64(i) * 0x9e3779b97f4a7c15
+	}
+	return &Buffer{words: w}, nil
+}
+
+// Bytes is the buffer size.
+func (b *Buffer) Bytes() int64 { return int64(len(b.words)) * 8 }
+
+// Read reads the whole buffer once with threads goroutines (one contiguous slice and one cgo
+// call each) and returns the wall time and the sum (checked by tests against Sum).
+func (b *Buffer) Read(threads int) (time.Duration, uint64) {
+	threads = max(threads, 1)
+	sums := make([]uint64, threads)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for k := 0; k < threads; k++ {
+		lo, hi := len(b.words)*k/threads, len(b.words)*(k+1)/threads
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sums[k] = Sum(b.words[lo:hi])
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	var total uint64
+	for _, s := range sums {
+		total += s
+	}
+	return elapsed, total
+}
+
+// Bandwidth is the best read rate of repeats whole-buffer reads, in bytes per second.
+func (b *Buffer) Bandwidth(threads, repeats int) float64 {
+	best := time.Duration(1<<63 - 1)
+	for r := 0; r < max(repeats, 1); r++ {
+		if d, _ := b.Read(threads); d < best {
+			best = d
+		}
+	}
+	return float64(b.Bytes()) / best.Seconds()
+}
