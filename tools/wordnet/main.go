@@ -3,7 +3,11 @@
 // its definitions as the text, in the anchors' `"Title"\ntext` form), queries.jsonl holds each
 // example sentence of a synset with that synset's corpus row as the gold answer.
 //
-// Usage: go run ./tools/wordnet --out DIR [--dict /usr/share/wordnet] [--limit N]
+// With --wiki-like N it writes instead wiki_like.jsonl: N passages of about 100 words (the
+// length of wiki-18's passages), each a title and the glosses and examples of consecutive
+// synsets, for throughput benchmarks on wiki-sized text.
+//
+// Usage: go run ./tools/wordnet --out DIR [--dict /usr/share/wordnet] [--limit N] [--wiki-like N]
 package main
 
 import (
@@ -14,6 +18,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -184,11 +189,37 @@ func writeJSONL(path string, n int, row func(i int) any) error {
 	})
 }
 
+type passage struct{ contents, synset string }
+
+// WikiLike returns n passages of at least words words: each titled with the first lemma of
+// its first synset, its text the definitions and examples of consecutive synsets (wrapping
+// around all of them).
+func WikiLike(all []Synset, n, words int) []passage {
+	out := make([]passage, 0, n)
+	next := 0
+	for len(out) < n {
+		first := all[next%len(all)]
+		var text []string
+		count := 0
+		for count < words {
+			s := all[next%len(all)]
+			next++
+			for _, part := range append(slices.Clone(s.Definitions), s.Examples...) {
+				text = append(text, part)
+				count += len(strings.Fields(part))
+			}
+		}
+		out = append(out, passage{"\"" + first.Lemmas[0] + "\"\n" + strings.Join(text, ". ") + ".", first.Key})
+	}
+	return out
+}
+
 func run(args []string) error {
 	fs := flag.NewFlagSet("wordnet", flag.ContinueOnError)
 	dict := fs.String("dict", "/usr/share/wordnet", "WordNet database folder holding data.noun, data.verb, data.adj, data.adv (Debian wordnet-base)")
 	out := fs.String("out", "", "output folder for corpus.jsonl and queries.jsonl (created if missing; required)")
 	limit := fs.Int("limit", 0, "keep only this many synsets, evenly spaced over all of them (0 = all)")
+	wikiLike := fs.Int("wiki-like", 0, "instead write wiki_like.jsonl: this many ~100-word passages for throughput benchmarks")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -200,15 +231,26 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		return err
+	}
+	if *wikiLike > 0 {
+		passages := WikiLike(all, *wikiLike, 100)
+		path := filepath.Join(*out, "wiki_like.jsonl")
+		err := writeJSONL(path, len(passages), func(i int) any {
+			return corpusRow{ID: strconv.Itoa(i), Contents: passages[i].contents, Synset: passages[i].synset}
+		})
+		if err == nil {
+			fmt.Fprintf(os.Stderr, "wordnet: %d wiki-like passages in %s\n", len(passages), path)
+		}
+		return err
+	}
 	synsets := Spread(all, *limit)
 	var queries []Query
 	for row, s := range synsets {
 		for _, ex := range s.Examples {
 			queries = append(queries, Query{Query: ex, Gold: int64(row), Synset: s.Key})
 		}
-	}
-	if err := os.MkdirAll(*out, 0o755); err != nil {
-		return err
 	}
 	err = writeJSONL(filepath.Join(*out, "corpus.jsonl"), len(synsets), func(i int) any {
 		return corpusRow{ID: strconv.Itoa(i), Contents: synsets[i].Contents(), Synset: synsets[i].Key}

@@ -131,3 +131,22 @@ func readJSONL(t *testing.T, path string, line func([]byte)) {
 		t.Fatal(err)
 	}
 }
+
+func TestWikiLike(t *testing.T) {
+	all := []Synset{
+		{Key: "n1", Lemmas: []string{"cat"}, Definitions: []string{"a small feline"}, Examples: []string{"the cat sat"}},
+		{Key: "n2", Lemmas: []string{"dog"}, Definitions: []string{"a loyal canine friend"}},
+	}
+	got := WikiLike(all, 3, 8)
+	want := []passage{
+		{"\"cat\"\na small feline. the cat sat. a loyal canine friend.", "n1"},
+		{"\"cat\"\na small feline. the cat sat. a loyal canine friend.", "n1"},
+		{"\"cat\"\na small feline. the cat sat. a loyal canine friend.", "n1"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("WikiLike = %q", got)
+	}
+	if got := WikiLike(all, 2, 3); got[1].synset != "n2" || !strings.HasPrefix(got[1].contents, "\"dog\"\n") {
+		t.Fatalf("second passage %q, want it to start at the next synset", got[1])
+	}
+}
