@@ -174,3 +174,17 @@ func FuzzNormalizeURL(f *testing.F) {
 		}
 	})
 }
+
+// FuzzValidJSON: validJSON decides exactly as encoding/json.Valid.
+func FuzzValidJSON(f *testing.F) {
+	for _, s := range append(fuzzSeeds, `-0.5e+7`, `01`, `1.`, `"\u12"`, `"\u00e9\/"`, "\"\x01\"", `[1,]`, `{"a":1,}`,
+		`[[[]]]`, strings.Repeat("[", maxDepth)+strings.Repeat("]", maxDepth), strings.Repeat("[", maxDepth+1)+strings.Repeat("]", maxDepth+1),
+		` true `, `nul`, `"12345678\"12345678"`, "\"1234567\x1f\"") {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if got, want := validJSON(b), json.Valid(b); got != want {
+			t.Fatalf("validJSON(%q) = %v, encoding/json.Valid says %v", b, got, want)
+		}
+	})
+}
