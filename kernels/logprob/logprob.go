@@ -30,6 +30,14 @@ static int go_linear(const float* hidden, int64_t h, const float* lm_head, int64
   nl_logprob_args a = {NULL, NL_F32, n, v, labels, temperature, ignore_index, logprob, entropy, lse};
   return nl_linear_logprob_run(hidden, h, lm_head, &a, level, err, errlen);
 }
+
+// go_check runs the C argument checks (labels, temperature) without computing anything.
+static int go_check(int64_t n, int64_t v, const int64_t* labels, float temperature,
+                    int64_t ignore_index, char* err, size_t errlen) {
+  float dummy;
+  nl_logprob_args a = {NULL, NL_F32, n, v, labels, temperature, ignore_index, &dummy, NULL, NULL};
+  return nl_check_args(&a, NL_LEVEL_REF, err, errlen);
+}
 */
 import "C"
 
@@ -147,6 +155,22 @@ func Compute(x Logits, labels []int64, opt Options, out Output) error {
 
 // ComputeAt is Compute at a given SIMD level (tests and benchmarks compare levels).
 func ComputeAt(level cpu.Level, x Logits, labels []int64, opt Options, out Output) error {
+	if err := checkLogits(x, labels, out); err != nil {
+		return err
+	}
+	var errBuf [256]C.char
+	rc := C.go_logprob(ptr(x.Data), C.int32_t(x.DType), C.int64_t(x.Rows), C.int64_t(x.Vocab),
+		(*C.int64_t)(ptr(labels)), C.float(opt.Temperature), C.int64_t(opt.IgnoreIndex),
+		(*C.float)(ptr(out.Logprob)), (*C.float)(ptr(out.Entropy)), (*C.float)(ptr(out.LSE)),
+		C.int32_t(level), C.int32_t(opt.Threads), &errBuf[0], C.size_t(len(errBuf)))
+	if rc != 0 {
+		return errors.New("logprob: " + C.GoString(&errBuf[0]))
+	}
+	return nil
+}
+
+// checkLogits checks the Go-side shapes of a Compute call.
+func checkLogits(x Logits, labels []int64, out Output) error {
 	if x.DType != F32 && x.DType != F16 && x.DType != BF16 {
 		return fmt.Errorf("logits: unknown dtype %v", x.DType)
 	}
@@ -156,15 +180,18 @@ func ComputeAt(level cpu.Level, x Logits, labels []int64, opt Options, out Outpu
 	if want := x.Rows * x.Vocab * x.DType.Size(); len(x.Data) != want {
 		return fmt.Errorf("logits: %d bytes, want %d (%d x %d %v)", len(x.Data), want, x.Rows, x.Vocab, x.DType)
 	}
-	if err := out.check(x.Rows); err != nil {
+	return out.check(x.Rows)
+}
+
+// checkArgs is everything ComputeAt checks, without computing (for the GPU path, whose kernel
+// trusts its arguments).
+func checkArgs(x Logits, labels []int64, opt Options, out Output) error {
+	if err := checkLogits(x, labels, out); err != nil {
 		return err
 	}
 	var errBuf [256]C.char
-	rc := C.go_logprob(ptr(x.Data), C.int32_t(x.DType), C.int64_t(x.Rows), C.int64_t(x.Vocab),
-		(*C.int64_t)(ptr(labels)), C.float(opt.Temperature), C.int64_t(opt.IgnoreIndex),
-		(*C.float)(ptr(out.Logprob)), (*C.float)(ptr(out.Entropy)), (*C.float)(ptr(out.LSE)),
-		C.int32_t(level), C.int32_t(opt.Threads), &errBuf[0], C.size_t(len(errBuf)))
-	if rc != 0 {
+	if C.go_check(C.int64_t(x.Rows), C.int64_t(x.Vocab), (*C.int64_t)(ptr(labels)), C.float(opt.Temperature),
+		C.int64_t(opt.IgnoreIndex), &errBuf[0], C.size_t(len(errBuf))) != 0 {
 		return errors.New("logprob: " + C.GoString(&errBuf[0]))
 	}
 	return nil

@@ -1,0 +1,125 @@
+package logprob
+
+import (
+	"embed"
+	"errors"
+	"fmt"
+	"unsafe"
+
+	"needle/cuda"
+)
+
+// ptxFiles holds what `make native` generated into ptx/ (logprob.cu compiled by clang-16 for
+// sm_80; see kernels/CMakeLists.txt). The folder always exists (its README is committed), so
+// go build works before `make native` too; PTX then reports that the PTX is missing.
+//
+//go:embed ptx
+var ptxFiles embed.FS
+
+const ptxPath = "ptx/logprob_sm80.ptx"
+
+// PTX returns the embedded PTX of logprob.cu.
+func PTX() ([]byte, error) {
+	b, err := ptxFiles.ReadFile(ptxPath)
+	if err != nil {
+		return nil, fmt.Errorf("logprob: %s was not embedded (run `make native` before go build): %w", ptxPath, err)
+	}
+	return b, nil
+}
+
+// cudaBlock is the threads per block of the launch (logprob.cu NL_CUDA_BLOCK).
+const cudaBlock = 256
+
+var cudaKernels = map[DType]string{F32: "nl_cuda_logprob_f32", F16: "nl_cuda_logprob_f16", BF16: "nl_cuda_logprob_bf16"}
+
+// GPU runs Compute's op on a CUDA device with logprob.cu: one block per row. Safe for concurrent
+// use (package cuda serializes device work). No GPU has ever run this code in this project;
+// callers fall back to Compute on any error.
+type GPU struct {
+	dev *cuda.Device
+	mod *cuda.Module
+	fns map[DType]*cuda.Function
+}
+
+// NewGPU loads the embedded PTX on dev.
+func NewGPU(dev *cuda.Device) (*GPU, error) {
+	ptx, err := PTX()
+	if err != nil {
+		return nil, err
+	}
+	mod, err := dev.LoadModule(ptx)
+	if err != nil {
+		return nil, err
+	}
+	g := &GPU{dev: dev, mod: mod, fns: map[DType]*cuda.Function{}}
+	for dt, name := range cudaKernels {
+		if g.fns[dt], err = mod.Function(name); err != nil {
+			return nil, errors.Join(err, mod.Unload())
+		}
+	}
+	return g, nil
+}
+
+// Close unloads the module (the device stays open: it is the caller's).
+func (g *GPU) Close() error { return g.mod.Unload() }
+
+// Compute is Compute on the GPU: inputs are copied to the device, outputs back (opt.Threads is
+// unused).
+func (g *GPU) Compute(x Logits, labels []int64, opt Options, out Output) error {
+	if err := checkArgs(x, labels, opt, out); err != nil {
+		return err
+	}
+	if x.Rows == 0 {
+		return nil
+	}
+	n := x.Rows
+	var bufs []*cuda.Buffer
+	defer func() {
+		for _, b := range bufs {
+			b.Free()
+		}
+	}()
+	upload := func(p unsafe.Pointer, size int) (*cuda.Buffer, error) {
+		b, err := g.dev.Alloc(size)
+		if err != nil {
+			return nil, err
+		}
+		bufs = append(bufs, b)
+		if p != nil {
+			err = b.Upload(p, size)
+		}
+		return b, err
+	}
+	dLogits, err := upload(ptr(x.Data), len(x.Data))
+	if err != nil {
+		return err
+	}
+	dLabels, err := upload(ptr(labels), 8*n)
+	if err != nil {
+		return err
+	}
+	outs := [3][]float32{out.Logprob, out.Entropy, out.LSE}
+	var dOut [3]*cuda.Buffer
+	args := []any{dLogits, int64(x.Vocab), dLabels, 1 / opt.Temperature, opt.IgnoreIndex}
+	for i, o := range outs {
+		if o == nil {
+			args = append(args, uint64(0)) // a null device pointer: output not wanted
+			continue
+		}
+		if dOut[i], err = upload(nil, 4*n); err != nil {
+			return err
+		}
+		args = append(args, dOut[i])
+	}
+	if err := g.fns[x.DType].Launch(cuda.Dim3{X: uint32(n), Y: 1, Z: 1}, cuda.Dim3{X: cudaBlock, Y: 1, Z: 1}, args...); err != nil {
+		return err
+	}
+	for i, o := range outs {
+		if o != nil {
+			if err := dOut[i].Download(unsafe.Pointer(&o[0]), 4*n); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,61 @@
+package logprob
+
+import (
+	"errors"
+	"os"
+	"strings"
+	"testing"
+
+	"needle/cuda"
+)
+
+// TestPTXEmbedded checks that the build embedded the PTX of logprob.cu with all three entry
+// points. Under `make test` (NEEDLE_STRICT=1, after make native) a missing PTX fails.
+func TestPTXEmbedded(t *testing.T) {
+	ptx, err := PTX()
+	if err != nil {
+		if os.Getenv("NEEDLE_STRICT") == "1" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	text := string(ptx)
+	if !strings.Contains(text, ".target sm_80") {
+		t.Error("PTX does not target sm_80")
+	}
+	for _, name := range cudaKernels {
+		if !strings.Contains(text, ".entry "+name+"(") {
+			t.Errorf("PTX has no entry %s", name)
+		}
+	}
+}
+
+// TestGPUMatchesReference runs logprob.cu on a real GPU against the float64 reference. On the
+// machines of this project (no GPU) it checks the clean ErrNoDevice fallback instead.
+func TestGPUMatchesReference(t *testing.T) {
+	dev, err := cuda.Open(0)
+	if err != nil {
+		if !errors.Is(err, cuda.ErrNoDevice) {
+			t.Fatalf("cuda.Open: %v, want ErrNoDevice", err)
+		}
+		t.Logf("CPU path only: %v", err)
+		return
+	}
+	defer dev.Close()
+	g, err := NewGPU(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	for ci, c := range shapeCases {
+		for _, dtype := range []DType{F32, F16, BF16} {
+			in, labels := c.build(dtype, int64(ci))
+			out := newOutput(c.rows)
+			if err := g.Compute(in.x, labels, DefaultOptions(), out); err != nil {
+				t.Fatalf("%s %v: %v", c.name, dtype, err)
+			}
+			lp, ent, lse := reference(c.rows, c.vocab, in.vals, labels, 1, DefaultIgnoreIndex)
+			compare(t, "gpu/"+c.name+"/"+dtype.String(), out, lp, ent, lse)
+		}
+	}
+}
