@@ -116,17 +116,8 @@ func (v *validator) value() bool {
 // object checks the object at i, calling member (if not nil) with each member's raw name
 // (between its quotes) and the span [start, end) of its value.
 func (v *validator) object(member func(name []byte, start, end int)) bool {
-	if v.depth++; v.depth > maxDepth {
-		return false
-	}
-	v.i++ // '{'
-	v.space()
-	if v.i < len(v.b) && v.b[v.i] == '}' {
-		v.i++
-		v.depth--
-		return true
-	}
-	for {
+	closed, ok := v.enter('}')
+	for ok && !closed {
 		v.space()
 		nameStart := v.i
 		if v.i == len(v.b) || v.b[v.i] != '"' || !v.string() {
@@ -145,46 +136,53 @@ func (v *validator) object(member func(name []byte, start, end int)) bool {
 		if member != nil {
 			member(v.b[nameStart+1:nameEnd-1], start, v.i)
 		}
-		if !v.next('}') {
-			return false
-		}
-		if v.b[v.i-1] == '}' {
-			v.depth--
-			return true
-		}
+		closed, ok = v.next('}')
 	}
+	return ok
 }
 
 func (v *validator) array() bool {
-	if v.depth++; v.depth > maxDepth {
-		return false
-	}
-	v.i++ // '['
-	v.space()
-	if v.i < len(v.b) && v.b[v.i] == ']' {
-		v.i++
-		v.depth--
-		return true
-	}
-	for {
-		if !v.value() || !v.next(']') {
+	closed, ok := v.enter(']')
+	for ok && !closed {
+		if !v.value() {
 			return false
 		}
-		if v.b[v.i-1] == ']' {
-			v.depth--
-			return true
-		}
+		closed, ok = v.next(']')
 	}
+	return ok
 }
 
-// next consumes the ',' or closing byte that follows a member or element.
-func (v *validator) next(closing byte) bool {
-	v.space()
-	if v.i == len(v.b) || v.b[v.i] != ',' && v.b[v.i] != closing {
-		return false
+// enter consumes the opening byte of an object or array, and its closing byte too when it
+// is empty (closed).
+func (v *validator) enter(closing byte) (closed, ok bool) {
+	if v.depth++; v.depth > maxDepth {
+		return false, false
 	}
 	v.i++
-	return true
+	v.space()
+	if v.i < len(v.b) && v.b[v.i] == closing {
+		v.i++
+		v.depth--
+		return true, true
+	}
+	return false, true
+}
+
+// next consumes the ',' or the closing byte after a member or element.
+func (v *validator) next(closing byte) (closed, ok bool) {
+	v.space()
+	if v.i < len(v.b) {
+		switch v.b[v.i] {
+		case ',':
+			v.i++
+			return false, true
+		case closing:
+			v.i++
+			v.depth--
+			return true, true
+		}
+	}
+	return false, false
 }
 
 const (
