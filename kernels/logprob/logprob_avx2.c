@@ -40,17 +40,21 @@ static inline __m256 load8(const void* row, int32_t dtype, int64_t i, __m256 inv
   return _mm256_mul_ps(x, inv_t);
 }
 
-#define PUSH8(y)                                             \
-  do {                                                       \
-    __m256 d_ = _mm256_max_ps(lo, _mm256_sub_ps((y), m));    \
-    __m256 e_ = exp_neg8(d_);                                \
-    s = _mm256_add_ps(s, e_);                                \
-    t = _mm256_fmadd_ps(e_, d_, t);                          \
+#define PUSH8(y, k)                                          \
+  do {                                                           \
+    __m256 d_ = _mm256_max_ps(lo, _mm256_sub_ps((y), m));             \
+    __m256 e_ = exp_neg8(d_);                                     \
+    s[k] = _mm256_add_ps(s[k], e_);                               \
+    t[k] = _mm256_fmadd_ps(e_, d_, t[k]);                         \
   } while (0)
 
 static inline void stats8(const void* row, int32_t dtype, int64_t len, float inv_tf, nl_stats* st) {
   const __m256 lo = _mm256_set1_ps(-87.0f), inv_t = _mm256_set1_ps(inv_tf);
-  __m256 m = _mm256_set1_ps(-FLT_MAX), s = _mm256_setzero_ps(), t = _mm256_setzero_ps();
+  __m256 m = _mm256_set1_ps(-FLT_MAX);
+  // Four sum pairs, one per unrolled vector: independent add chains (the adds' latency would
+  // otherwise bound the loop) and a quarter of the terms per fp32 sum (smaller rounding error).
+  __m256 s[4], t[4];
+  for (int k = 0; k < 4; k++) s[k] = t[k] = _mm256_setzero_ps();
   int64_t i = 0;
   for (; i + 32 <= len; i += 32) {
     __m256 y0 = load8(row, dtype, i, inv_t), y1 = load8(row, dtype, i + 8, inv_t);
@@ -60,19 +64,21 @@ static inline void stats8(const void* row, int32_t dtype, int64_t len, float inv
     if (_mm256_movemask_ps(up)) {
       __m256 mn = _mm256_blendv_ps(m, bm, up);
       __m256 d = _mm256_max_ps(lo, _mm256_sub_ps(m, mn)), a = exp_neg8(d);
-      t = _mm256_mul_ps(a, _mm256_fmadd_ps(d, s, t));
-      s = _mm256_mul_ps(a, s);
+      for (int k = 0; k < 4; k++) {
+        t[k] = _mm256_mul_ps(a, _mm256_fmadd_ps(d, s[k], t[k]));
+        s[k] = _mm256_mul_ps(a, s[k]);
+      }
       m = mn;
     }
-    PUSH8(y0);
-    PUSH8(y1);
-    PUSH8(y2);
-    PUSH8(y3);
+    PUSH8(y0, 0);
+    PUSH8(y1, 1);
+    PUSH8(y2, 2);
+    PUSH8(y3, 3);
   }
   float ms[8], ss[8], ts[8];
   _mm256_storeu_ps(ms, m);
-  _mm256_storeu_ps(ss, s);
-  _mm256_storeu_ps(ts, t);
+  _mm256_storeu_ps(ss, _mm256_add_ps(_mm256_add_ps(s[0], s[1]), _mm256_add_ps(s[2], s[3])));
+  _mm256_storeu_ps(ts, _mm256_add_ps(_mm256_add_ps(t[0], t[1]), _mm256_add_ps(t[2], t[3])));
   for (int l = 0; l < 8; l++) nl_stats_merge(st, ms[l], ss[l], ts[l]);
   for (; i < len; i++) nl_stats_push(st, nl_load(row, dtype, i) * inv_tf);
 }

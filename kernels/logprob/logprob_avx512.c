@@ -46,19 +46,23 @@ static inline __m512 load16(const void* row, int32_t dtype, int64_t i, __m512 in
 // One element vector into the lane states. d is clamped at -120 (exp underflows to 0 there) so
 // that -inf entries add exactly 0 * -120 to t instead of 0 * -inf = NaN; the max operand order
 // keeps NaN (VMAXPS returns its second operand when either is NaN).
-#define PUSH(y)                                              \
-  do {                                                       \
-    __m512 d_ = _mm512_max_ps(lo, _mm512_sub_ps((y), m));    \
-    __m512 e_ = exp_neg(d_);                                 \
-    s = _mm512_add_ps(s, e_);                                \
-    t = _mm512_fmadd_ps(e_, d_, t);                          \
+#define PUSH(y, k)                                          \
+  do {                                                           \
+    __m512 d_ = _mm512_max_ps(lo, _mm512_sub_ps((y), m));             \
+    __m512 e_ = exp_neg(d_);                                     \
+    s[k] = _mm512_add_ps(s[k], e_);                               \
+    t[k] = _mm512_fmadd_ps(e_, d_, t[k]);                         \
   } while (0)
 
 static inline void stats(const void* row, int32_t dtype, int64_t len, float inv_tf, nl_stats* st) {
   const __m512 lo = _mm512_set1_ps(-120.0f), inv_t = _mm512_set1_ps(inv_tf);
   // m starts at -FLT_MAX, not -inf, so a lane that has seen only -inf entries computes
   // d = -inf - m = -inf (clamped, adds 0) rather than -inf - -inf = NaN.
-  __m512 m = _mm512_set1_ps(-FLT_MAX), s = _mm512_setzero_ps(), t = _mm512_setzero_ps();
+  __m512 m = _mm512_set1_ps(-FLT_MAX);
+  // Four sum pairs, one per unrolled vector: independent add chains (the adds' latency would
+  // otherwise bound the loop) and a quarter of the terms per fp32 sum (smaller rounding error).
+  __m512 s[4], t[4];
+  for (int k = 0; k < 4; k++) s[k] = t[k] = _mm512_setzero_ps();
   int64_t i = 0;
   for (; i + 64 <= len; i += 64) {
     __m512 y0 = load16(row, dtype, i, inv_t), y1 = load16(row, dtype, i + 16, inv_t);
@@ -68,19 +72,21 @@ static inline void stats(const void* row, int32_t dtype, int64_t len, float inv_
     if (up) {
       __m512 mn = _mm512_mask_mov_ps(m, up, bm);
       __m512 d = _mm512_max_ps(lo, _mm512_sub_ps(m, mn)), a = exp_neg(d);
-      t = _mm512_mul_ps(a, _mm512_fmadd_ps(d, s, t));
-      s = _mm512_mul_ps(a, s);
+      for (int k = 0; k < 4; k++) {
+        t[k] = _mm512_mul_ps(a, _mm512_fmadd_ps(d, s[k], t[k]));
+        s[k] = _mm512_mul_ps(a, s[k]);
+      }
       m = mn;
     }
-    PUSH(y0);
-    PUSH(y1);
-    PUSH(y2);
-    PUSH(y3);
+    PUSH(y0, 0);
+    PUSH(y1, 1);
+    PUSH(y2, 2);
+    PUSH(y3, 3);
   }
   float ms[16], ss[16], ts[16];
   _mm512_storeu_ps(ms, m);
-  _mm512_storeu_ps(ss, s);
-  _mm512_storeu_ps(ts, t);
+  _mm512_storeu_ps(ss, _mm512_add_ps(_mm512_add_ps(s[0], s[1]), _mm512_add_ps(s[2], s[3])));
+  _mm512_storeu_ps(ts, _mm512_add_ps(_mm512_add_ps(t[0], t[1]), _mm512_add_ps(t[2], t[3])));
   for (int l = 0; l < 16; l++) nl_stats_merge(st, ms[l], ss[l], ts[l]);
   for (; i < len; i++) nl_stats_push(st, nl_load(row, dtype, i) * inv_tf);
 }

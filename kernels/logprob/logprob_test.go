@@ -160,7 +160,7 @@ var shapeCases = []shapeCase{
 	{"vector-multiple", 5, 64, randn(3)},
 	{"odd-vocab", 7, 1001, randn(5)},
 	{"wide-range", 4, 333, randn(40)},
-	{"qwen-7b-vocab", 2, 152064, randn(4)},
+	{"qwen-7b-vocab", 8, 152064, randn(4)},
 	{"all-equal", 3, 1000, func(*rand.Rand, int, int) float64 { return 1.25 }},
 	{"neg-inf", 5, 300, func(r *rand.Rand, row, col int) float64 {
 		if col%3 == 0 || (row == 4 && col < 200) {
