@@ -19,7 +19,8 @@ var curated = []string{
 	// accents and combining marks
 	"café naïve résumé Ångström Øresund Straße façade", "Cafe\u0301 (combining acute)", "e\u0301\u0300\u0316 stacked marks",
 	"ÀÁÂÃÄÅàáâãäå ÇçÑñ", "Ǆemal ǅemal ǆemal", "İstanbul ıi İI", "ΣΊΣΥΦΟΣ σίσυφος ς", "ﬁﬂ ligatures ﬀ", "Å Å Å",
-	"\u0345 ypogegrammeni", "\u0344 combining greek dialytika tonos", "\u1e9e capital sharp s",
+	"\u0345 ypogegrammeni", "a" + strings.Repeat("\u0301\u0316", 20) + "b",
+	"a" + strings.Repeat("\u08d4\U00011442", 20) + "b (over 30 marks: no Stream-Safe U+034F)", "\U000111c9\u1734\u1885 changed categories", "\u0344 combining greek dialytika tonos", "\u1e9e capital sharp s",
 	// CJK, Japanese, Korean
 	"中文测试", "我爱北京天安门。", "日本語のテキスト、カタカナ、ひらがな", "한국어 텍스트 입니다", "漢字かな交じり文",
 	"\U00020000\U0002A6DF\U0002B740 ext ideographs", "\uF900\uFAFF compat", "\u3000ideographic space", "ｆｕｌｌｗｉｄｔｈ ＡＢＣ １２３",

@@ -99,7 +99,8 @@ func (n *normalizer) preTokens(s string) []string {
 	words := []string{}
 	start := -1
 	for i, r := range s {
-		space, punct := isWhitespace(r), n.isPunctuation(r)
+		c := n.unicode.class(r)
+		space, punct := c&classSpace != 0, c&classPunct != 0
 		if space || punct {
 			if start >= 0 {
 				words = append(words, s[start:i])

@@ -1,6 +1,7 @@
 package wordpiece
 
 import (
+	"slices"
 	"unicode"
 	"unicode/utf8"
 
@@ -38,28 +39,6 @@ var asciiClasses = func() (t [utf8.RuneSelf]asciiClass) {
 	return t
 }()
 
-// isWhitespace is Rust's char::is_whitespace (the White_Space property), as both
-// bert.rs (plus \t \n \r, already in it) and the BertPreTokenizer use it.
-func isWhitespace(r rune) bool { return unicode.IsSpace(r) }
-
-// isControl is bert.rs is_control: the "Other" categories Cc, Cf, Co, Cs (not Cn,
-// so unassigned code points survive) except \t \n \r, which count as whitespace.
-func (n *normalizer) isControl(r rune) bool {
-	if r == '\t' || r == '\n' || r == '\r' {
-		return false
-	}
-	return unicode.In(r, unicode.Cc, unicode.Co, unicode.Cs) || unicode.Is(n.unicode.format, r)
-}
-
-// isPunctuation is the BertPreTokenizer's split rule: ASCII punctuation (which includes
-// the symbols $ + < = > ^ ` | ~) or any Unicode punctuation category (Pc Pd Ps Pe Pi Pf Po).
-func (n *normalizer) isPunctuation(r rune) bool {
-	if r < utf8.RuneSelf {
-		return asciiClasses[r] == asciiPunct
-	}
-	return unicode.Is(n.unicode.punctuation, r)
-}
-
 // isChineseChar is bert.rs is_chinese_char: the CJK Unified Ideographs blocks.
 func isChineseChar(r rune) bool {
 	return (r >= 0x4E00 && r <= 0x9FFF) ||
@@ -81,12 +60,13 @@ func appendLower(dst []byte, r rune) []byte {
 	return utf8.AppendRune(dst, unicode.ToLower(r))
 }
 
-// scratch is the per-call working memory of one Encode; pooled, owned by one goroutine.
+// scratch is the working memory of one Encode call; pooled, owned by one goroutine.
 type scratch struct {
 	clean, nfd, out []byte
+	decomposed      []decomposedRune
 }
 
-// normalize appends the normalized form of s to s.out (reset first) and returns it.
+// normalize returns the normalized form of s in sc.out (valid until the next call).
 // Invalid UTF-8 decodes to U+FFFD, which clean_text drops.
 func (n *normalizer) normalize(sc *scratch, s string) []byte {
 	if isASCII(s) {
@@ -95,29 +75,33 @@ func (n *normalizer) normalize(sc *scratch, s string) []byte {
 	}
 	// Clean text and CJK spacing are per-character rules.
 	clean := sc.clean[:0]
-	newerThanNFD := false // does clean hold a rune HF's NFD does not know?
-	for _, r := range s {
-		if r >= utf8.RuneSelf && unicode.Is(n.unicode.newerThanNFD, r) {
-			newerThanNFD = true
+	for i := 0; i < len(s); {
+		r, size := rune(s[i]), 1
+		if r >= utf8.RuneSelf {
+			r, size = utf8.DecodeRuneInString(s[i:])
 		}
+		c := n.unicode.class(r)
 		switch {
-		case n.cleanText && (r == 0 || r == utf8.RuneError || n.isControl(r)):
-			continue
-		case n.cleanText && isWhitespace(r):
+		case n.cleanText && c&classControl != 0:
+		case n.cleanText && c&classSpace != 0:
 			clean = append(clean, ' ')
-		case n.chineseChars && isChineseChar(r):
+		case n.chineseChars && c&classCJK != 0:
 			clean = append(clean, ' ')
-			clean = utf8.AppendRune(clean, r)
+			clean = append(clean, s[i:i+size]...)
 			clean = append(clean, ' ')
 		default:
-			clean = utf8.AppendRune(clean, r)
+			clean = utf8.AppendRune(clean, r) // not s[i:i+size]: invalid bytes become U+FFFD
 		}
+		i += size
 	}
 	sc.clean = clean
 	text := clean
 	if n.stripAccents {
-		sc.nfd = n.appendNFD(sc.nfd[:0], clean, newerThanNFD)
+		sc.nfd = sc.appendNFD(sc.nfd[:0], clean, n.unicode)
 		text = sc.nfd
+	}
+	if !n.stripAccents && !n.lowercase {
+		return text
 	}
 	out := sc.out[:0]
 	for i := 0; i < len(text); {
@@ -125,45 +109,97 @@ func (n *normalizer) normalize(sc *scratch, s string) []byte {
 		if r >= utf8.RuneSelf {
 			r, size = utf8.DecodeRune(text[i:])
 		}
-		i += size
 		switch {
-		case n.stripAccents && unicode.Is(n.unicode.nonspacingMark, r):
+		case n.stripAccents && n.unicode.class(r)&classMark != 0:
 		case n.lowercase:
 			out = appendLower(out, r)
 		default:
-			out = utf8.AppendRune(out, r)
+			out = append(out, text[i:i+size]...)
 		}
+		i += size
 	}
 	sc.out = out
 	return out
 }
 
-// appendNFD appends the NFD of s as HF's Unicode 9.0 tables compute it: runes newer
-// than that are starters that decompose to themselves, so the text is normalized in
-// segments between them. hasNewer says whether s holds such runes at all.
-func (n *normalizer) appendNFD(dst, s []byte, hasNewer bool) []byte {
-	if !hasNewer {
-		return norm.NFD.Append(dst, s...)
-	}
-	for len(s) > 0 {
-		end := 0
-		var r rune
-		size := 0
-		for end < len(s) {
-			r, size = utf8.DecodeRune(s[end:])
-			if r >= utf8.RuneSelf && unicode.Is(n.unicode.newerThanNFD, r) {
-				break
-			}
-			end += size
+// decomposedRune is one rune of an NFD result with its canonical combining class.
+type decomposedRune struct {
+	r   rune
+	ccc uint8
+}
+
+// appendNFD appends the canonical decomposition (NFD, UAX #15) of s as HF's Unicode 9.0
+// tables compute it: a rune newer than that decomposes to itself with combining class 0.
+// It is written here rather than with norm.Form because norm applies the Stream-Safe
+// Text Format (a U+034F after 30 combining marks), which HF does not, and because
+// norm.Form.Append allocates.
+func (sc *scratch) appendNFD(dst, s []byte, u *unicodeTables) []byte {
+	d := sc.decomposed[:0]
+	for i := 0; i < len(s); {
+		r, size := rune(s[i]), 1
+		if r >= utf8.RuneSelf {
+			r, size = utf8.DecodeRune(s[i:])
 		}
-		dst = norm.NFD.Append(dst, s[:end]...)
-		if end < len(s) {
-			dst = append(dst, s[end:end+size]...)
-			end += size
-		}
-		s = s[end:]
+		d = appendDecomposed(d, s[i:i+size], r, u)
+		i += size
 	}
+	// Canonical ordering: each run of combining marks (ccc != 0), stably by ccc.
+	for start := 0; start < len(d); {
+		if d[start].ccc == 0 {
+			start++
+			continue
+		}
+		end := start + 1
+		for end < len(d) && d[end].ccc != 0 {
+			end++
+		}
+		if end-start > 1 {
+			slices.SortStableFunc(d[start:end], func(a, b decomposedRune) int { return int(a.ccc) - int(b.ccc) })
+		}
+		start = end
+	}
+	for _, x := range d {
+		dst = utf8.AppendRune(dst, x.r)
+	}
+	sc.decomposed = d
 	return dst
+}
+
+// Hangul syllables decompose algorithmically (Unicode 3.12).
+const (
+	hangulBase  = 0xAC00
+	hangulCount = 11172
+	hangulL     = 0x1100
+	hangulV     = 0x1161
+	hangulT     = 0x11A7
+	hangulTs    = 28      // trailing consonants per vowel, including none
+	hangulVTs   = 21 * 28 // syllables per leading consonant
+)
+
+// appendDecomposed appends the full canonical decomposition of r, whose UTF-8 bytes are b.
+func appendDecomposed(d []decomposedRune, b []byte, r rune, u *unicodeTables) []decomposedRune {
+	switch {
+	case r < utf8.RuneSelf || u.class(r)&classNewerNFD != 0:
+		return append(d, decomposedRune{r: r})
+	case r >= hangulBase && r < hangulBase+hangulCount:
+		s := r - hangulBase
+		d = append(d, decomposedRune{r: hangulL + s/hangulVTs}, decomposedRune{r: hangulV + s%hangulVTs/hangulTs})
+		if t := s % hangulTs; t != 0 {
+			d = append(d, decomposedRune{r: hangulT + t})
+		}
+		return d
+	}
+	p := norm.NFD.Properties(b)
+	dec := p.Decomposition()
+	if dec == nil {
+		return append(d, decomposedRune{r: r, ccc: p.CCC()})
+	}
+	for len(dec) > 0 {
+		x, n := utf8.DecodeRune(dec)
+		d = append(d, decomposedRune{r: x, ccc: norm.NFD.Properties(dec[:n]).CCC()})
+		dec = dec[n:]
+	}
+	return d
 }
 
 // normalizeASCII is normalize for pure ASCII input: NFD and accent stripping are no-ops.

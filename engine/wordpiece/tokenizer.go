@@ -110,8 +110,8 @@ func (t *Tokenizer) appendPiece(dst []int32, sc *scratch, piece string, bodyEnd 
 		} else {
 			var r rune
 			r, size = utf8.DecodeRune(s[i:])
-			space = isWhitespace(r)
-			punct = !space && t.norm.isPunctuation(r)
+			c := t.norm.unicode.class(r)
+			space, punct = c&classSpace != 0, c&(classSpace|classPunct) == classPunct
 		}
 		switch {
 		case space || punct:

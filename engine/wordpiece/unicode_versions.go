@@ -2,6 +2,7 @@ package wordpiece
 
 import (
 	"slices"
+	"strings"
 	"sync"
 	"unicode"
 	"unicode/utf8"
@@ -39,20 +40,35 @@ var categoryChanges = []struct {
 	{0x111C9, "P", "SHARADA SANDHI MARK: Po in 8.0, now Mn"},
 }
 
+// runeClass is a set of flags saying what the BERT rules do with one rune.
+type runeClass uint8
+
+const (
+	classControl  runeClass = 1 << iota // dropped by clean_text: NUL, U+FFFD, Cc Cf Co Cs (not \t \n \r)
+	classSpace                          // White_Space: ' ' after clean_text, splits words
+	classPunct                          // a pre-token of its own
+	classMark                           // Mn: dropped by strip_accents
+	classCJK                            // spaced by handle_chinese_chars
+	classNewerNFD                       // an NFD starter to HF, though not to Go (see newerThanNFD)
+)
+
 // unicodeTables are the category and NFD views of HF's Unicode versions. Built once, on
-// first Load (about 150k rune lookups), then read-only.
+// first Load, then read-only.
 type unicodeTables struct {
-	// nonspacingMark is Mn as of Unicode 8.0 (stripped by strip_accents).
-	nonspacingMark *unicode.RangeTable
-	// format is Cf as of Unicode 8.0 (dropped by clean_text, with Cc, Co and Cs, which
-	// have not changed since).
+	// format is Cf as of Unicode 8.0 (clean_text drops it with Cc, Co and Cs, which have
+	// not changed since).
 	format *unicode.RangeTable
 	// punctuation is P (Pc Pd Ps Pe Pi Pf Po) as of Unicode 8.0.
 	punctuation *unicode.RangeTable
+	// nonspacingMark is Mn as of Unicode 8.0.
+	nonspacingMark *unicode.RangeTable
 	// newerThanNFD are the characters that Go's NFD decomposes or reorders (combining
 	// class != 0) but that were unassigned in Unicode 9.0: HF's NFD leaves them alone
 	// and treats them as starters.
 	newerThanNFD *unicode.RangeTable
+	// bmp caches classify for the Basic Multilingual Plane (64 KiB): a table lookup
+	// instead of several binary searches per rune.
+	bmp [0x10000]runeClass
 }
 
 var hfUnicode = sync.OnceValue(func() *unicodeTables {
@@ -65,13 +81,53 @@ var hfUnicode = sync.OnceValue(func() *unicodeTables {
 			runes = append(runes, r)
 		}
 	})
-	return &unicodeTables{
-		nonspacingMark: categoryAsOf("Mn", unicode.Mn),
+	u := &unicodeTables{
 		format:         categoryAsOf("Cf", unicode.Cf),
 		punctuation:    categoryAsOf("P", unicode.P),
+		nonspacingMark: categoryAsOf("Mn", unicode.Mn),
 		newerThanNFD:   rangetable.New(runes...),
 	}
+	for r := range u.bmp {
+		u.bmp[r] = u.classify(rune(r))
+	}
+	return u
 })
+
+// class returns the flags of r.
+func (u *unicodeTables) class(r rune) runeClass {
+	if r < rune(len(u.bmp)) {
+		return u.bmp[r]
+	}
+	return u.classify(r)
+}
+
+func (u *unicodeTables) classify(r rune) runeClass {
+	var c runeClass
+	switch {
+	case r == '\t' || r == '\n' || r == '\r':
+		// bert.rs counts these as whitespace, not control.
+	case r == 0 || r == utf8.RuneError || unicode.In(r, unicode.Cc, unicode.Co, unicode.Cs) || unicode.Is(u.format, r):
+		c |= classControl
+	}
+	if unicode.IsSpace(r) { // White_Space, as Rust's char::is_whitespace
+		c |= classSpace
+	}
+	// ASCII punctuation (Rust's char::is_ascii_punctuation) includes the symbols
+	// $ + < = > ^ ` | ~ that Unicode files under S.
+	if unicode.Is(u.punctuation, r) || strings.ContainsRune("$+<=>^`|~", r) {
+		c |= classPunct
+	}
+	if unicode.Is(u.nonspacingMark, r) {
+		c |= classMark
+	}
+	if isChineseChar(r) {
+		c |= classCJK
+	}
+	if unicode.Is(u.newerThanNFD, r) {
+		c |= classNewerNFD
+	}
+	return c
+}
 
 // categoryAsOf returns the runes of cur (Go's table for category name) that were
 // assigned in categoriesVersion, corrected by categoryChanges.
