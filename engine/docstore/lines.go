@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
+
+	"needle/internal/atomicfile"
 )
 
 // Sidecar header, shared by both sidecar kinds (64 bytes, little endian):
@@ -91,7 +93,7 @@ func openLines(path string, opt Options) (*lineFile, error) {
 		h := getHeader(side)
 		return h.magic == offsetsMagic && h.fp == fp && int64(len(side)) == headerSize+8*(h.rows+1)
 	}
-	build := func(dst *atomicFile) error { return writeOffsets(f, fp, dst, opt.Progress) }
+	build := func(dst *os.File) error { return writeOffsets(f, fp, dst, opt.Progress) }
 	l.side, l.sidecar, err = findOrBuild(path, offsetsExt, opt, fresh, build)
 	if err != nil {
 		return nil, err
@@ -112,7 +114,7 @@ func openLines(path string, opt Options) (*lineFile, error) {
 // findOrBuild maps the sidecar <data file name><ext> from the first folder of
 // sidecarDirs where fresh accepts it, else builds it with build in the first folder that
 // is writable, and maps that.
-func findOrBuild(path, ext string, opt Options, fresh func([]byte) bool, build func(*atomicFile) error) ([]byte, string, error) {
+func findOrBuild(path, ext string, opt Options, fresh func([]byte) bool, build func(*os.File) error) ([]byte, string, error) {
 	dirs, err := sidecarDirs(path, opt)
 	if err != nil {
 		return nil, "", err
@@ -129,19 +131,15 @@ func findOrBuild(path, ext string, opt Options, fresh func([]byte) bool, build f
 	}
 	for _, d := range dirs {
 		p := filepath.Join(d, name)
-		out, err := createAtomic(p)
+		err := os.MkdirAll(d, 0o755)
+		if err == nil {
+			err = atomicfile.Create(p, build) // temp file, fsync, rename: never half-written
+		}
 		if unwritable(err) {
 			continue
 		}
 		if err != nil {
-			return nil, "", fmt.Errorf("sidecar for %s: %w", path, err)
-		}
-		if err := build(out); err != nil {
-			out.abandon()
 			return nil, "", err
-		}
-		if err := out.commit(); err != nil {
-			return nil, "", fmt.Errorf("sidecar %s: %w", p, err)
 		}
 		side, err := mapPath(p)
 		if err != nil {
@@ -175,7 +173,7 @@ const scanChunk = 1 << 20
 
 // writeOffsets scans f for newlines and writes the offsets sidecar into dst. It reads f
 // sequentially through one buffer (no mmap, so RSS stays flat) and does not parse JSON.
-func writeOffsets(f *os.File, fp fingerprint, dst *atomicFile, progress func(done, total int64)) error {
+func writeOffsets(f *os.File, fp fingerprint, dst *os.File, progress func(done, total int64)) error {
 	if _, err := dst.Write(make([]byte, headerSize)); err != nil { // header goes last
 		return err
 	}
@@ -221,7 +219,7 @@ func writeOffsets(f *os.File, fp fingerprint, dst *atomicFile, progress func(don
 	if _, err := dst.Write(out); err != nil {
 		return err
 	}
-	if now, err := fingerprintOf(f); err != nil || now != fp {
+	if st, err := f.Stat(); err != nil || st.Size() != fp.size || st.ModTime().UnixNano() != fp.mtime {
 		return fmt.Errorf("%s changed while its sidecar was being built", f.Name())
 	}
 	hdr := make([]byte, headerSize)

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/bits"
+	"os"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -48,7 +49,7 @@ func OpenPages(path string, opt Options) (*Pages, error) {
 		return h.magic == urlsMagic && h.fp == l.fp && h.rows == l.rows && h.extra1 > 0 &&
 			h.extra1&(h.extra1-1) == 0 && int64(len(side)) == headerSize+entrySize*h.extra1
 	}
-	p.side, _, err = findOrBuild(path, urlsExt, opt, fresh, func(dst *atomicFile) error {
+	p.side, _, err = findOrBuild(path, urlsExt, opt, fresh, func(dst *os.File) error {
 		return p.writeIndex(dst, opt.Progress)
 	})
 	if err != nil {
@@ -125,7 +126,7 @@ func (p *Pages) entryURL(e []byte) (line, raw []byte) {
 
 // writeIndex builds the url index of p.lines into dst, through a shared writable mapping
 // of dst (the table never sits in the Go heap), dropping scanned rows from RSS as it goes.
-func (p *Pages) writeIndex(dst *atomicFile, progress func(done, total int64)) error {
+func (p *Pages) writeIndex(dst *os.File, progress func(done, total int64)) error {
 	l := p.lines
 	slots := int64(16)
 	if l.rows > 4 {

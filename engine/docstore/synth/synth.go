@@ -1,5 +1,5 @@
 // Package synth writes synthetic wiki-like JSONL corpora for docstore benchmarks: rows shaped
-// like wiki-18 (`{"id", "contents": "\"Title\"\ntext", "url"}`, ~100-word passages, ~730
+// like wiki-18 (`{"id", "contents": "\"Title\"\ntext", "url"}`, ~100-word passages, ~680
 // bytes a row), deterministic for a seed. Benchmark input only, never a test oracle.
 package synth
 
