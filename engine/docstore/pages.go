@@ -76,7 +76,9 @@ func NormalizeURL(url string) string {
 func (p *Pages) Lookup(url string) ([]byte, bool) {
 	url = NormalizeURL(url)
 	h := fnv1a(url)
-	for s := h & p.mask; ; s = (s + 1) & p.mask {
+	// At most every slot once: a table the build left half empty always stops at an empty
+	// slot, but a damaged sidecar must not make this loop forever.
+	for n, s := uint64(0), h&p.mask; n <= p.mask; n, s = n+1, (s+1)&p.mask {
 		e := p.table[s*entrySize : (s+1)*entrySize]
 		row := binary.LittleEndian.Uint64(e[8:])
 		if row == 0 {
@@ -90,6 +92,7 @@ func (p *Pages) Lookup(url string) ([]byte, bool) {
 			return line, true
 		}
 	}
+	return nil, false
 }
 
 // Len is the number of lines; BadRows how many of them are not in the url index.

@@ -175,3 +175,22 @@ func sameJSON(t *testing.T, a, b []byte) bool {
 	jb, _ := json.Marshal(vb)
 	return bytes.Equal(ja, jb)
 }
+
+// TestPagesDamagedIndex: a url index whose header is right but whose table is garbage
+// (every slot used, nothing matching) gives misses, not a hang or a crash.
+func TestPagesDamagedIndex(t *testing.T) {
+	path := writeFile(t, t.TempDir(), "pages.jsonl", pagesFixture)
+	openPages(t, path).Close()
+	side, err := os.ReadFile(path + urlsExt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := headerSize; i < len(side); i++ {
+		side[i] = 0xff
+	}
+	writeFile(t, filepath.Dir(path), filepath.Base(path)+urlsExt, string(side))
+	p := openPages(t, path)
+	if row, ok := p.Lookup(wikiPrefix + "Dup"); ok {
+		t.Errorf("damaged index found %q", row)
+	}
+}
