@@ -30,6 +30,8 @@ import (
 	"os"
 	"slices"
 
+	"golang.org/x/sys/unix"
+
 	"needle/internal/atomicfile"
 	"needle/kernels/delta"
 	"needle/safetensors"
@@ -222,7 +224,8 @@ func (c *countWriter) Write(b []byte) (int, error) {
 	return n, err
 }
 
-// ReadIndex reads and checks the index of the delta file at path.
+// ReadIndex reads and checks the index of the open delta file f: magic, footer, version,
+// format, and that every record lies inside the file.
 func ReadIndex(f *os.File) (Index, error) {
 	var idx Index
 	st, err := f.Stat()
@@ -297,17 +300,19 @@ func Apply(basePath, deltaPath, outPath string, threads int) (Stats, error) {
 		return st, err
 	}
 	format, _ := delta.ParseFormat(idx.Format)
-	read := func(off, n int64) ([]byte, error) {
-		b := make([]byte, n)
-		if _, err := df.ReadAt(b, off); err != nil {
-			return nil, fmt.Errorf("%s: record at %d: %w", deltaPath, off, err)
-		}
-		return b, nil
-	}
-	header, err := read(idx.HeaderOffset, idx.HeaderLength)
+	// Records are read through a read-only mmap: they cost page cache, not heap. ReadIndex
+	// checked every record lies inside the file.
+	info, err := df.Stat()
 	if err != nil {
 		return st, err
 	}
+	mapped, err := unix.Mmap(int(df.Fd()), 0, int(info.Size()), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return st, fmt.Errorf("%s: mmap: %w", deltaPath, err)
+	}
+	defer unix.Munmap(mapped)
+	read := func(off, n int64) []byte { return mapped[off : off+n] }
+	header := read(idx.HeaderOffset, idx.HeaderLength)
 	if crc32.Checksum(header, castagnoli) != idx.HeaderCRC32C {
 		return st, fmt.Errorf("%s: the safetensors header record does not match its checksum", deltaPath)
 	}
@@ -317,10 +322,7 @@ func Apply(basePath, deltaPath, outPath string, threads int) (Stats, error) {
 		var scratch delta.Sparse
 		var buf []byte // the tensor being rebuilt; reused, grows to the largest
 		for _, e := range idx.Tensors {
-			rec, err := read(e.Offset, e.Length)
-			if err != nil {
-				return err
-			}
+			rec := read(e.Offset, e.Length)
 			result := rec
 			if e.Op == "delta" {
 				bt, ok := baseF.Tensor(e.Name)

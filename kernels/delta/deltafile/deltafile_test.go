@@ -38,7 +38,7 @@ func perturb(r *rand.Rand, b []byte, elemSize int, frac float64) []byte {
 	return out
 }
 
-func write(t *testing.T, path string, ts []tensor, meta map[string]string) {
+func write(t testing.TB, path string, ts []tensor, meta map[string]string) {
 	t.Helper()
 	desc := make([]safetensors.Tensor, len(ts))
 	for i, x := range ts {
@@ -61,7 +61,7 @@ func write(t *testing.T, path string, ts []tensor, meta map[string]string) {
 // models writes a base and a next version covering every case: bf16/fp16/fp32 deltas at
 // 0-100% change, an odd size, an I64 tensor (sent in full), a removed, an added and a
 // reshaped tensor, and changed metadata.
-func models(t *testing.T, dir string) (oldPath, newPath string) {
+func models(t testing.TB, dir string) (oldPath, newPath string) {
 	r := rand.New(rand.NewPCG(1, 2))
 	emb, q, k := randBytes(r, 2*4099*3), randBytes(r, 2*1000), randBytes(r, 4*777)
 	steps, gone, moved := randBytes(r, 8*5), randBytes(r, 4*10), randBytes(r, 2*64)
@@ -202,4 +202,33 @@ func TestBadInputsLeaveOutputUntouched(t *testing.T) {
 			t.Errorf("%s: output changed after an error", c.name)
 		}
 	}
+}
+
+// FuzzApply feeds arbitrary delta files to Apply against a fixed base: it must return an
+// error or a file, never panic, and never leave an output behind an error.
+func FuzzApply(f *testing.F) {
+	dir := f.TempDir()
+	oldPath, newPath := models(f, dir)
+	for _, format := range []delta.Format{delta.AstraFlow, delta.Compact} {
+		d := filepath.Join(dir, format.String())
+		if _, err := Encode(oldPath, newPath, d, format, 1); err != nil {
+			f.Fatal(err)
+		}
+		good, _ := os.ReadFile(d)
+		f.Add(good)
+		f.Add(good[:len(good)/2])
+	}
+	f.Add([]byte(magic + magic))
+	f.Fuzz(func(t *testing.T, file []byte) {
+		tmp := t.TempDir()
+		d, out := filepath.Join(tmp, "d"), filepath.Join(tmp, "out")
+		if err := os.WriteFile(d, file, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Apply(oldPath, d, out, 1); err != nil {
+			if _, statErr := os.Stat(out); statErr == nil {
+				t.Fatalf("output left behind after %v", err)
+			}
+		}
+	})
 }
