@@ -67,13 +67,13 @@ NEEDLE_API int32_t needle_simd_level(char* buf, int64_t buf_len) {
   return 0;
 }
 
+// Messages go through snprintf(err, n, ...), which writes nothing when n is 0: callers that
+// want no message pass err NULL.
 static int32_t logprob(const void* logits, int32_t dtype, int64_t n, int64_t v,
                        const int64_t* labels, float temperature, int64_t ignore_index,
                        int32_t threads, float* out_logprob, float* out_entropy, float* out_lse,
                        char* err, int64_t err_len) {
-  char scratch[1];  // nl_* write their message somewhere even when the caller wants none
   size_t n_err = needle_capi_errlen(err, err_len);
-  if (!n_err) err = scratch, n_err = sizeof scratch;
   int32_t level = needle_capi_level(err, n_err);
   if (level < 0) return -1;
   nl_logprob_args a = {logits, dtype, n, v, labels, temperature, ignore_index,
@@ -81,32 +81,18 @@ static int32_t logprob(const void* logits, int32_t dtype, int64_t n, int64_t v,
   return nl_logprob_run(&a, level, threads, err, n_err);
 }
 
-NEEDLE_API int32_t needle_logprob_f32(const float* logits, int64_t n, int64_t v,
-                                      const int64_t* labels, float temperature,
-                                      int64_t ignore_index, int32_t threads, float* out_logprob,
-                                      float* out_entropy, float* out_lse, char* err,
-                                      int64_t err_len) {
-  return logprob(logits, NL_F32, n, v, labels, temperature, ignore_index, threads, out_logprob,
-                 out_entropy, out_lse, err, err_len);
-}
-
-NEEDLE_API int32_t needle_logprob_f16(const uint16_t* logits, int64_t n, int64_t v,
-                                      const int64_t* labels, float temperature,
-                                      int64_t ignore_index, int32_t threads, float* out_logprob,
-                                      float* out_entropy, float* out_lse, char* err,
-                                      int64_t err_len) {
-  return logprob(logits, NL_F16, n, v, labels, temperature, ignore_index, threads, out_logprob,
-                 out_entropy, out_lse, err, err_len);
-}
-
-NEEDLE_API int32_t needle_logprob_bf16(const uint16_t* logits, int64_t n, int64_t v,
-                                       const int64_t* labels, float temperature,
-                                       int64_t ignore_index, int32_t threads, float* out_logprob,
-                                       float* out_entropy, float* out_lse, char* err,
-                                       int64_t err_len) {
-  return logprob(logits, NL_BF16, n, v, labels, temperature, ignore_index, threads, out_logprob,
-                 out_entropy, out_lse, err, err_len);
-}
+// One exported function per logits dtype; the signatures are spelled out in needle.h.
+#define NEEDLE_LOGPROB(suffix, elem, dtype)                                                    \
+  NEEDLE_API int32_t needle_logprob_##suffix(                                                  \
+      const elem* logits, int64_t n, int64_t v, const int64_t* labels, float temperature,      \
+      int64_t ignore_index, int32_t threads, float* out_logprob, float* out_entropy,           \
+      float* out_lse, char* err, int64_t err_len) {                                            \
+    return logprob(logits, dtype, n, v, labels, temperature, ignore_index, threads,            \
+                   out_logprob, out_entropy, out_lse, err, err_len);                           \
+  }
+NEEDLE_LOGPROB(f32, float, NL_F32)
+NEEDLE_LOGPROB(f16, uint16_t, NL_F16)
+NEEDLE_LOGPROB(bf16, uint16_t, NL_BF16)
 
 NEEDLE_API int32_t needle_linear_logprob_f32(const float* hidden, int64_t n, int64_t h,
                                              const float* lm_head, int64_t v,
@@ -114,9 +100,7 @@ NEEDLE_API int32_t needle_linear_logprob_f32(const float* hidden, int64_t n, int
                                              int64_t ignore_index, float* out_logprob,
                                              float* out_entropy, float* out_lse, char* err,
                                              int64_t err_len) {
-  char scratch[1];
   size_t n_err = needle_capi_errlen(err, err_len);
-  if (!n_err) err = scratch, n_err = sizeof scratch;
   int32_t level = needle_capi_level(err, n_err);
   if (level < 0) return -1;
   nl_logprob_args a = {NULL, NL_F32, n, v, labels, temperature, ignore_index,
