@@ -1,0 +1,239 @@
+package bert
+
+import (
+	"fmt"
+	"path/filepath"
+	"sort"
+	"sync"
+
+	"needle/engine/wordpiece"
+	"needle/kernels/nn"
+)
+
+// Options tune an Encoder; zero values take the defaults.
+type Options struct {
+	MaxLength int    // tokens per text including [CLS] and [SEP]; default 256, at most max_position_embeddings
+	Pooling   string // "mean" or "cls"; default from 1_Pooling/config.json, else "mean"
+	// SkipNormalize leaves pooled vectors unnormalized (default: L2-normalized, as e5 and
+	// sentence-transformers use them for inner-product search).
+	SkipNormalize bool
+	BatchSize     int // texts per forward pass; default 64
+	// Threads sets the OpenBLAS/OpenMP team size (process-wide, see nn.SetThreads); 0 keeps it.
+	// Each concurrent Encode call runs its own team, so callers x Threads threads compete.
+	Threads int
+}
+
+// Encoder turns texts into sentence embeddings. Safe for concurrent Encode calls: weights
+// are read-only and each call takes its own workspace from a pool.
+type Encoder struct {
+	cfg     Config
+	opt     Options
+	pooling nn.Pooling
+	tok     *wordpiece.Tokenizer
+	ops     nn.Ops
+	w       *weights
+	spaces  sync.Pool // *workspace
+}
+
+// Load reads an HF BERT model folder: config.json, model.safetensors, the tokenizer
+// (tokenizer.json or vocab.txt) and, if present, 1_Pooling/config.json.
+func Load(dir string, opt Options) (*Encoder, error) {
+	cfg, err := readConfig(dir)
+	if err != nil {
+		return nil, err
+	}
+	if opt.Pooling == "" {
+		if opt.Pooling, err = readPooling(dir); err != nil {
+			return nil, err
+		}
+	}
+	tok, err := wordpiece.Load(dir)
+	if err != nil {
+		return nil, err
+	}
+	if tok.VocabSize() > cfg.VocabSize {
+		return nil, fmt.Errorf("%s: the tokenizer has %d ids but vocab_size is %d", filepath.Join(dir, "config.json"), tok.VocabSize(), cfg.VocabSize)
+	}
+	w, err := loadWeights(dir, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return newEncoder(cfg, w, tok, opt)
+}
+
+// NewRandom is an encoder of shape cfg with seeded random weights and the given tokenizer,
+// for benchmarking shapes whose checkpoints are not available (e5-base-v2: E5Base).
+func NewRandom(cfg Config, seed int64, tok *wordpiece.Tokenizer, opt Options) (*Encoder, error) {
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	if tok.VocabSize() > cfg.VocabSize {
+		return nil, fmt.Errorf("the tokenizer has %d ids but vocab_size is %d", tok.VocabSize(), cfg.VocabSize)
+	}
+	return newEncoder(cfg, randomWeights(cfg, seed), tok, opt)
+}
+
+func newEncoder(cfg Config, w *weights, tok *wordpiece.Tokenizer, opt Options) (*Encoder, error) {
+	if opt.MaxLength == 0 {
+		opt.MaxLength = 256
+	}
+	if opt.MaxLength < 2 || opt.MaxLength > cfg.MaxPositions {
+		return nil, fmt.Errorf("max length %d outside [2, %d] (max_position_embeddings)", opt.MaxLength, cfg.MaxPositions)
+	}
+	if opt.BatchSize == 0 {
+		opt.BatchSize = 64
+	}
+	if opt.BatchSize < 0 {
+		return nil, fmt.Errorf("batch size %d must be positive", opt.BatchSize)
+	}
+	e := &Encoder{cfg: cfg, opt: opt, tok: tok, w: w}
+	switch opt.Pooling {
+	case "", "mean":
+		e.pooling, e.opt.Pooling = nn.MeanPool, "mean"
+	case "cls":
+		e.pooling = nn.CLSPool
+	default:
+		return nil, fmt.Errorf("pooling %q: want mean or cls", opt.Pooling)
+	}
+	ops, err := nn.Selected()
+	if err != nil {
+		return nil, err
+	}
+	e.ops = ops
+	if opt.Threads > 0 {
+		nn.SetThreads(opt.Threads)
+	}
+	e.spaces.New = func() any { return new(workspace) }
+	return e, nil
+}
+
+// Dim is the embedding width (hidden_size).
+func (e *Encoder) Dim() int { return e.cfg.Hidden }
+
+// Config is the model's shape.
+func (e *Encoder) Config() Config { return e.cfg }
+
+// Options are the effective options (defaults filled in).
+func (e *Encoder) Options() Options { return e.opt }
+
+// WeightBytes is the fp32 size of the loaded weights.
+func (e *Encoder) WeightBytes() int64 { return e.w.bytes() }
+
+// Tokenizer is the encoder's tokenizer.
+func (e *Encoder) Tokenizer() *wordpiece.Tokenizer { return e.tok }
+
+// Encode returns len(texts)*Dim() floats: the embedding of prefix+text for each text, in
+// input order. Texts are tokenized, sorted by length and run BatchSize at a time with no
+// padding (each sequence attends over exactly its own tokens).
+func (e *Encoder) Encode(texts []string, prefix string) ([]float32, error) {
+	out := make([]float32, len(texts)*e.cfg.Hidden)
+	ws := e.spaces.Get().(*workspace)
+	defer e.spaces.Put(ws)
+	seqs := make([][]int32, len(texts))
+	for i, t := range texts {
+		seqs[i] = e.tok.Encode(prefix+t, e.opt.MaxLength)
+	}
+	order := make([]int, len(texts))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return len(seqs[order[a]]) < len(seqs[order[b]]) })
+	for lo := 0; lo < len(order); lo += e.opt.BatchSize {
+		batch := order[lo:min(lo+e.opt.BatchSize, len(order))]
+		if err := e.forward(ws, seqs, batch, out); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// EncodeIDs runs the forward pass on already tokenized sequences ([CLS] ... [SEP], each at
+// most MaxLength ids) as one batch, for tests and callers with their own tokenization.
+func (e *Encoder) EncodeIDs(seqs [][]int32) ([]float32, error) {
+	out := make([]float32, len(seqs)*e.cfg.Hidden)
+	batch := make([]int, len(seqs))
+	for i := range batch {
+		batch[i] = i
+		if len(seqs[i]) > e.opt.MaxLength {
+			return nil, fmt.Errorf("sequence %d has %d ids, more than max length %d", i, len(seqs[i]), e.opt.MaxLength)
+		}
+	}
+	ws := e.spaces.Get().(*workspace)
+	defer e.spaces.Put(ws)
+	if err := e.forward(ws, seqs, batch, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// workspace is the scratch of one forward pass, grown as needed and reused through the
+// Encoder's pool; owned by one Encode call at a time.
+type workspace struct {
+	ids, pos, start []int32
+	x, ctx, big     []float32 // [T,H], [T,H], [T, max(3H, I)]
+	scratch, pooled []float32
+}
+
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
+}
+
+// forward encodes seqs[batch[i]] into out[batch[i]*H:].
+func (e *Encoder) forward(ws *workspace, seqs [][]int32, batch []int, out []float32) error {
+	H, I, eps := e.cfg.Hidden, e.cfg.Intermediate, e.cfg.Eps
+	ws.ids, ws.pos, ws.start = ws.ids[:0], ws.pos[:0], append(ws.start[:0], 0)
+	for _, b := range batch {
+		ws.ids = append(ws.ids, seqs[b]...)
+		for p := range seqs[b] {
+			ws.pos = append(ws.pos, int32(p))
+		}
+		ws.start = append(ws.start, int32(len(ws.ids)))
+	}
+	T := len(ws.ids)
+	ws.x, ws.ctx = grow(ws.x, T*H), grow(ws.ctx, T*H)
+	ws.big = grow(ws.big, T*max(3*H, I))
+	ws.scratch = grow(ws.scratch, nn.AttentionScratch(ws.start))
+	ws.pooled = grow(ws.pooled, len(batch)*H)
+	o, w := e.ops, e.w
+	if err := o.EmbedLayerNorm(ws.x, ws.ids, ws.pos, w.word, w.pos, w.type0, w.embGamma, w.embBeta, H, eps); err != nil {
+		return err
+	}
+	for _, l := range w.layers {
+		qkv := ws.big[:T*3*H]
+		err := firstErr(
+			o.Linear(qkv, ws.x, l.qkvW, l.qkvB, T, H, 3*H, nn.NoAct),
+			o.Attention(ws.ctx, qkv, ws.start, e.cfg.Heads, H/e.cfg.Heads, ws.scratch),
+			// attention output: x = LN(ctx W^T + b + x); the GEMM result reuses big.
+			o.Linear(ws.big[:T*H], ws.ctx, l.attnOutW, nil, T, H, H, nn.NoAct),
+			o.AddLayerNorm(ws.x, ws.big[:T*H], l.attnOutB, ws.x, l.ln1Gamma, l.ln1Beta, T, H, eps),
+			// FFN: x = LN(GELU(x W1^T + b1) W2^T + b2 + x); the second GEMM writes into ctx.
+			o.Linear(ws.big[:T*I], ws.x, l.ffnInW, l.ffnInB, T, H, I, nn.GELU),
+			o.Linear(ws.ctx, ws.big[:T*I], l.ffnOutW, nil, T, I, H, nn.NoAct),
+			o.AddLayerNorm(ws.x, ws.ctx, l.ffnOutB, ws.x, l.ln2Gamma, l.ln2Beta, T, H, eps),
+		)
+		if err != nil {
+			return err
+		}
+	}
+	if err := o.Pool(ws.pooled, ws.x, ws.start, H, e.pooling, !e.opt.SkipNormalize); err != nil {
+		return err
+	}
+	for i, b := range batch {
+		copy(out[b*H:(b+1)*H], ws.pooled[i*H:(i+1)*H])
+	}
+	return nil
+}
+
+// firstErr returns the first non-nil error. forward passes it the ops of a layer in order;
+// all of them run (buffers are sized above, so an error is a bug reported, not a panic).
+func firstErr(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
