@@ -120,20 +120,25 @@ func (d *docstoreBench) run() error {
 	for _, pass := range []string{"first touch", "warm"} {
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
-		t = time.Now()
 		var rowBytes int64
-		for _, i := range idx {
-			row, err := c.Row(i)
-			if err != nil {
-				return err
+		sp, err := measure(func() error {
+			for _, i := range idx {
+				row, err := c.Row(i)
+				if err != nil {
+					return err
+				}
+				rowBytes += int64(len(row))
 			}
-			rowBytes += int64(len(row))
+			return nil
+		})
+		if err != nil {
+			return err
 		}
-		elapsed := time.Since(t)
 		runtime.ReadMemStats(&after)
-		fmt.Printf("row lookup       %7.0f ns/row  %s, %.3f allocs/row, %d random rows of %.0f bytes (validation included)  RSS %s\n",
-			float64(elapsed.Nanoseconds())/float64(len(idx)), pass, float64(after.Mallocs-before.Mallocs)/float64(len(idx)),
-			len(idx), float64(rowBytes)/float64(len(idx)), readRSS())
+		n := float64(len(idx))
+		fmt.Printf("row lookup       %7.0f ns/row wall, %.0f CPU-ns/row, %s, %.3f allocs/row, %d random rows of %.0f bytes (validation included)  RSS %s\n",
+			float64(sp.wall.Nanoseconds())/n, float64(sp.cpu.Nanoseconds())/n, pass, float64(after.Mallocs-before.Mallocs)/n,
+			len(idx), float64(rowBytes)/n, readRSS())
 	}
 
 	t = time.Now()
@@ -161,22 +166,29 @@ func (d *docstoreBench) pages(path string, mb float64, r *rand.Rand) error {
 		urls[i] = synth.URL(r.Int64N(p.Len()))
 		misses[i] = urls[i] + "_"
 	}
+	lookupAll := func(urls []string, want bool) (span, error) {
+		return measure(func() error {
+			for _, u := range urls {
+				if _, ok := p.Lookup(u); ok != want {
+					return fmt.Errorf("Lookup(%s) = %v, want %v", u, ok, want)
+				}
+			}
+			return nil
+		})
+	}
+	n := float64(len(urls))
 	for _, pass := range []string{"first touch", "warm"} {
-		t = time.Now()
-		for _, u := range urls {
-			if _, ok := p.Lookup(u); !ok {
-				return fmt.Errorf("url %s not found", u)
-			}
+		hit, err := lookupAll(urls, true)
+		if err != nil {
+			return err
 		}
-		hit := time.Since(t)
-		t = time.Now()
-		for _, u := range misses {
-			if _, ok := p.Lookup(u); ok {
-				return fmt.Errorf("url %s found", u)
-			}
+		miss, err := lookupAll(misses, false)
+		if err != nil {
+			return err
 		}
-		fmt.Printf("url lookup       %7.0f ns hit, %.0f ns miss, %s  RSS %s (anon includes the bench's %d url strings)\n",
-			float64(hit.Nanoseconds())/float64(len(urls)), float64(time.Since(t).Nanoseconds())/float64(len(urls)), pass, readRSS(), 2*len(urls))
+		fmt.Printf("url lookup       %7.0f ns hit, %.0f ns miss wall; %.0f / %.0f CPU-ns, %s  RSS %s (anon includes the bench's %d url strings)\n",
+			float64(hit.wall.Nanoseconds())/n, float64(miss.wall.Nanoseconds())/n, float64(hit.cpu.Nanoseconds())/n,
+			float64(miss.cpu.Nanoseconds())/n, pass, readRSS(), 2*len(urls))
 	}
 	return nil
 }

@@ -233,8 +233,7 @@ func (l *lineFile) line(i int64) ([]byte, error) {
 	if i < 0 || i >= l.rows {
 		return nil, fmt.Errorf("%s: row %d out of range [0, %d)", l.path, i, l.rows)
 	}
-	start := binary.LittleEndian.Uint64(l.offs[8*i:])
-	end := binary.LittleEndian.Uint64(l.offs[8*i+8:])
+	start, end := l.offset(i), l.offset(i+1)
 	if start > end || end > uint64(len(l.data)) {
 		return nil, fmt.Errorf("sidecar %s is corrupt at row %d; delete it to rebuild", l.sidecar, i)
 	}
@@ -248,58 +247,77 @@ func (l *lineFile) line(i int64) ([]byte, error) {
 	return b, nil
 }
 
-// validate checks every line as stringField(line, key) does, on all cores, and returns
-// the bad ones in line order. progress (may be nil) is called from this goroutine with
-// lines done and total.
-func (l *lineFile) validate(key string, progress func(done, total int64)) ([]BadRowError, error) {
-	const chunkRows = 1 << 16
-	type result struct {
-		rows int64
-		bad  []BadRowError
-		err  error
+// scanChunkRows is how many lines a worker of scanLines takes at a time.
+const scanChunkRows = 1 << 16
+
+// scanLines runs check on every line, on all cores, a chunk of lines at a time, and hands
+// each chunk's kept results to collect in the calling goroutine, chunks in any order;
+// lo and hi bound the chunk's lines. Pages of a checked chunk are dropped from RSS.
+func scanLines[T any](l *lineFile, check func(i int64, line []byte) (T, bool), collect func(lo, hi int64, results []T)) error {
+	type chunk struct {
+		lo, hi  int64
+		results []T
+		err     error
 	}
 	var next atomic.Int64
-	results := make(chan result)
+	chunks := make(chan chunk)
 	var wg sync.WaitGroup
 	for range runtime.GOMAXPROCS(0) {
 		wg.Go(func() {
 			for {
-				lo := next.Add(chunkRows) - chunkRows
-				if lo >= l.rows {
+				c := chunk{lo: next.Add(scanChunkRows) - scanChunkRows}
+				if c.lo >= l.rows {
 					return
 				}
-				hi := min(lo+chunkRows, l.rows)
-				var r result
-				for i := lo; i < hi && r.err == nil; i++ {
+				c.hi = min(c.lo+scanChunkRows, l.rows)
+				for i := c.lo; i < c.hi && c.err == nil; i++ {
 					line, err := l.line(i)
 					if err != nil {
-						r.err = err
-					} else if _, _, reason := stringField(line, key); reason != "" {
-						r.bad = append(r.bad, BadRowError{Path: l.path, Line: i + 1, Reason: reason})
+						c.err = err
+					} else if r, keep := check(i, line); keep {
+						c.results = append(c.results, r)
 					}
 				}
-				r.rows = hi - lo
-				dropResident(l.data, int(binary.LittleEndian.Uint64(l.offs[8*lo:])), int(binary.LittleEndian.Uint64(l.offs[8*hi:])))
-				results <- r
+				if c.err == nil {
+					dropResident(l.data, int(l.offset(c.lo)), int(l.offset(c.hi)))
+				}
+				chunks <- c
 			}
 		})
 	}
-	go func() { wg.Wait(); close(results) }()
-	var bad []BadRowError
-	var done int64
+	go func() { wg.Wait(); close(chunks) }()
 	var firstErr error
-	for r := range results {
-		bad = append(bad, r.bad...)
+	for c := range chunks {
 		if firstErr == nil {
-			firstErr = r.err
+			firstErr = c.err
 		}
-		done += r.rows
-		if progress != nil {
-			progress(done, l.rows)
+		if firstErr == nil {
+			collect(c.lo, c.hi, c.results)
 		}
 	}
-	if firstErr != nil {
-		return nil, firstErr
+	return firstErr
+}
+
+// offset is where line i starts (i == rows: the file size); valid after line(i) succeeded.
+func (l *lineFile) offset(i int64) uint64 { return binary.LittleEndian.Uint64(l.offs[8*i:]) }
+
+// validate checks every line as stringField(line, key) does, on all cores, and returns
+// the bad ones in line order. progress (may be nil) is called from this goroutine with
+// lines done and total.
+func (l *lineFile) validate(key string, progress func(done, total int64)) ([]BadRowError, error) {
+	var bad []BadRowError
+	var done int64
+	err := scanLines(l, func(i int64, line []byte) (BadRowError, bool) {
+		_, _, reason := stringField(line, key)
+		return BadRowError{Path: l.path, Line: i + 1, Reason: reason}, reason != ""
+	}, func(lo, hi int64, chunkBad []BadRowError) {
+		bad = append(bad, chunkBad...)
+		if done += hi - lo; progress != nil {
+			progress(done, l.rows)
+		}
+	})
+	if err != nil {
+		return nil, err
 	}
 	slices.SortFunc(bad, func(a, b BadRowError) int { return cmp.Compare(a.Line, b.Line) })
 	return bad, nil

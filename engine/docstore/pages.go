@@ -127,8 +127,16 @@ func (p *Pages) entryURL(e []byte) (line, raw []byte) {
 	return line, line[at : at+n]
 }
 
+// urlHit locates the url of one good page row: the raw JSON string at line[at:at+n].
+type urlHit struct {
+	row   int64
+	hash  uint64 // of the decoded url
+	at, n uint32
+}
+
 // writeIndex builds the url index of p.lines into dst, through a shared writable mapping
-// of dst (the table never sits in the Go heap), dropping scanned rows from RSS as it goes.
+// of dst (the table never sits in the Go heap). Rows are checked on all cores; this
+// goroutine inserts them.
 func (p *Pages) writeIndex(dst *os.File, progress func(done, total int64)) error {
 	l := p.lines
 	slots := int64(16)
@@ -147,32 +155,24 @@ func (p *Pages) writeIndex(dst *os.File, progress func(done, total int64)) error
 	p.table, p.mask = side[headerSize:], uint64(slots-1)
 	defer func() { p.table = nil }()
 
-	var bad int64
-	dropped := 0
-	for i := range l.rows {
-		line, err := l.line(i)
-		if err != nil {
-			return err
-		}
+	var bad, done int64
+	err = scanLines(l, func(i int64, line []byte) (urlHit, bool) {
 		raw, at, reason := stringField(line, "url")
-		if reason != "" {
-			bad++
-			continue
+		if reason != "" || at+len(raw) > 1<<32-1 { // offsets past 4 GiB do not fit an entry
+			return urlHit{}, false
 		}
-		if len(line) > 1<<32-1 {
-			return fmt.Errorf("%s line %d: longer than 4 GiB", l.path, i+1)
+		return urlHit{row: i, hash: hashRawURL(raw), at: uint32(at), n: uint32(len(raw))}, true
+	}, func(lo, hi int64, hits []urlHit) {
+		bad += hi - lo - int64(len(hits))
+		for _, h := range hits {
+			p.insert(h)
 		}
-		p.insert(raw, at, i)
-		if end := int(binary.LittleEndian.Uint64(l.offs[8*i+8:])); end-dropped >= 64<<20 {
-			dropResident(l.data, dropped, end)
-			dropped = end
-			if progress != nil {
-				progress(int64(end), int64(len(l.data)))
-			}
+		if done += int64(l.offset(hi) - l.offset(lo)); progress != nil {
+			progress(done, int64(len(l.data)))
 		}
-	}
-	if progress != nil {
-		progress(int64(len(l.data)), int64(len(l.data)))
+	})
+	if err != nil {
+		return err
 	}
 	header{magic: urlsMagic, fp: l.fp, rows: l.rows, extra1: slots, extra2: bad}.put(side)
 	if err := unix.Msync(side, unix.MS_SYNC); err != nil {
@@ -181,27 +181,32 @@ func (p *Pages) writeIndex(dst *os.File, progress func(done, total int64)) error
 	return nil
 }
 
-// insert adds row (whose url is the raw JSON string raw at offset at of its line) to the
-// table; a url already present is re-pointed to row, so the last duplicate wins.
-func (p *Pages) insert(raw []byte, at int, row int64) {
-	h := hashRawURL(raw)
-	for s := h & p.mask; ; s = (s + 1) & p.mask {
+// insert adds h to the table. Of rows with the same url the last one wins (as in the
+// anchor's dict), whatever order they are inserted in.
+func (p *Pages) insert(h urlHit) {
+	for s := h.hash & p.mask; ; s = (s + 1) & p.mask {
 		e := p.table[s*entrySize : (s+1)*entrySize]
-		used := binary.LittleEndian.Uint64(e[8:]) != 0
-		if used {
-			if binary.LittleEndian.Uint64(e[0:]) != h {
+		if old := binary.LittleEndian.Uint64(e[8:]); old != 0 {
+			if binary.LittleEndian.Uint64(e[0:]) != h.hash || !p.sameURL(e, h) {
 				continue
 			}
-			if _, old := p.entryURL(e); old == nil || !sameJSONString(old, raw) {
-				continue
+			if int64(old)-1 > h.row {
+				return
 			}
 		}
-		binary.LittleEndian.PutUint64(e[0:], h)
-		binary.LittleEndian.PutUint64(e[8:], uint64(row)+1)
-		binary.LittleEndian.PutUint32(e[16:], uint32(at))
-		binary.LittleEndian.PutUint32(e[20:], uint32(len(raw)))
+		binary.LittleEndian.PutUint64(e[0:], h.hash)
+		binary.LittleEndian.PutUint64(e[8:], uint64(h.row)+1)
+		binary.LittleEndian.PutUint32(e[16:], h.at)
+		binary.LittleEndian.PutUint32(e[20:], h.n)
 		return
 	}
+}
+
+// sameURL reports whether table entry e and h are the same url.
+func (p *Pages) sameURL(e []byte, h urlHit) bool {
+	_, old := p.entryURL(e)
+	line, err := p.lines.line(h.row)
+	return old != nil && err == nil && sameJSONString(old, line[h.at:h.at+h.n])
 }
 
 // hashRawURL hashes the decoded form of a raw JSON string, as Lookup hashes its url.

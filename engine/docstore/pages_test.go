@@ -3,6 +3,7 @@ package docstore
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -192,5 +193,23 @@ func TestPagesDamagedIndex(t *testing.T) {
 	p := openPages(t, path)
 	if row, ok := p.Lookup(wikiPrefix + "Dup"); ok {
 		t.Errorf("damaged index found %q", row)
+	}
+}
+
+// TestPagesDuplicatesAcrossChunks: rows are checked in parallel chunks and inserted in
+// any chunk order; the last row of each url must still win.
+func TestPagesDuplicatesAcrossChunks(t *testing.T) {
+	const rows, urls = 3*scanChunkRows + 5, 1000
+	var sb strings.Builder
+	for i := range rows {
+		fmt.Fprintf(&sb, `{"url":"u%d","contents":"%d"}`+"\n", i%urls, i)
+	}
+	p := openPages(t, writeFile(t, t.TempDir(), "pages.jsonl", sb.String()))
+	for u := range urls {
+		last := (rows-1-u)/urls*urls + u
+		row, ok := p.Lookup(fmt.Sprintf("u%d", u))
+		if want := fmt.Sprintf(`{"url":"u%d","contents":"%d"}`, u, last); !ok || string(row) != want {
+			t.Fatalf("Lookup(u%d) = %s, %v; want %s", u, row, ok, want)
+		}
 	}
 }
