@@ -23,6 +23,7 @@ func init() {
 
 type docstoreBench struct {
 	rows    int64
+	words   int
 	rounds  int
 	lookups int
 	dir     string
@@ -31,19 +32,20 @@ type docstoreBench struct {
 func runBenchDocstore(args []string) error {
 	var d docstoreBench
 	fs := newFlagSet("bench docstore", "[flags]\n\n"+
-		"Writes a synthetic wiki-like corpus (wiki-18-shaped rows, ~680 bytes each) and measures, in one run:\n"+
+		"Writes a synthetic wiki-like corpus (wiki-18-shaped rows, ~680 bytes each at --words 100) and measures, in one run:\n"+
 		"a plain sequential read of it (baseline), the offsets sidecar build on one core (and the ratio),\n"+
 		"random row lookups (ns, allocations), full validation, the url index build and url lookups\n"+
 		"(the corpus used as a pages file), and RSS (anonymous/file-backed) around open and lookups.")
 	fs.Int64Var(&d.rows, "rows", 1_000_000, "corpus rows to generate")
+	fs.IntVar(&d.words, "words", synth.Words, "mean passage length in words (wiki-18: 100); small values test many short rows, e.g. 21M rows as in wiki-18")
 	fs.IntVar(&d.rounds, "rounds", 3, "rounds of plain read vs sidecar build (the best of each is reported)")
 	fs.IntVar(&d.lookups, "lookups", 1_000_000, "random row and url lookups to time")
 	fs.StringVar(&d.dir, "dir", "", "folder for the corpus and its sidecars (default: a temp folder, removed afterwards; kept if given)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if d.rows <= 0 || d.rounds <= 0 || d.lookups <= 0 {
-		return errors.New("--rows, --rounds and --lookups must be > 0")
+	if d.rows <= 0 || d.words <= 0 || d.rounds <= 0 || d.lookups <= 0 {
+		return errors.New("--rows, --words, --rounds and --lookups must be > 0")
 	}
 	if d.dir == "" {
 		dir, err := os.MkdirTemp("", "needle-bench-docstore")
@@ -59,7 +61,7 @@ func runBenchDocstore(args []string) error {
 func (d *docstoreBench) run() error {
 	path := filepath.Join(d.dir, "corpus.jsonl")
 	start := time.Now()
-	size, err := synth.WriteFile(path, d.rows, 1)
+	size, err := synth.WriteFile(path, d.rows, d.words, 1)
 	if err != nil {
 		return err
 	}

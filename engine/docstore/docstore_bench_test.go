@@ -43,7 +43,7 @@ func benchCorpus(b *testing.B) (path string, size, rows int64) {
 			return
 		}
 		benchData.path = filepath.Join(benchData.dir, "corpus.jsonl")
-		benchData.size, benchData.err = synth.WriteFile(benchData.path, benchData.rows, 1)
+		benchData.size, benchData.err = synth.WriteFile(benchData.path, benchData.rows, synth.Words, 1)
 	})
 	if benchData.err != nil {
 		b.Fatal(benchData.err)
@@ -153,7 +153,7 @@ func BenchmarkPagesLookup(b *testing.B) {
 // with encoding/json.Valid alone, on the rows of a synthetic corpus.
 func BenchmarkRowCheck(b *testing.B) {
 	var buf bytes.Buffer
-	if err := synth.Write(&buf, 1024, 1); err != nil {
+	if err := synth.Write(&buf, 1024, synth.Words, 1); err != nil {
 		b.Fatal(err)
 	}
 	rows := bytes.Split(bytes.TrimSuffix(buf.Bytes(), []byte("\n")), []byte("\n"))

@@ -38,11 +38,18 @@ func URL(i int64) string {
 	return "https://en.wikipedia.org/w/index.php?title=Synthetic_page_" + strconv.FormatInt(i, 10)
 }
 
-// Write writes rows JSONL rows to w. Passages have 90-110 words, titles 1-4 words; one in
-// 50 passages quotes a word (escaped \" in JSON).
-func Write(w io.Writer, rows int64, seed uint64) error {
+// Words is wiki-18's passage length in words.
+const Words = 100
+
+// Write writes rows JSONL rows to w. Passages have words ± 10% words (at least 1), titles
+// 1-4 words; one in 50 passages quotes its 11th word (escaped \" in JSON).
+func Write(w io.Writer, rows int64, words int, seed uint64) error {
+	if words < 1 {
+		return fmt.Errorf("synth: %d words a passage, want >= 1", words)
+	}
+	spread := words / 10
 	r := rand.New(rand.NewPCG(seed, 0x5eed))
-	words := vocabulary(r)
+	vocab := vocabulary(r)
 	bw := bufio.NewWriterSize(w, 1<<20)
 	line := make([]byte, 0, 4096)
 	for i := range rows {
@@ -53,7 +60,7 @@ func Write(w io.Writer, rows int64, seed uint64) error {
 			if t > 0 {
 				line = append(line, ' ')
 			}
-			word := words[r.IntN(len(words))]
+			word := vocab[r.IntN(len(vocab))]
 			c := word[0] // capitalized if ASCII; else the lead byte of a rune, kept
 			if 'a' <= c && c <= 'z' {
 				c -= 'a' - 'A'
@@ -62,14 +69,14 @@ func Write(w io.Writer, rows int64, seed uint64) error {
 		}
 		line = append(line, `\"\n`...)
 		quoted := r.IntN(50) == 0
-		for k := range 90 + r.IntN(21) {
+		for k := range words - spread + r.IntN(2*spread+1) {
 			if k > 0 {
 				line = append(line, ' ')
 			}
 			if quoted && k == 10 {
 				line = append(line, `\"`...)
 			}
-			line = append(line, words[r.IntN(len(words))]...)
+			line = append(line, vocab[r.IntN(len(vocab))]...)
 			if quoted && k == 10 {
 				line = append(line, `\"`...)
 			}
@@ -85,12 +92,12 @@ func Write(w io.Writer, rows int64, seed uint64) error {
 }
 
 // WriteFile writes a corpus of rows rows to path and returns its size in bytes.
-func WriteFile(path string, rows int64, seed uint64) (int64, error) {
+func WriteFile(path string, rows int64, words int, seed uint64) (int64, error) {
 	f, err := os.Create(path)
 	if err != nil {
 		return 0, err
 	}
-	if err := Write(f, rows, seed); err != nil {
+	if err := Write(f, rows, words, seed); err != nil {
 		f.Close()
 		return 0, fmt.Errorf("write %s: %w", path, err)
 	}

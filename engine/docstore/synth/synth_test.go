@@ -10,10 +10,10 @@ import (
 // fields of a wiki-18 row, in wiki-18's length range, and the output is deterministic.
 func TestWriteRowsAreCorpusRows(t *testing.T) {
 	var a, b bytes.Buffer
-	if err := Write(&a, 500, 7); err != nil {
+	if err := Write(&a, 500, Words, 7); err != nil {
 		t.Fatal(err)
 	}
-	Write(&b, 500, 7)
+	Write(&b, 500, Words, 7)
 	if !bytes.Equal(a.Bytes(), b.Bytes()) {
 		t.Fatal("same seed, different corpus")
 	}
