@@ -91,7 +91,11 @@ func openLines(path string, opt Options) (*lineFile, error) {
 	l := &lineFile{path: path, fp: fp}
 	fresh := func(side []byte) bool {
 		h := getHeader(side)
-		return h.magic == offsetsMagic && h.fp == fp && int64(len(side)) == headerSize+8*(h.rows+1)
+		// A line takes at least one byte, so 0 < rows <= size bounds the length check.
+		return h.magic == offsetsMagic && h.fp == fp && h.rows > 0 && h.rows <= fp.size &&
+			int64(len(side)) == headerSize+8*(h.rows+1) &&
+			binary.LittleEndian.Uint64(side[headerSize:]) == 0 &&
+			binary.LittleEndian.Uint64(side[len(side)-8:]) == uint64(fp.size)
 	}
 	build := func(dst *os.File) error { return writeOffsets(f, fp, dst, opt.Progress) }
 	l.side, l.sidecar, err = findOrBuild(path, offsetsExt, opt, fresh, build)

@@ -46,7 +46,7 @@ func OpenPages(path string, opt Options) (*Pages, error) {
 	p := &Pages{lines: l}
 	fresh := func(side []byte) bool {
 		h := getHeader(side)
-		return h.magic == urlsMagic && h.fp == l.fp && h.rows == l.rows && h.extra1 > 0 &&
+		return h.magic == urlsMagic && h.fp == l.fp && h.rows == l.rows && h.extra1 > 0 && h.extra1 < 1<<40 &&
 			h.extra1&(h.extra1-1) == 0 && int64(len(side)) == headerSize+entrySize*h.extra1
 	}
 	p.side, _, err = findOrBuild(path, urlsExt, opt, fresh, func(dst *os.File) error {
