@@ -66,7 +66,7 @@ type Config struct {
 	Seed      int64  // training sample seed
 
 	ShardRows      int64 // rows per embeddings shard (0 = DefaultShardRows)
-	EncodeRows     int   // rows per Encoder.Encode call (0 = 2048); progress moves per call
+	EncodeRows     int   // rows per Encoder.Encode call (0 = 512); progress moves per call
 	SaveEmbeddings bool  // also write emb.memmap
 	Restart        bool  // discard a partial or complete build of other arguments in Out
 	Version        string
@@ -102,7 +102,7 @@ func (c *Config) setDefaults() {
 		c.ShardRows = DefaultShardRows
 	}
 	if c.EncodeRows <= 0 {
-		c.EncodeRows = 2048
+		c.EncodeRows = 512
 	}
 	if c.Log == nil {
 		c.Log = io.Discard

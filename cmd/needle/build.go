@@ -1,0 +1,176 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime/debug"
+	"time"
+
+	"needle/engine/bert"
+	"needle/engine/build"
+	"needle/engine/docstore"
+	"needle/faissgo"
+	"needle/internal/progress"
+)
+
+func init() {
+	register(command{name: "build", summary: "corpus JSONL -> embeddings -> FAISS index folder (resumable)", run: runBuild})
+}
+
+func runBuild(args []string) error {
+	fs := newFlagSet("build", "--corpus C.jsonl --model DIR --out DIR [flags]")
+	var cfg build.Config
+	fs.StringVar(&cfg.Corpus, "corpus", "", "corpus JSONL, one {\"id\", \"contents\": \"\\\"Title\\\"\\ntext\", ...} per line; line i becomes index row i (required)")
+	fs.StringVar(&cfg.Model, "model", "", "encoder model folder (config.json, model.safetensors, vocab.txt/tokenizer.json); required unless --embeddings")
+	fs.StringVar(&cfg.Out, "out", "", "output folder: index.faiss, manifest.json, corpus offsets sidecar, optional emb.memmap; partial/ holds shards while building (required)")
+	fs.StringVar(&cfg.Factory, "factory", "Flat", "FAISS index_factory string: Flat (exact, as the anchors' e5_Flat.index), HNSW32, IVF4096,Flat, IVF4096,SQ8, ...")
+	metric := fs.String("metric", "ip", "ip (inner product = cosine on normalized embeddings) or l2")
+	fs.IntVar(&cfg.MaxLength, "max-length", 256, "tokens per passage, [CLS] and [SEP] included (right truncation)")
+	fs.StringVar(&cfg.Prefix, "prefix", "passage: ", "text prepended to every passage before encoding (e5: \"passage: \"; MiniLM/bge: \"\")")
+	fs.StringVar(&cfg.Pooling, "pooling", "", "mean or cls (default: the model's 1_Pooling/config.json, else mean)")
+	batch := fs.Int("batch-size", 64, "passages per encoder forward pass (length-sorted within each chunk of --encode-rows)")
+	threads := fs.Int("threads", 0, "CPU threads for encoding and FAISS (0 = all cores)")
+	fs.StringVar(&cfg.Embeddings, "embeddings", "", "index existing embeddings instead of encoding: a headerless float32 N x dim memmap (the anchors' emb_e5.memmap) or a float32 .npy")
+	fs.IntVar(&cfg.Dim, "dim", 0, "embedding width of a headerless --embeddings file (default: dimension from a manifest.json beside it)")
+	fs.IntVar(&cfg.TrainSize, "train-size", 0, "rows sampled to train IVF/PQ/SQ factories (0 = min(rows, 100000)); ignored by Flat and HNSW")
+	fs.Int64Var(&cfg.Seed, "seed", 0, "seed of the --train-size sample")
+	fs.Int64Var(&cfg.ShardRows, "shard-rows", build.DefaultShardRows, "rows per embeddings shard: the most work an interruption loses")
+	fs.IntVar(&cfg.EncodeRows, "encode-rows", 512, "passages handed to the encoder at once (it sorts them by length into batches); the progress bar moves per chunk")
+	fs.BoolVar(&cfg.SaveEmbeddings, "save-embeddings", false, "also write emb.memmap (headerless float32 N x dim, like the anchors' emb_e5.memmap)")
+	fs.BoolVar(&cfg.Restart, "restart", false, "discard a partial or finished build of other arguments in --out instead of refusing")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	switch {
+	case fs.NArg() > 0:
+		return fmt.Errorf("unexpected argument %q (see --help)", fs.Arg(0))
+	case cfg.Corpus == "" || cfg.Out == "":
+		return errors.New("--corpus and --out are required (see --help)")
+	case cfg.Model == "" && cfg.Embeddings == "":
+		return errors.New("--model is required unless --embeddings gives the vectors (see --help)")
+	case cfg.Pooling != "" && cfg.Pooling != "mean" && cfg.Pooling != "cls":
+		return fmt.Errorf("--pooling %q: want mean or cls", cfg.Pooling)
+	}
+	m, err := faissgo.ParseMetric(*metric)
+	if err != nil {
+		return fmt.Errorf("--metric: %w", err)
+	}
+	cfg.Metric = map[faissgo.Metric]string{faissgo.IP: "ip", faissgo.L2: "l2"}[m]
+	cfg.Normalize = true
+	cfg.Version = needleVersion()
+	cfg.Log = os.Stderr
+
+	if done, err := build.UpToDate(cfg); err != nil {
+		return err
+	} else if done != nil {
+		fmt.Fprintf(os.Stderr, "needle build: %s is up to date (%d rows, %s, built from these arguments); nothing to do\n",
+			cfg.Out, done.Count, done.Factory)
+		return nil
+	}
+
+	began := time.Now()
+	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
+		return fmt.Errorf("output folder: %w", err)
+	}
+	corpus, err := openCorpusWithProgress(cfg.Corpus, cfg.Out)
+	if err != nil {
+		return err
+	}
+	defer corpus.Close()
+	faissgo.Init(*threads)
+	parts := build.Parts{
+		Corpus: corpusPassages{corpus},
+		NewIndex: func(dim int) (build.Index, error) {
+			return faissgo.New(dim, cfg.Factory, m)
+		},
+	}
+	if cfg.Embeddings == "" {
+		enc, err := bert.Load(cfg.Model, bert.Options{
+			MaxLength: cfg.MaxLength, Pooling: cfg.Pooling, BatchSize: *batch, Threads: *threads,
+		})
+		if err != nil {
+			return err
+		}
+		parts.Pooling = enc.Options().Pooling
+		parts.Encoder = enc
+	}
+	rep, err := build.Run(cfg, parts)
+	if err != nil {
+		return err
+	}
+	printBuildSummary(cfg, rep, time.Since(began))
+	return nil
+}
+
+// openCorpusWithProgress opens the corpus with its offsets sidecar in the output folder
+// (built on first use, with a progress bar: a full scan of the file).
+func openCorpusWithProgress(path, out string) (*docstore.Corpus, error) {
+	var bar *progress.Bar
+	c, err := docstore.OpenCorpus(path, docstore.Options{SidecarDir: out, Progress: func(done, total int64) {
+		if bar == nil {
+			bar = progress.Start(os.Stderr, progress.Options{Label: "corpus bytes indexed", Total: total})
+		}
+		bar.Set(done)
+	}})
+	if bar != nil {
+		bar.Finish()
+	}
+	return c, err
+}
+
+// corpusPassages adapts docstore.Corpus to build.Corpus: a bad line is reported with its
+// reason, not as an error, so it keeps its row.
+type corpusPassages struct{ c *docstore.Corpus }
+
+func (p corpusPassages) Len() int64 { return p.c.Len() }
+
+func (p corpusPassages) Passage(i int64) (string, string, error) {
+	s, err := p.c.Contents(i)
+	var bad *docstore.BadRowError
+	if errors.As(err, &bad) {
+		return "", bad.Reason, nil
+	}
+	return s, "", err
+}
+
+func printBuildSummary(cfg build.Config, rep *build.Report, total time.Duration) {
+	w := os.Stderr
+	fmt.Fprintf(w, "needle build: done in %s: %d rows (%d bad, indexed as empty text), index %s = %.1f MiB\n",
+		progress.Duration(total), rep.Rows, rep.BadRows, cfg.Out+"/"+build.IndexFileName, float64(rep.IndexBytes)/(1<<20))
+	if rep.Encoded > 0 {
+		fmt.Fprintf(w, "needle build: encoded %d passages in %s = %.1f passages/s (%.1f passages/s end to end)\n",
+			rep.Encoded, progress.Duration(rep.EncodeTime), float64(rep.Encoded)/rep.EncodeTime.Seconds(),
+			float64(rep.Encoded)/total.Seconds())
+	}
+	if resumed := rep.Rows - rep.Encoded; resumed > 0 && cfg.Embeddings == "" {
+		fmt.Fprintf(w, "needle build: %d rows came from the shards of an earlier run\n", resumed)
+	}
+}
+
+// needleVersion is the module version or VCS revision this binary was built from.
+func needleVersion() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	rev, dirty := "", false
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
+		}
+	}
+	if rev == "" {
+		return info.Main.Version
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	if dirty {
+		rev += "-dirty"
+	}
+	return rev
+}
