@@ -15,7 +15,7 @@ import (
 )
 
 // readJSONL reads one JSON value per line of testdata/name into a []T.
-func readJSONL[T any](t *testing.T, name string) []T {
+func readJSONL[T any](t testing.TB, name string) []T {
 	t.Helper()
 	f, err := os.Open(filepath.Join("testdata", name))
 	if err != nil {
@@ -38,7 +38,7 @@ func readJSONL[T any](t *testing.T, name string) []T {
 	return out
 }
 
-func loadMiniLM(t *testing.T) *Encoder {
+func loadMiniLM(t testing.TB) *Encoder {
 	t.Helper()
 	e, err := Load(testenv.MiniLMDir(t), Options{})
 	if err != nil {

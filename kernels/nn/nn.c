@@ -6,8 +6,9 @@
 #include <cblas.h>
 #include "nn.h"
 
-// nn_threads is the team size of the parallel loops here; set with nn_set_threads.
-static int nn_threads = 1;
+// nn_threads is the team size of the parallel loops here, set with nn_set_threads; until
+// then (0) it follows OpenBLAS's own default (OPENBLAS_NUM_THREADS or all cores).
+static int nn_threads = 0;
 
 // Rows x n below this many floats run on the calling thread only.
 #define PAR_MIN (1 << 14)
@@ -26,7 +27,7 @@ void nn_set_threads(int threads) {
 	openblas_set_num_threads(threads);
 }
 
-int nn_get_threads(void) { return nn_threads; }
+int nn_get_threads(void) { return nn_threads > 0 ? nn_threads : openblas_get_num_threads(); }
 
 void nn_linear(int level, const float *x, const float *w, const float *b, float *y,
                int64_t rows, int64_t in, int64_t out, int act) {
@@ -39,7 +40,7 @@ void nn_linear(int level, const float *x, const float *w, const float *b, float 
 void nn_add_layernorm(int level, float *dst, const float *x, const float *bias, const float *res,
                       const float *gamma, const float *beta, int64_t rows, int64_t n, float eps) {
 	const nn_ops *ops = pick(level);
-#pragma omp parallel for num_threads(nn_threads) if (rows * n >= PAR_MIN)
+#pragma omp parallel for num_threads(nn_get_threads()) if (rows * n >= PAR_MIN)
 	for (int64_t r = 0; r < rows; r++)
 		ops->add_layernorm(dst + r * n, x + r * n, bias, res ? res + r * n : 0, gamma, beta, n, eps);
 }
@@ -47,13 +48,13 @@ void nn_add_layernorm(int level, float *dst, const float *x, const float *bias, 
 void nn_bias_act(int level, float *x, const float *bias, int64_t rows, int64_t n, int act) {
 	const nn_ops *ops = pick(level);
 	if (!bias && act == NN_ACT_NONE) return;
-#pragma omp parallel for num_threads(nn_threads) if (rows * n >= PAR_MIN)
+#pragma omp parallel for num_threads(nn_get_threads()) if (rows * n >= PAR_MIN)
 	for (int64_t r = 0; r < rows; r++) ops->bias_act(x + r * n, bias, n, act);
 }
 
 void nn_softmax(int level, float *x, int64_t rows, int64_t n, int64_t valid, float scale) {
 	const nn_ops *ops = pick(level);
-#pragma omp parallel for num_threads(nn_threads) if (rows * n >= PAR_MIN)
+#pragma omp parallel for num_threads(nn_get_threads()) if (rows * n >= PAR_MIN)
 	for (int64_t r = 0; r < rows; r++) ops->softmax(x + r * n, n, valid, scale);
 }
 
@@ -72,7 +73,7 @@ void nn_embed_layernorm(int level, float *dst, const int32_t *ids, const int32_t
                         const float *word, const float *pos, const float *type0,
                         const float *gamma, const float *beta, int64_t n, float eps) {
 	const nn_ops *ops = pick(level);
-#pragma omp parallel for num_threads(nn_threads) if (ntok * n >= PAR_MIN)
+#pragma omp parallel for num_threads(nn_get_threads()) if (ntok * n >= PAR_MIN)
 	for (int64_t t = 0; t < ntok; t++)
 		ops->add_layernorm(dst + t * n, word + (int64_t)ids[t] * n, type0, pos + (int64_t)pos_ids[t] * n,
 		                   gamma, beta, n, eps);

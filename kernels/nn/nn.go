@@ -56,7 +56,7 @@ func (o Ops) Level() cpu.Level { return o.level }
 // callers each get a team of this size, so n * callers threads can compete for the cores.
 func SetThreads(n int) { C.nn_set_threads(C.int(n)) }
 
-// Threads is the thread count set by SetThreads (1 until then).
+// Threads is the thread count set by SetThreads (until then, OpenBLAS's default).
 func Threads() int { return int(C.nn_get_threads()) }
 
 func fp(x []float32) *C.float {

@@ -1,0 +1,179 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"strconv"
+
+	"needle/engine/bert"
+	"needle/internal/atomicfile"
+)
+
+func init() {
+	register(command{name: "encode", summary: "JSON Lines strings -> embeddings (JSON Lines or .npy) with a BERT model", run: runEncode})
+}
+
+// encodeChunk is how many input texts are encoded (and their output written) at a time.
+const encodeChunk = 4096
+
+func runEncode(args []string) error {
+	fs := newFlagSet("encode", "--model DIR [--prefix \"\"] [--max-length 256] [--batch-size 64] [--in FILE] [--npy FILE]\n\n"+
+		"Reads JSON Lines, one JSON string per line, and writes one embedding per input in\n"+
+		"input order: a JSON array of floats per line on stdout, or, with --npy, a float32\n"+
+		"NumPy file of shape (texts, dim) written atomically (nothing appears on error). Bad\n"+
+		"input stops with an error naming the line.")
+	model := fs.String("model", "", "HF BERT model folder: config.json, model.safetensors, tokenizer.json or vocab.txt (required)")
+	prefix := fs.String("prefix", "", `text prepended to every input (e5: "query: " or "passage: ")`)
+	maxLen := fs.Int("max-length", 256, "tokens per text at most, [CLS] and [SEP] included (right truncation)")
+	batch := fs.Int("batch-size", 64, "texts per forward pass (texts are length-sorted within each chunk of 4096)")
+	pooling := fs.String("pooling", "", "mean or cls; default from the model's 1_Pooling/config.json, else mean")
+	noNorm := fs.Bool("no-normalize", false, "write pooled vectors without L2 normalization")
+	threads := fs.Int("threads", 0, "OpenBLAS/OpenMP threads; 0 = OpenBLAS default (all cores)")
+	in := fs.String("in", "-", "input file of JSON Lines strings; - reads stdin")
+	npy := fs.String("npy", "", "write a .npy file here instead of JSON Lines on stdout")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	switch {
+	case fs.NArg() > 0:
+		return fmt.Errorf("unexpected argument %q (see --help)", fs.Arg(0))
+	case *model == "":
+		return errors.New("--model is required (see --help)")
+	case *batch <= 0:
+		return fmt.Errorf("--batch-size %d: want > 0", *batch)
+	case *maxLen < 2:
+		return fmt.Errorf("--max-length %d: want >= 2", *maxLen)
+	case *threads < 0:
+		return fmt.Errorf("--threads %d: want >= 0", *threads)
+	}
+	enc, err := bert.Load(*model, bert.Options{MaxLength: *maxLen, BatchSize: *batch, Pooling: *pooling,
+		SkipNormalize: *noNorm, Threads: *threads})
+	if err != nil {
+		return err
+	}
+	r, name := io.Reader(os.Stdin), "stdin"
+	if *in != "-" {
+		f, err := os.Open(*in)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		r, name = f, *in
+	}
+	src := &textLines{sc: bufio.NewScanner(r), name: name}
+	src.sc.Buffer(make([]byte, 0, 1<<16), 64<<20)
+	if *npy == "" {
+		out := bufio.NewWriterSize(os.Stdout, 1<<16)
+		err := encodeStream(enc, src, *prefix, func(v []float32) error { return writeJSONVector(out, v) })
+		if ferr := out.Flush(); err == nil {
+			err = ferr
+		}
+		return err
+	}
+	return atomicfile.Create(*npy, func(f *os.File) error {
+		w := bufio.NewWriterSize(f, 1<<20)
+		if _, err := w.Write(npyHeader(0, enc.Dim())); err != nil { // placeholder: count unknown yet
+			return err
+		}
+		rows := 0
+		err := encodeStream(enc, src, *prefix, func(v []float32) error {
+			rows++
+			return binary.Write(w, binary.LittleEndian, v)
+		})
+		if err == nil {
+			err = w.Flush()
+		}
+		if err == nil {
+			_, err = f.WriteAt(npyHeader(rows, enc.Dim()), 0)
+		}
+		return err
+	})
+}
+
+// textLines reads JSON Lines of strings; name and the 1-based line number go in errors.
+type textLines struct {
+	sc   *bufio.Scanner
+	name string
+	line int
+}
+
+// next returns up to n more texts; an empty result with a nil error is the end.
+func (t *textLines) next(n int) ([]string, error) {
+	var texts []string
+	for len(texts) < n && t.sc.Scan() {
+		t.line++
+		raw := bytes.TrimSpace(t.sc.Bytes())
+		var s string
+		if len(raw) == 0 || raw[0] != '"' {
+			return nil, fmt.Errorf("%s line %d: want a JSON string, got %.40q", t.name, t.line, raw)
+		}
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return nil, fmt.Errorf("%s line %d: %v", t.name, t.line, err)
+		}
+		texts = append(texts, s)
+	}
+	if err := t.sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s line %d: %w", t.name, t.line+1, err)
+	}
+	return texts, nil
+}
+
+// encodeStream encodes src chunk by chunk and hands each vector to emit in input order.
+func encodeStream(enc *bert.Encoder, src *textLines, prefix string, emit func([]float32) error) error {
+	d := enc.Dim()
+	for {
+		texts, err := src.next(encodeChunk)
+		if err != nil || len(texts) == 0 {
+			return err
+		}
+		vecs, err := enc.Encode(texts, prefix)
+		if err != nil {
+			return err
+		}
+		for i := range texts {
+			if err := emit(vecs[i*d : (i+1)*d]); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// writeJSONVector writes v as one JSON array line, each float in its shortest float32 form.
+func writeJSONVector(w *bufio.Writer, v []float32) error {
+	buf := make([]byte, 0, 12*len(v)+2)
+	buf = append(buf, '[')
+	for i, x := range v {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+			return fmt.Errorf("embedding holds %v, which JSON cannot represent", x)
+		}
+		buf = strconv.AppendFloat(buf, float64(x), 'g', -1, 32)
+	}
+	buf = append(buf, ']', '\n')
+	_, err := w.Write(buf)
+	return err
+}
+
+// npyHeader is a NumPy format 1.0 header for a little-endian float32 (rows, dim) array,
+// always 128 bytes so the placeholder can be overwritten once the row count is known.
+func npyHeader(rows, dim int) []byte {
+	dict := fmt.Sprintf("{'descr': '<f4', 'fortran_order': False, 'shape': (%d, %d), }", rows, dim)
+	h := make([]byte, 128)
+	copy(h, "\x93NUMPY\x01\x00")
+	binary.LittleEndian.PutUint16(h[8:], uint16(128-10))
+	n := copy(h[10:], dict)
+	for i := 10 + n; i < 127; i++ {
+		h[i] = ' '
+	}
+	h[127] = '\n'
+	return h
+}
