@@ -31,7 +31,7 @@ test: setup build
 	NEEDLE_STRICT=1 $(GO) test -count=1 -timeout 40m ./...
 
 run: setup build
-	bin/needle --help
+	bash tools/demo.sh
 
 bench: setup build
 	bin/needle bench --help
