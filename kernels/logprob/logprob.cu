@@ -33,7 +33,8 @@ __device__ inline void merge2(Stats2& a, const Stats2& b) {
   }
   float m = a.m > b.m ? a.m : b.m, da = a.m - m, db = b.m - m;
   float ea = cuemu_exp2f(da), eb = cuemu_exp2f(db);
-  a.t = ea * (a.t + da * a.s) + eb * (b.t + db * b.s);
+  // A factor of 0 (da or db -inf) drops those terms: never 0 * inf = NaN.
+  a.t = (ea > 0.0f ? ea * (a.t + da * a.s) : 0.0f) + (eb > 0.0f ? eb * (b.t + db * b.s) : 0.0f);
   a.s = ea * a.s + eb * b.s;
   a.m = m;
 }
@@ -75,6 +76,7 @@ __device__ inline void logprob_row(const void* logits, long long v, const long l
       Stats2 o = {sm_m[w], sm_s[w], sm_t[w]};
       merge2(all, o);
     }
+    if (all.m == __builtin_inff()) all.s = __builtin_nanf("");  // a +inf logit: NaN row
     float log2_s = cuemu_log2f(all.s), lse = (all.m + log2_s) * NL_LN2;
     long long l = labels[row];
     out_logprob[row] = l == ignore_index ? 0.0f : load<DTYPE>(base, l) * inv_t - lse;

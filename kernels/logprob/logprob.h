@@ -10,7 +10,8 @@
 //                does: its entropy never sees labels; the trainer masks it afterwards)
 // A row holding a NaN gives NaN in all three outputs of that row only (logprob stays 0 when its
 // label is ignored, as in flash-attn's cross entropy, whose ignored rows are 0 unconditionally). -inf entries contribute 0
-// (a label on a -inf entry gives logprob -inf). A row of only -inf is undefined (NaN/-inf).
+// (a label on a -inf entry gives logprob -inf); a +inf entry makes the row NaN, as log_softmax
+// does. A row of only -inf is undefined (NaN/-inf).
 #ifndef NEEDLE_LOGPROB_H
 #define NEEDLE_LOGPROB_H
 
@@ -62,22 +63,24 @@ typedef struct {
 
 #define NL_STATS_EMPTY ((nl_stats){-INFINITY, 0.0f, 0.0f})
 
+// nl_rescaled is a * (t + d * s): a sum of exp(y - m) * (y - m) moved to a new max d below m.
+// When a == 0 (d = -inf, or so far down that exp underflows) the old terms vanish: 0, never
+// 0 * inf = NaN. A NaN a gives 0 too; the NaN then reaches the outputs through s.
+static inline float nl_rescaled(float a, float t, float d, float s) {
+  return a > 0.0f ? a * (t + d * s) : 0.0f;
+}
+
 // nl_stats_push adds one value y: the scalar reference update, also used for SIMD tails.
 static inline void nl_stats_push(nl_stats* st, float y) {
   if (y > st->m) {  // a new max (never for NaN: NaN goes to the else branch and poisons s)
-    if (st->s == 0.0f) {
-      st->t = 0.0f;
-      st->s = 1.0f;
-    } else {
-      float d = st->m - y, a = expf(d);
-      st->t = a * (st->t + d * st->s);
-      st->s = a * st->s + 1.0f;
-    }
+    float d = st->m - y, a = st->s == 0.0f ? 0.0f : expf(d);
+    st->t = nl_rescaled(a, st->t, d, st->s);
+    st->s = a * st->s + 1.0f;
     st->m = y;
   } else if (y != -INFINITY) {
     float d = y - st->m, e = expf(d);
     st->s += e;
-    st->t += e * d;
+    if (e > 0.0f) st->t += e * d;  // e == 0 with d = -inf (y - m overflowed) adds nothing
   }
 }
 
@@ -90,7 +93,7 @@ static inline void nl_stats_merge(nl_stats* st, float m, float s, float t) {
   }
   float mm = m > st->m ? m : st->m;
   float d1 = st->m - mm, d2 = m - mm, a1 = expf(d1), a2 = expf(d2);
-  st->t = a1 * (st->t + d1 * st->s) + a2 * (t + d2 * s);
+  st->t = nl_rescaled(a1, st->t, d1, st->s) + nl_rescaled(a2, t, d2, s);
   st->s = a1 * st->s + a2 * s;
   st->m = mm;
 }

@@ -57,6 +57,7 @@ int nl_check_args(const nl_logprob_args* a, int32_t level, char* err, size_t err
 
 // nl_finish_row writes row i's outputs from its state and its label's scaled logit y_label.
 void nl_finish_row(const nl_logprob_args* a, int64_t i, nl_stats st, float y_label) {
+  if (st.m == INFINITY) st.s = NAN;  // a +inf logit: NaN row, as log_softmax gives
   float log_s = logf(st.s), lse = st.m + log_s;
   a->out_logprob[i] = a->labels[i] == a->ignore_index ? 0.0f : y_label - lse;
   if (a->out_entropy) a->out_entropy[i] = log_s - st.t / st.s;
