@@ -80,16 +80,31 @@ int32_t nl_delta_check(int32_t level, const void *idx, int32_t idx_size, int64_t
   return -1;
 }
 
+/* Entries ahead whose target line is prefetched for writing: the targets are scattered, so
+ * every write misses cache. Measured with a by-hand C harness (CPU time, 1 GiB bf16): 16 ahead cuts
+ * the scatter from ~70 to ~50 ms at 1% changed and ~100 to ~87 ms at 2%. */
+#define NL_DELTA_PREFETCH 16
+
+/* scatter_es is nl_delta_scatter for a constant element size es (inlined per size). */
+static inline __attribute__((always_inline)) void scatter_es(uint8_t *b, int32_t es,
+                                                             const uint8_t *ix, int32_t idx_size,
+                                                             const uint8_t *v, int64_t nnz) {
+  int64_t k = 0;
+  for (; k + NL_DELTA_PREFETCH < nnz; k++) {
+    __builtin_prefetch(b + es * nl_delta_get_idx(ix, idx_size, k + NL_DELTA_PREFETCH), 1, 0);
+    memcpy(b + es * nl_delta_get_idx(ix, idx_size, k), v + es * k, (size_t)es);
+  }
+  for (; k < nnz; k++) memcpy(b + es * nl_delta_get_idx(ix, idx_size, k), v + es * k, (size_t)es);
+}
+
 /* Scalar for every level: AVX-512 has no 16-bit scatter, and the writes land on scattered
  * cache lines, which bound the speed either way. */
 void nl_delta_scatter(void *base, int32_t elem_size, const void *idx, int32_t idx_size,
-                          const void *vals, int64_t nnz) {
-  uint8_t *b = base;
-  const uint8_t *ix = idx, *v = vals;
+                      const void *vals, int64_t nnz) {
   if (elem_size == 2) {
-    for (int64_t k = 0; k < nnz; k++) memcpy(b + 2 * nl_delta_get_idx(ix, idx_size, k), v + 2 * k, 2);
+    scatter_es(base, 2, idx, idx_size, vals, nnz);
   } else {
-    for (int64_t k = 0; k < nnz; k++) memcpy(b + 4 * nl_delta_get_idx(ix, idx_size, k), v + 4 * k, 4);
+    scatter_es(base, 4, idx, idx_size, vals, nnz);
   }
 }
 
