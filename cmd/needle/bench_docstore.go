@@ -143,26 +143,29 @@ func (d *docstoreBench) run() error {
 			len(idx), float64(rowBytes)/n, readRSS())
 	}
 
-	t = time.Now()
-	bad, err := c.Validate(nil)
+	var bad []docstore.BadRowError
+	sp, err := measure(func() (err error) { bad, err = c.Validate(nil); return })
 	if err != nil {
 		return err
 	}
-	fmt.Printf("validate         %7.0f MB/s  on %d cores, %d bad rows  RSS %s\n",
-		mb/time.Since(t).Seconds(), runtime.GOMAXPROCS(0), len(bad), readRSS())
+	fmt.Printf("validate         %7.0f MB/s wall on %d cores, %.0f MB/CPU-s, %d bad rows  RSS %s\n",
+		mb/sp.wall.Seconds(), runtime.GOMAXPROCS(0), mb/sp.cpu.Seconds(), len(bad), readRSS())
 	return d.pages(path, mb, r)
 }
 
 // pages uses the corpus as a pages file (every row has a unique url).
 func (d *docstoreBench) pages(path string, mb float64, r *rand.Rand) error {
-	t := time.Now()
-	p, err := docstore.OpenPages(path, docstore.Options{SidecarDir: filepath.Join(d.dir, "pages-sidecars")})
+	var p *docstore.Pages
+	sp, err := measure(func() (err error) {
+		p, err = docstore.OpenPages(path, docstore.Options{SidecarDir: filepath.Join(d.dir, "pages-sidecars")})
+		return
+	})
 	if err != nil {
 		return err
 	}
 	defer p.Close()
-	fmt.Printf("url index build  %7.0f MB/s  (offsets + every line checked + hash table), %d urls\n",
-		mb/time.Since(t).Seconds(), p.Len()-p.BadRows())
+	fmt.Printf("url index build  %7.0f MB/s wall on %d cores, %.0f MB/CPU-s (offsets + every line checked + hash table), %d urls\n",
+		mb/sp.wall.Seconds(), runtime.GOMAXPROCS(0), mb/sp.cpu.Seconds(), p.Len()-p.BadRows())
 	urls, misses := make([]string, d.lookups), make([]string, d.lookups)
 	for i := range urls {
 		urls[i] = synth.URL(r.Int64N(p.Len()))
