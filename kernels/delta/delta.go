@@ -14,6 +14,7 @@ package delta
 import "C"
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"sync"
@@ -39,15 +40,9 @@ func (s *Sparse) Count() int64 { return int64(len(s.Values) / s.ElemSize) }
 // Index returns the k-th changed index.
 func (s *Sparse) Index(k int64) uint64 {
 	if s.IndexSize == 4 {
-		b := s.Indices[4*k:]
-		return uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24
+		return uint64(binary.LittleEndian.Uint32(s.Indices[4*k:]))
 	}
-	b := s.Indices[8*k:]
-	var v uint64
-	for j := 7; j >= 0; j-- {
-		v = v<<8 | uint64(b[j])
-	}
-	return v
+	return binary.LittleEndian.Uint64(s.Indices[8*k:])
 }
 
 // IndexSizeFor is the index width AstraFlow uses for a tensor of n elements: 4 bytes,
