@@ -29,7 +29,7 @@ import (
 type Sparse struct {
 	Len       int64  // elements in the tensor
 	ElemSize  int    // bytes per element: 2 (bf16, fp16) or 4 (fp32)
-	IndexSize int    // bytes per index: IndexSizeFor(Len)
+	IndexSize int    // bytes per index, 4 or 8: IndexSizeFor(Len) when Encode made it
 	Indices   []byte // Count() strictly increasing indices, IndexSize bytes each
 	Values    []byte // the new bits of each changed element, ElemSize bytes each
 }
