@@ -15,6 +15,8 @@ import (
 )
 
 // Options says where sidecars live and who hears about their (re)building.
+// Sidecars: <file>.needle-offsets (corpus and pages: 64-byte header + 8 bytes a line) and
+// <file>.needle-urls (pages: the url hash table, 48 to 96 bytes a line).
 type Options struct {
 	// SidecarDir is the folder for the sidecar files. "" means next to the data file, or
 	// $NEEDLE_CACHE/docstore/<hash of the data file's absolute path> when that folder is
@@ -34,10 +36,7 @@ type fingerprint struct {
 	hash  [16]byte
 }
 
-const (
-	sampleBytes   = 4 << 20
-	fingerprintSz = 32
-)
+const sampleBytes = 4 << 20
 
 func fingerprintOf(f *os.File) (fingerprint, error) {
 	st, err := f.Stat()
