@@ -45,6 +45,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"unsafe"
 
 	"needle/kernels/cpu"
@@ -158,7 +159,8 @@ func ComputeAt(level cpu.Level, x Logits, labels []int64, opt Options, out Outpu
 	if err := checkLogits(x, labels, out); err != nil {
 		return err
 	}
-	var errBuf [256]C.char
+	errBuf := getErrBuf()
+	defer errBufs.Put(errBuf)
 	rc := C.go_logprob(ptr(x.Data), C.int32_t(x.DType), C.int64_t(x.Rows), C.int64_t(x.Vocab),
 		(*C.int64_t)(ptr(labels)), C.float(opt.Temperature), C.int64_t(opt.IgnoreIndex),
 		(*C.float)(ptr(out.Logprob)), (*C.float)(ptr(out.Entropy)), (*C.float)(ptr(out.LSE)),
@@ -189,7 +191,8 @@ func checkArgs(x Logits, labels []int64, opt Options, out Output) error {
 	if err := checkLogits(x, labels, out); err != nil {
 		return err
 	}
-	var errBuf [256]C.char
+	errBuf := getErrBuf()
+	defer errBufs.Put(errBuf)
 	if C.go_check(C.int64_t(x.Rows), C.int64_t(x.Vocab), (*C.int64_t)(ptr(labels)), C.float(opt.Temperature),
 		C.int64_t(opt.IgnoreIndex), &errBuf[0], C.size_t(len(errBuf))) != 0 {
 		return errors.New("logprob: " + C.GoString(&errBuf[0]))
@@ -222,7 +225,8 @@ func LinearComputeAt(level cpu.Level, hidden []float32, rows, h int, lmHead []fl
 	if err := out.check(rows); err != nil {
 		return err
 	}
-	var errBuf [256]C.char
+	errBuf := getErrBuf()
+	defer errBufs.Put(errBuf)
 	rc := C.go_linear((*C.float)(ptr(hidden)), C.int64_t(h), (*C.float)(ptr(lmHead)),
 		C.int64_t(rows), C.int64_t(vocab), (*C.int64_t)(ptr(labels)), C.float(opt.Temperature),
 		C.int64_t(opt.IgnoreIndex), (*C.float)(ptr(out.Logprob)), (*C.float)(ptr(out.Entropy)),
@@ -232,6 +236,12 @@ func LinearComputeAt(level cpu.Level, hidden []float32, rows, h int, lmHead []fl
 	}
 	return nil
 }
+
+// errBufs recycles the buffers C copies error messages into: a Go buffer passed to C escapes
+// to the heap, and the hot path must not allocate (TestComputeDoesNotAllocate).
+var errBufs = sync.Pool{New: func() any { return new([256]C.char) }}
+
+func getErrBuf() *[256]C.char { return errBufs.Get().(*[256]C.char) }
 
 // ptr is the address of s's first element, nil for an empty slice.
 func ptr[T any](s []T) unsafe.Pointer {
