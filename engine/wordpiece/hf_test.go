@@ -133,7 +133,7 @@ func parseIDs(t *testing.T, line string) []int32 {
 }
 
 // writeJSONLines writes texts as JSON Lines to a temp file and returns its path.
-func writeJSONLines(t *testing.T, texts []string) string {
+func writeJSONLines(t testing.TB, texts []string) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "texts.jsonl")
 	f, err := os.Create(path)
