@@ -1,0 +1,285 @@
+package faissgo
+
+import (
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// randomVectors returns n unit vectors of dim floats (deterministic per seed).
+func randomVectors(n, dim int, seed uint64) []float32 {
+	r := rand.New(rand.NewPCG(seed, 1))
+	v := make([]float32, n*dim)
+	for i := 0; i < n; i++ {
+		row := v[i*dim : (i+1)*dim]
+		var norm float64
+		for j := range row {
+			row[j] = float32(r.NormFloat64())
+			norm += float64(row[j]) * float64(row[j])
+		}
+		for j := range row {
+			row[j] /= float32(math.Sqrt(norm))
+		}
+	}
+	return v
+}
+
+// bruteForce is the scalar oracle: the k best rows of db for query q under metric m.
+func bruteForce(db, q []float32, dim, k int, m Metric) ([]int64, []float32) {
+	n := len(db) / dim
+	ids := make([]int64, n)
+	score := make([]float32, n)
+	for i := 0; i < n; i++ {
+		ids[i] = int64(i)
+		var s float64
+		for j := 0; j < dim; j++ {
+			a, b := float64(db[i*dim+j]), float64(q[j])
+			if m == IP {
+				s += a * b
+			} else {
+				s += (a - b) * (a - b)
+			}
+		}
+		score[i] = float32(s)
+	}
+	sort.SliceStable(ids, func(a, b int) bool {
+		if m == IP {
+			return score[ids[a]] > score[ids[b]]
+		}
+		return score[ids[a]] < score[ids[b]]
+	})
+	ids = ids[:k]
+	best := make([]float32, k)
+	for i, id := range ids {
+		best[i] = score[id]
+	}
+	return ids, best
+}
+
+// mustBuild creates, trains (on the data itself) and fills an index, adding in batches of 100.
+func mustBuild(t testing.TB, dim int, factory string, m Metric, db []float32) *Index {
+	t.Helper()
+	x, err := New(dim, factory, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(x.Close)
+	if !x.IsTrained() {
+		if err := x.Train(db); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < len(db); i += 100 * dim {
+		if err := x.Add(db[i:min(i+100*dim, len(db))]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return x
+}
+
+func search(t testing.TB, x *Index, q []float32, k int) ([]float32, []int64) {
+	t.Helper()
+	n := len(q) / x.Dim()
+	dist, labels := make([]float32, n*k), make([]int64, n*k)
+	if err := x.Search(q, k, dist, labels); err != nil {
+		t.Fatal(err)
+	}
+	return dist, labels
+}
+
+func TestFlatMatchesBruteForce(t *testing.T) {
+	const dim, n, nq, k = 48, 1000, 37, 10
+	db, q := randomVectors(n, dim, 1), randomVectors(nq, dim, 2)
+	for _, m := range []Metric{IP, L2} {
+		x := mustBuild(t, dim, "Flat", m, db)
+		if x.Ntotal() != n || x.Dim() != dim || x.Metric() != m {
+			t.Fatalf("%v: ntotal %d dim %d metric %v", m, x.Ntotal(), x.Dim(), x.Metric())
+		}
+		dist, labels := search(t, x, q, k)
+		for i := 0; i < nq; i++ {
+			ids, want := bruteForce(db, q[i*dim:(i+1)*dim], dim, k, m)
+			for j := 0; j < k; j++ {
+				if math.Abs(float64(dist[i*k+j]-want[j])) > 1e-4 {
+					t.Fatalf("%v query %d rank %d: score %g, oracle %g", m, i, j, dist[i*k+j], want[j])
+				}
+				// Ties aside, the ids agree; compare ids only where scores are distinct.
+				if labels[i*k+j] != ids[j] && math.Abs(float64(want[j]-want[min(j+1, k-1)])) > 1e-4 {
+					t.Fatalf("%v query %d rank %d: id %d, oracle %d", m, i, j, labels[i*k+j], ids[j])
+				}
+			}
+		}
+	}
+}
+
+// factoryCases are the index kinds needle builds, sized for a quick test.
+// PQ uses 4-bit codes: training 256 centroids per sub-quantizer takes minutes on a loaded
+// 2-core machine (measured, also in Python faiss).
+var factoryCases = []struct {
+	factory, typeName, tag string
+	readTypeName           string  // the factory's "Flat" is IndexFlat; FAISS reads it back as IndexFlatIP
+	minRecall              float64 // fraction of queries (= db rows) whose top-1 is themselves
+}{
+	{"Flat", "IndexFlat", "IxFI", "IndexFlatIP", 1},
+	{"IVF16,Flat", "IndexIVFFlat", "IwFl", "IndexIVFFlat", 0.9},
+	{"HNSW32", "IndexHNSWFlat", "IHNf", "IndexHNSWFlat", 0.95},
+	{"SQ8", "IndexScalarQuantizer", "IxSQ", "IndexScalarQuantizer", 0.95},
+	{"IVF16,PQ8x4", "IndexIVFPQ", "IwPQ", "IndexIVFPQ", 0.3},
+	{"IVF16,SQ8", "IndexIVFScalarQuantizer", "IwSq", "IndexIVFScalarQuantizer", 0.9},
+}
+
+func TestFactoriesRoundTrip(t *testing.T) {
+	const dim, n, k = 32, 2000, 5
+	db := randomVectors(n, dim, 3)
+	q := db[:200*dim] // the first 200 rows query themselves
+	for _, c := range factoryCases {
+		t.Run(c.factory, func(t *testing.T) {
+			x := mustBuild(t, dim, c.factory, IP, db)
+			if got := x.TypeName(); got != c.typeName {
+				t.Errorf("TypeName = %q, want %q", got, c.typeName)
+			}
+			if err := x.SetSearchParam(searchParam(c.factory), 8); err != nil && searchParam(c.factory) != "" {
+				t.Fatal(err)
+			}
+			dist, labels := search(t, x, q, k)
+			hits := 0
+			for i := 0; i < 200; i++ {
+				if labels[i*k] == int64(i) {
+					hits++
+				}
+			}
+			if r := float64(hits) / 200; r < c.minRecall {
+				t.Errorf("self-recall@1 = %.2f, want >= %.2f", r, c.minRecall)
+			}
+			path := filepath.Join(t.TempDir(), "x.faiss")
+			if err := x.WriteFile(path); err != nil {
+				t.Fatal(err)
+			}
+			info, err := Stat(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if info != (FileInfo{Type: c.tag, Dim: dim, Ntotal: n, Metric: IP}) {
+				t.Errorf("Stat = %+v", info)
+			}
+			for _, mmap := range []bool{false, true} {
+				y, err := Read(path, mmap)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer y.Close()
+				if y.TypeName() != c.readTypeName || y.Ntotal() != n || y.Dim() != dim || y.Metric() != IP {
+					t.Fatalf("read back %s ntotal %d dim %d metric %v", y.TypeName(), y.Ntotal(), y.Dim(), y.Metric())
+				}
+				if p := searchParam(c.factory); p != "" {
+					if err := y.SetSearchParam(p, 8); err != nil {
+						t.Fatal(err)
+					}
+				}
+				dist2, labels2 := search(t, y, q, k)
+				if !slices.Equal(labels, labels2) || !slices.Equal(dist, dist2) {
+					t.Fatalf("mmap=%v: results differ after write and read", mmap)
+				}
+			}
+		})
+	}
+}
+
+// searchParam is the search-time knob of a factory string ("" for exhaustive indexes).
+func searchParam(factory string) string {
+	switch {
+	case strings.HasPrefix(factory, "IVF"):
+		return "nprobe"
+	case strings.HasPrefix(factory, "HNSW"):
+		return "efSearch"
+	}
+	return ""
+}
+
+func TestSearchParamsChangeResults(t *testing.T) {
+	const dim, n = 16, 4000
+	db := randomVectors(n, dim, 4)
+	q := randomVectors(100, dim, 5)
+	x := mustBuild(t, dim, "IVF64,Flat", L2, db)
+	if err := x.SetSearchParam("nprobe", 1); err != nil {
+		t.Fatal(err)
+	}
+	_, one := search(t, x, q, 10)
+	if err := x.SetSearchParam("nprobe", 64); err != nil {
+		t.Fatal(err)
+	}
+	_, all := search(t, x, q, 10)
+	flat := mustBuild(t, dim, "Flat", L2, db)
+	_, exact := search(t, flat, q, 10)
+	if !slices.Equal(all, exact) {
+		t.Error("nprobe=nlist does not give exact results")
+	}
+	if slices.Equal(one, exact) {
+		t.Error("nprobe=1 gives exact results on random data: the parameter had no effect")
+	}
+	if err := x.SetSearchParam("efSearch", 10); err == nil {
+		t.Error("efSearch on an IVF index succeeded")
+	}
+	if err := x.SetSearchParam("no_such_param", 1); err == nil || !strings.Contains(err.Error(), "no_such_param") {
+		t.Errorf("unknown parameter: %v", err)
+	}
+}
+
+func TestConcurrentSearchMatchesSerial(t *testing.T) {
+	const dim, n, k = 32, 3000, 8
+	db := randomVectors(n, dim, 6)
+	for _, factory := range []string{"Flat", "HNSW32", "IVF32,Flat"} {
+		x := mustBuild(t, dim, factory, IP, db)
+		queries := make([][]float32, 16)
+		want := make([][]int64, len(queries))
+		for i := range queries {
+			queries[i] = randomVectors(1+i, dim, uint64(100+i)) // batch sizes 1..16
+			_, want[i] = search(t, x, queries[i], k)
+		}
+		var wg sync.WaitGroup
+		errs := make(chan string, len(queries)*4)
+		for rep := 0; rep < 4; rep++ {
+			for i := range queries {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					dist, labels := make([]float32, len(want[i])), make([]int64, len(want[i]))
+					if err := x.Search(queries[i], k, dist, labels); err != nil {
+						errs <- err.Error()
+					} else if !slices.Equal(labels, want[i]) {
+						errs <- factory + ": concurrent search differs from serial"
+					}
+				}()
+			}
+		}
+		wg.Wait()
+		close(errs)
+		for e := range errs {
+			t.Fatal(e)
+		}
+	}
+}
+
+func TestParseMetric(t *testing.T) {
+	for s, want := range map[string]Metric{"IP": IP, "ip": IP, "inner_product": IP, "L2": L2, "l2": L2} {
+		if m, err := ParseMetric(s); err != nil || m != want {
+			t.Errorf("ParseMetric(%q) = %v, %v", s, m, err)
+		}
+	}
+	if _, err := ParseMetric("cosine"); err == nil {
+		t.Error("ParseMetric(cosine) succeeded")
+	}
+	if IP.String() != "IP" || L2.String() != "L2" {
+		t.Error("Metric.String")
+	}
+}
+
+func TestMain(m *testing.M) {
+	Init(2)
+	os.Exit(m.Run())
+}

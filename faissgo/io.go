@@ -1,0 +1,99 @@
+package faissgo
+
+/*
+#include <stdlib.h>
+#include <faiss/c_api/index_io_c.h>
+#include "shim.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"unsafe"
+)
+
+// Read loads the index file at path after checking its format (Stat). With mmap, the inverted
+// lists of an IVF index stay in the file, mapped read-only (FAISS 1.7.3's IO_FLAG_MMAP; Add
+// then fails); faiss 1.7.3 has no mmap for flat or HNSW data, which are loaded into RAM
+// whatever mmap says.
+func Read(path string, mmap bool) (*Index, error) {
+	Init(0)
+	info, err := Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	flags := C.int(0)
+	if mmap {
+		flags = C.FAISS_IO_FLAG_MMAP
+	}
+	cpath := C.CString(path)
+	defer C.free(unsafe.Pointer(cpath))
+	var ptr *C.FaissIndex
+	var buf [errLen]C.char
+	if st := C.needle_read_index(cpath, flags, &ptr, &buf[0], errLen); st != 0 {
+		return nil, fmt.Errorf("faissgo: read index %s: %w", path, faissError(st, buf[:]))
+	}
+	return &Index{ptr: ptr, dim: info.Dim, name: path}, nil
+}
+
+// WriteFile writes the index to path atomically: FAISS writes a temporary file in the same
+// folder, which is fsynced and renamed over path, and the folder is fsynced. On error no
+// file is left at path (an existing one is untouched) and the temporary file is removed.
+func (x *Index) WriteFile(path string) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("faissgo: write index %s: %w", path, err)
+	}
+	tmpName := tmp.Name()
+	tmp.Close()
+	os.Chmod(tmpName, 0o644) // CreateTemp makes it 0600; an index is as readable as any output
+	if err := x.writeAndSync(tmpName); err != nil {
+		os.Remove(tmpName)
+		return fmt.Errorf("faissgo: write index %s: %w", path, err)
+	}
+	if err := os.Rename(tmpName, path); err != nil {
+		os.Remove(tmpName)
+		return fmt.Errorf("faissgo: write index %s: %w", path, err)
+	}
+	return syncDir(filepath.Dir(path))
+}
+
+// writeAndSync has FAISS write the index to name, then fsyncs name.
+func (x *Index) writeAndSync(name string) error {
+	x.mu.RLock()
+	if x.ptr == nil {
+		x.mu.RUnlock()
+		return errClosed
+	}
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	var buf [errLen]C.char
+	st := C.needle_write_index(x.ptr, cname, &buf[0], errLen)
+	x.mu.RUnlock()
+	if st != 0 {
+		return faissError(st, buf[:])
+	}
+	f, err := os.OpenFile(name, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("faissgo: sync folder %s: %w", dir, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("faissgo: sync folder %s: %w", dir, err)
+	}
+	return nil
+}

@@ -1,0 +1,39 @@
+// C shim between faissgo and FAISS's C API (faiss 1.7.3 c_api, compiled into libfaiss_c.a).
+// Every fallible entry point copies faiss_get_last_error() into the caller's err buffer
+// (errlen bytes, always NUL-terminated) before returning, in the SAME call: the error is
+// thread-local in FAISS and a goroutine may change OS thread between two cgo calls.
+// Return value: 0 on success, the c_api's negative status otherwise.
+#ifndef NEEDLE_FAISSGO_SHIM_H
+#define NEEDLE_FAISSGO_SHIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <faiss/c_api/Index_c.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// needle_faiss_init sets the BLAS threshold to 1 (BLAS for every batch size) and the
+// OpenMP thread count applied by every compute call below (threads <= 0: OpenMP default).
+void needle_faiss_init(int threads);
+
+int needle_index_factory(FaissIndex** out, int d, const char* description, int metric,
+                         char* err, size_t errlen);
+int needle_read_index(const char* path, int io_flags, FaissIndex** out, char* err, size_t errlen);
+int needle_write_index(const FaissIndex* idx, const char* path, char* err, size_t errlen);
+int needle_train(FaissIndex* idx, int64_t n, const float* x, char* err, size_t errlen);
+int needle_add(FaissIndex* idx, int64_t n, const float* x, char* err, size_t errlen);
+// needle_search writes n*k distances and labels into the caller's buffers.
+int needle_search(const FaissIndex* idx, int64_t n, const float* x, int64_t k, float* distances,
+                  int64_t* labels, char* err, size_t errlen);
+// needle_set_param sets a search-time parameter (nprobe, efSearch, ...) through ParameterSpace.
+int needle_set_param(FaissIndex* idx, const char* name, double value, char* err, size_t errlen);
+// needle_index_type_name writes the C++ class name of idx (e.g. "IndexHNSWFlat"); typename.cpp.
+void needle_index_type_name(const FaissIndex* idx, char* out, size_t outlen);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
