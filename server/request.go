@@ -21,6 +21,9 @@ type detail struct {
 	Ctx   map[string]any  `json:"ctx,omitempty"`
 }
 
+// errUnparsableBody is FastAPI's answer (400) to a body that is not UTF-8 text.
+var errUnparsableBody = errors.New("There was an error parsing the body")
+
 // validationError is a client mistake in a request body, answered with 422.
 type validationError struct{ details []detail }
 
@@ -54,8 +57,7 @@ func decodeObject(body []byte) (map[string]json.RawMessage, error) {
 		return nil, invalid("missing", "Field required", nil, nil)
 	}
 	if !utf8.Valid(body) {
-		return nil, invalid("json_invalid", "JSON decode error", json.RawMessage("{}"),
-			map[string]any{"error": "request body is not valid UTF-8"}, 0)
+		return nil, errUnparsableBody
 	}
 	var obj map[string]json.RawMessage
 	err := json.Unmarshal(body, &obj)
@@ -64,7 +66,9 @@ func decodeObject(body []byte) (map[string]json.RawMessage, error) {
 	case errors.As(err, &syntax):
 		return nil, invalid("json_invalid", "JSON decode error", json.RawMessage("{}"),
 			map[string]any{"error": syntax.Error()}, syntax.Offset)
-	case err != nil || obj == nil:
+	case err == nil && obj == nil: // the body is JSON null
+		return nil, invalid("missing", "Field required", nil, nil)
+	case err != nil:
 		return nil, invalid("model_attributes_type", "Input should be a valid dictionary or object to extract fields from",
 			json.RawMessage(body), nil)
 	}
@@ -101,7 +105,9 @@ func stringList(obj map[string]json.RawMessage, body []byte, field string, maxLe
 
 // parseRetrieve validates a /retrieve body like the anchor's pydantic model
 // (queries: List[str]; topk: Optional[int] = None; return_scores: bool = False), in
-// pydantic's lax mode (topk "5" and 5.0 are 5; return_scores 1 and "true" are true).
+// pydantic's lax mode (topk "5" and 5.0 are 5; return_scores 1 and "true" are true; a null
+// return_scores is an error, as in the anchor). Checked side by side against FastAPI 0.115 +
+// pydantic 2 running bench/anchor_server.py.
 func parseRetrieve(body []byte, maxQueries int) (retrieveRequest, error) {
 	var r retrieveRequest
 	obj, err := decodeObject(body)
@@ -119,7 +125,7 @@ func parseRetrieve(body []byte, maxQueries int) (retrieveRequest, error) {
 			return r, invalid("greater_than_equal", "Input should be greater than or equal to 0", raw, map[string]any{"ge": 0}, "topk")
 		}
 	}
-	if raw, ok := obj["return_scores"]; ok && string(raw) != "null" {
+	if raw, ok := obj["return_scores"]; ok {
 		if r.ReturnScores, err = laxBool(raw, "return_scores"); err != nil {
 			return r, err
 		}

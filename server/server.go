@@ -293,8 +293,13 @@ func writeDetail(ctx *fasthttp.RequestCtx, status int, msg string) {
 	writeJSON(ctx, status, body)
 }
 
-// writeValidation writes a 422 {"detail": [...]} for a validation error.
+// writeValidation writes a 422 {"detail": [...]} for a validation error (400 for a body
+// that is not text).
 func writeValidation(ctx *fasthttp.RequestCtx, err error) {
+	if errors.Is(err, errUnparsableBody) {
+		writeDetail(ctx, fasthttp.StatusBadRequest, err.Error())
+		return
+	}
 	var v *validationError
 	if !errors.As(err, &v) {
 		writeDetail(ctx, fasthttp.StatusUnprocessableEntity, err.Error())
