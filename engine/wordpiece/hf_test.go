@@ -3,6 +3,7 @@ package wordpiece
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"os"
 	"os/exec"
@@ -159,8 +160,9 @@ func writeJSONLines(t testing.TB, texts []string) string {
 
 // TestIDsMatchHF is the differential test: >= 10,000 strings (curated, seeded random
 // Unicode, vocabulary pieces, real English glosses) tokenized by the real HF fast
-// tokenizer and by this package must give identical ids, at max_length 256 and at a
-// short max_length that truncates most inputs.
+// tokenizer and by this package must give identical ids: with MiniLM's tokenizer.json at
+// max_length 256 and at a short max_length that truncates most inputs, and with its
+// BertNormalizer flags changed (cased, accents kept, no text cleaning or CJK spacing).
 func TestIDsMatchHF(t *testing.T) {
 	tok, tokJSON := loadMiniLM(t)
 	vocab := slices.Sorted(maps.Keys(tok.vocab))
@@ -168,7 +170,7 @@ func TestIDsMatchHF(t *testing.T) {
 	texts = append(texts, randomCorpus(10000, vocab)...)
 	t.Logf("%d texts", len(texts))
 	in := writeJSONLines(t, texts)
-	for _, maxLen := range []int{256, 12} {
+	compare := func(t *testing.T, tok *Tokenizer, tokJSON string, maxLen int) {
 		out := filepath.Join(t.TempDir(), "ids.txt")
 		lines := runOracle(t, "ids", tokJSON, strconv.Itoa(maxLen), in, out)
 		if len(lines) != len(texts) {
@@ -179,12 +181,51 @@ func TestIDsMatchHF(t *testing.T) {
 			want := parseIDs(t, lines[i])
 			if got := tok.Encode(text, maxLen); !slices.Equal(got, want) {
 				if bad++; bad <= 20 {
-					t.Errorf("max_length %d, text %d %+q:\n got %v\nwant %v", maxLen, i, text, got, want)
+					t.Errorf("text %d %+q:\n got %v\nwant %v", i, text, got, want)
 				}
 			}
 		}
 		if bad > 0 {
-			t.Errorf("max_length %d: %d of %d texts differ from HF", maxLen, bad, len(texts))
+			t.Errorf("%d of %d texts differ from HF", bad, len(texts))
 		}
 	}
+	for _, maxLen := range []int{256, 12} {
+		t.Run(fmt.Sprintf("max_length=%d", maxLen), func(t *testing.T) { compare(t, tok, tokJSON, maxLen) })
+	}
+	for _, flags := range []map[string]any{
+		{"lowercase": false}, // cased: strip_accents null follows lowercase
+		{"strip_accents": false},
+		{"lowercase": false, "strip_accents": true, "clean_text": false, "handle_chinese_chars": false},
+	} {
+		t.Run(fmt.Sprint(flags), func(t *testing.T) {
+			dir := withNormalizer(t, tokJSON, flags)
+			variant, err := Load(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			compare(t, variant, filepath.Join(dir, "tokenizer.json"), 256)
+		})
+	}
+}
+
+// withNormalizer writes a copy of tokenizer.json with the given BertNormalizer fields
+// changed into a temp folder, and returns the folder.
+func withNormalizer(t *testing.T, tokJSON string, flags map[string]any) string {
+	data, err := os.ReadFile(tokJSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var j map[string]any
+	if err := json.Unmarshal(data, &j); err != nil {
+		t.Fatal(err)
+	}
+	maps.Copy(j["normalizer"].(map[string]any), flags)
+	if data, err = json.Marshal(j); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "tokenizer.json"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }

@@ -257,7 +257,7 @@ func loadVocabTxt(dir string) (*Tokenizer, error) {
 	vocab := map[string]int32{}
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	for id := int32(0); sc.Scan(); id++ {
-		vocab[strings.TrimRight(sc.Text(), " \t\r")] = id
+		vocab[strings.TrimSuffix(sc.Text(), "\r")] = id
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
