@@ -46,10 +46,23 @@ func loadMiniLM(t testing.TB) (*Tokenizer, string) {
 // TestCodepointsMatchHF checks the normalizer and pre-tokenizer on every Unicode scalar
 // value c, as "a" c "a", against HF's own normalizer and pre-tokenizer, in blocks of
 // 4096 joined by spaces (see hf_tokenize.py). This pins down each character class
-// (whitespace, control, punctuation, Mn, CJK, NFD, lowercase) exhaustively.
+// (whitespace, control, punctuation, Mn, CJK, NFD, lowercase) exhaustively, with
+// MiniLM's normalizer and with strip_accents off (lowercasing without NFD first).
 func TestCodepointsMatchHF(t *testing.T) {
+	miniLM, tokJSON := loadMiniLM(t)
+	t.Run("miniLM", func(t *testing.T) { compareCodepoints(t, miniLM, tokJSON) })
+	t.Run("strip_accents=false", func(t *testing.T) {
+		dir := withNormalizer(t, tokJSON, map[string]any{"strip_accents": false})
+		tok, err := Load(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		compareCodepoints(t, tok, filepath.Join(dir, "tokenizer.json"))
+	})
+}
+
+func compareCodepoints(t *testing.T, tok *Tokenizer, tokJSON string) {
 	const block = 4096
-	tok, tokJSON := loadMiniLM(t)
 	out := filepath.Join(t.TempDir(), "codepoints.jsonl")
 	lines := runOracle(t, "codepoints", tokJSON, out)
 	if len(lines) != 0x110000/block {
