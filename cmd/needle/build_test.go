@@ -233,3 +233,36 @@ func TestBuildCommandErrors(t *testing.T) {
 		}
 	}
 }
+
+// A write that fails for lack of space (here: a file size limit, which fails writes the
+// same way) ends the build with a clear error and leaves no index, manifest or temp file;
+// the rerun resumes from the shards that were written.
+func TestBuildDiskFull(t *testing.T) {
+	model := testenv.MiniLMDir(t)
+	prlimit, err := exec.LookPath("prlimit")
+	if err != nil {
+		t.Fatal("prlimit (util-linux) is missing")
+	}
+	data := wordnetSubset(t, "300")
+	out := filepath.Join(t.TempDir(), "out")
+	args := []string{"build", "--corpus", filepath.Join(data, "corpus.jsonl"), "--model", model, "--out", out,
+		"--prefix", "", "--shard-rows", "50", "--encode-rows", "50"}
+	bin, _ := buildBinaries(t)
+	// Shards (50 x 384 floats = 77 KB) fit under 100 KB; the 460 KB index does not.
+	msg, err := exec.Command(prlimit, append([]string{"--fsize=100000", bin}, args...)...).CombinedOutput()
+	if err == nil || !strings.Contains(strings.ToLower(string(msg)), "file too large") || !strings.Contains(string(msg), build.IndexFileName) {
+		t.Fatalf("build under a 100 KB file limit: err %v, output:\n%s", err, msg)
+	}
+	entries, _ := os.ReadDir(out)
+	for _, e := range entries {
+		if name := e.Name(); name == build.IndexFileName || name == build.ManifestName || strings.Contains(name, ".tmp") {
+			t.Fatalf("failed build left %s in the output folder", name)
+		}
+	}
+	if out := runNeedle(t, args...); !strings.Contains(out, "resuming after 300 finished rows") {
+		t.Fatalf("rerun did not reuse the written shards:\n%s", out)
+	}
+	if _, err := build.ReadManifest(out); err != nil {
+		t.Fatal(err)
+	}
+}
