@@ -177,9 +177,19 @@ func (w *walker) index(r role) (FileInfo, error) {
 	if err != nil {
 		return FileInfo{}, err
 	}
-	info, err := w.header(tag)
-	if err != nil {
-		return FileInfo{}, err
+	var body func(FileInfo) error
+	switch {
+	case isFlat(tag):
+		body = w.flat
+	case tag == "IxSQ":
+		body = w.scalarQuantizerIndex
+	case tag == "IHNf" || tag == "IHNs":
+		body = w.hnsw
+	case tag == "IwFl" || tag == "IwPQ" || tag == "IwSQ" || tag == "IwSq":
+		body = w.ivf
+	default:
+		w.off = start
+		return FileInfo{}, w.fail("unsupported index type %q (needle reads Flat, SQ, HNSW-Flat/SQ, IVF-Flat/PQ/SQ)", tag)
 	}
 	allowed := r == topLevel ||
 		(r == quantizer && isFlat(tag)) ||
@@ -188,20 +198,11 @@ func (w *walker) index(r role) (FileInfo, error) {
 		w.off = start
 		return FileInfo{}, w.fail("unsupported sub-index type %q", tag)
 	}
-	switch {
-	case isFlat(tag):
-		err = w.flat(info)
-	case tag == "IxSQ":
-		err = w.scalarQuantizerIndex(info)
-	case tag == "IHNf" || tag == "IHNs":
-		err = w.hnsw(info)
-	case tag == "IwFl" || tag == "IwPQ" || tag == "IwSQ" || tag == "IwSq":
-		err = w.ivf(info)
-	default:
-		w.off = start
-		err = w.fail("unsupported index type %q (needle reads Flat, SQ, HNSW-Flat/SQ, IVF-Flat/PQ/SQ)", tag)
+	info, err := w.header(tag)
+	if err != nil {
+		return FileInfo{}, err
 	}
-	return info, err
+	return info, body(info)
 }
 
 func isFlat(tag string) bool { return tag == "IxFI" || tag == "IxF2" || tag == "IxFl" }

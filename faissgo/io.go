@@ -20,10 +20,14 @@ import (
 // whatever mmap says.
 func Read(path string, mmap bool) (*Index, error) {
 	Init(0)
-	info, err := Stat(path)
-	if err != nil {
+	if _, err := Stat(path); err != nil {
 		return nil, err
 	}
+	return readUnchecked(path, mmap)
+}
+
+// readUnchecked has FAISS read path without checking the format first.
+func readUnchecked(path string, mmap bool) (*Index, error) {
 	flags := C.int(0)
 	if mmap {
 		flags = C.FAISS_IO_FLAG_MMAP
@@ -35,7 +39,7 @@ func Read(path string, mmap bool) (*Index, error) {
 	if st := C.needle_read_index(cpath, flags, &ptr, &buf[0], errLen); st != 0 {
 		return nil, fmt.Errorf("faissgo: read index %s: %w", path, faissError(st, buf[:]))
 	}
-	return &Index{ptr: ptr, dim: info.Dim, name: path}, nil
+	return &Index{ptr: ptr, dim: int(C.faiss_Index_d(ptr)), name: path}, nil
 }
 
 // WriteFile writes the index to path atomically: FAISS writes a temporary file in the same
