@@ -13,7 +13,7 @@ type benchmark struct {
 }
 
 // benchOrder is the order `needle bench --help` lists targets in.
-var benchOrder = []string{"kernels", "encode", "retrieve", "docstore"}
+var benchOrder = []string{"kernels", "encode", "retrieve", "docstore", "recall"}
 
 var benchmarks = map[string]benchmark{}
 
