@@ -45,6 +45,9 @@ var curated = []string{
 	strings.Repeat("a", 100), strings.Repeat("a", 101), strings.Repeat("é", 101), strings.Repeat("ab", 60) + " tail",
 	strings.Repeat("pneumonoultramicroscopicsilicovolcanoconiosis ", 20), strings.Repeat("word ", 300),
 	strings.Repeat("中", 300), strings.Repeat("unbelievably ", 130),
+	// longer than a normalization chunk (4096 bytes), with and without spaces near the cuts
+	strings.Repeat("Ångström café 中文 e\u0301\u0316 ", 700), strings.Repeat("x", 5000) + " y" + strings.Repeat("é", 3000),
+	strings.Repeat("a", 4095) + " \u0301\u0316b " + strings.Repeat("İ", 3000), strings.Repeat("\u3000", 5000) + "end",
 }
 
 // randomCorpus returns n seeded strings: random Unicode over all planes (assigned or

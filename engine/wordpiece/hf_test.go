@@ -174,7 +174,8 @@ func writeJSONLines(t testing.TB, texts []string) string {
 // TestIDsMatchHF is the differential test: >= 10,000 strings (curated, seeded random
 // Unicode, vocabulary pieces, real English glosses) tokenized by the real HF fast
 // tokenizer and by this package must give identical ids: with MiniLM's tokenizer.json at
-// max_length 256 and at a short max_length that truncates most inputs, and with its
+// max_length 256, at a short max_length that truncates most inputs and untruncated
+// (long texts are normalized in chunks), and with its
 // BertNormalizer flags changed (cased, accents kept, no text cleaning or CJK spacing).
 func TestIDsMatchHF(t *testing.T) {
 	tok, tokJSON := loadMiniLM(t)
@@ -202,7 +203,7 @@ func TestIDsMatchHF(t *testing.T) {
 			t.Errorf("%d of %d texts differ from HF", bad, len(texts))
 		}
 	}
-	for _, maxLen := range []int{256, 12} {
+	for _, maxLen := range []int{256, 12, 0} {
 		t.Run(fmt.Sprintf("max_length=%d", maxLen), func(t *testing.T) { compare(t, tok, tokJSON, maxLen) })
 	}
 	for _, flags := range []map[string]any{

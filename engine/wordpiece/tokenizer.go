@@ -94,13 +94,33 @@ func (t *Tokenizer) nextAdded(s string) (at int, tok addedToken) {
 	return at, tok
 }
 
+// chunkBytes is about how much raw text appendPiece normalizes at once.
+const chunkBytes = 4096
+
 // appendPiece normalizes and pre-tokenizes one stretch of text between added tokens
 // and appends the WordPiece ids of its words, stopping once dst reaches bodyEnd.
+// Long pieces go in chunks cut after an ASCII space: no rule looks across a space (it is
+// a word boundary and an NFD starter), so the ids are the same, scratch memory stays
+// bounded and truncation stops the work early.
 func (t *Tokenizer) appendPiece(dst []int32, sc *scratch, piece string, bodyEnd int) []int32 {
-	if piece == "" {
-		return dst
+	for len(piece) > 0 && len(dst) < bodyEnd {
+		chunk := piece
+		if len(piece) > chunkBytes {
+			if i := strings.LastIndexByte(piece[:chunkBytes], ' '); i >= 0 {
+				chunk = piece[:i+1]
+			} else if i := strings.IndexByte(piece[chunkBytes:], ' '); i >= 0 {
+				chunk = piece[:chunkBytes+i+1]
+			}
+		}
+		dst = t.appendChunk(dst, sc, chunk, bodyEnd)
+		piece = piece[len(chunk):]
 	}
-	s := t.norm.normalize(sc, piece)
+	return dst
+}
+
+// appendChunk is appendPiece for one chunk.
+func (t *Tokenizer) appendChunk(dst []int32, sc *scratch, chunk string, bodyEnd int) []int32 {
+	s := t.norm.normalize(sc, chunk)
 	wordStart := -1 // start of the current word in s, -1 between words
 	for i := 0; i < len(s) && len(dst) < bodyEnd; {
 		size, space, punct := 1, false, false

@@ -3,7 +3,8 @@ pinned in tools/requirements.txt), run once per test over a batch file.
 
   hf_tokenize.py ids TOKENIZER_JSON MAX_LENGTH IN OUT
       IN: JSON Lines, one JSON string per line. OUT: one line per input, the
-      space-separated ids of [CLS] text [SEP], right-truncated at MAX_LENGTH, no padding.
+      space-separated ids of [CLS] text [SEP], right-truncated at MAX_LENGTH (0: not
+      truncated), no padding.
   hf_tokenize.py codepoints TOKENIZER_JSON OUT
       Every Unicode scalar value c (surrogates excluded) in blocks of 4096: one JSON line
       [first, normalizer(s), [pre-tokens of normalizer(s)]] per block, where s joins
@@ -25,7 +26,10 @@ from tokenizers import Tokenizer
 def ids(tokenizer_json, max_length, in_path, out_path):
     tok = Tokenizer.from_file(tokenizer_json)
     tok.no_padding()
-    tok.enable_truncation(max_length=int(max_length), strategy="longest_first", direction="right")
+    if int(max_length) == 0:
+        tok.no_truncation()
+    else:
+        tok.enable_truncation(max_length=int(max_length), strategy="longest_first", direction="right")
     with open(in_path, encoding="utf-8") as f:
         texts = [json.loads(line) for line in f]
     encs = tok.encode_batch(texts, add_special_tokens=True)
