@@ -20,7 +20,8 @@ func Write(path string, data []byte) error {
 }
 
 // Create is Write for content produced by fill, which writes into f (the temp file; fill
-// must not close it).
+// must not close it). The file gets mode 0644, as os.WriteFile would under the usual umask
+// (the temp file starts at 0600).
 func Create(path string, fill func(f *os.File) error) (err error) {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
@@ -34,6 +35,9 @@ func Create(path string, fill func(f *os.File) error) (err error) {
 			os.Remove(tmp)
 		}
 	}()
+	if err = f.Chmod(0o644); err != nil {
+		return fmt.Errorf("create %s: %w", path, err)
+	}
 	if err = fill(f); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}

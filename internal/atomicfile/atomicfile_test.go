@@ -17,6 +17,9 @@ func TestWriteReplaces(t *testing.T) {
 		if got, _ := os.ReadFile(path); string(got) != content {
 			t.Fatalf("content %q, want %q", got, content)
 		}
+		if st, _ := os.Stat(path); st.Mode().Perm() != 0o644 {
+			t.Fatalf("mode %v, want 0644", st.Mode().Perm())
+		}
 	}
 }
 
