@@ -24,28 +24,36 @@ static inline __m256 exp_neg8(__m256 d) {
   return _mm256_mul_ps(p, _mm256_castsi256_ps(pow2n));
 }
 
-static inline __m256 load8(const void* row, int32_t dtype, int64_t i, __m256 inv_t) {
-  __m256 x;
+// load16 reads elements [i, i+16) scaled by inv_t into two vectors, bf16 as even/odd halves
+// (see load32 in logprob_avx512.c).
+static inline void load16(const void* row, int32_t dtype, int64_t i, __m256 inv_t, __m256* a,
+                          __m256* b) {
+  const uint16_t* h = (const uint16_t*)row + i;
   switch (dtype) {
-    case NL_BF16:
-      x = _mm256_castsi256_ps(_mm256_slli_epi32(
-          _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i*)((const uint16_t*)row + i))), 16));
+    case NL_BF16: {
+      __m256i v = _mm256_loadu_si256((const __m256i*)h);
+      *a = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+      *b = _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32((int)0xffff0000u)));
       break;
+    }
     case NL_F16:
-      x = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)((const uint16_t*)row + i)));
+      *a = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)h));
+      *b = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(h + 8)));
       break;
     default:
-      x = _mm256_loadu_ps((const float*)row + i);
+      *a = _mm256_loadu_ps((const float*)row + i);
+      *b = _mm256_loadu_ps((const float*)row + i + 8);
   }
-  return _mm256_mul_ps(x, inv_t);
+  *a = _mm256_mul_ps(*a, inv_t);
+  *b = _mm256_mul_ps(*b, inv_t);
 }
 
-#define PUSH8(y, k)                                          \
-  do {                                                           \
-    __m256 d_ = _mm256_max_ps(lo, _mm256_sub_ps((y), m));             \
-    __m256 e_ = exp_neg8(d_);                                     \
-    s[k] = _mm256_add_ps(s[k], e_);                               \
-    t[k] = _mm256_fmadd_ps(e_, d_, t[k]);                         \
+#define PUSH8(y, k)                                                     \
+  do {                                                                  \
+    __m256 d_ = _mm256_max_ps(lo, _mm256_sub_ps((y), m));               \
+    __m256 e_ = exp_neg8(d_);                                           \
+    s[k] = _mm256_add_ps(s[k], e_);                                     \
+    t[k] = _mm256_fmadd_ps(e_, d_, t[k]);                               \
   } while (0)
 
 static inline void stats8(const void* row, int32_t dtype, int64_t len, float inv_tf, nl_stats* st) {
@@ -57,8 +65,9 @@ static inline void stats8(const void* row, int32_t dtype, int64_t len, float inv
   for (int k = 0; k < 4; k++) s[k] = t[k] = _mm256_setzero_ps();
   int64_t i = 0;
   for (; i + 32 <= len; i += 32) {
-    __m256 y0 = load8(row, dtype, i, inv_t), y1 = load8(row, dtype, i + 8, inv_t);
-    __m256 y2 = load8(row, dtype, i + 16, inv_t), y3 = load8(row, dtype, i + 24, inv_t);
+    __m256 y0, y1, y2, y3;
+    load16(row, dtype, i, inv_t, &y0, &y1);
+    load16(row, dtype, i + 16, inv_t, &y2, &y3);
     __m256 bm = _mm256_max_ps(_mm256_max_ps(y0, y1), _mm256_max_ps(y2, y3));
     __m256 up = _mm256_cmp_ps(bm, m, _CMP_GT_OQ);
     if (_mm256_movemask_ps(up)) {

@@ -56,12 +56,12 @@ static inline void load32(const void* row, int32_t dtype, int64_t i, __m512 inv_
 // One element vector into the lane states. d is clamped at -120 (exp underflows to 0 there) so
 // that -inf entries add exactly 0 * -120 to t instead of 0 * -inf = NaN; the max operand order
 // keeps NaN (VMAXPS returns its second operand when either is NaN).
-#define PUSH(y, k)                                          \
-  do {                                                           \
-    __m512 d_ = _mm512_max_ps(lo, _mm512_sub_ps((y), m));             \
-    __m512 e_ = exp_neg(d_);                                     \
-    s[k] = _mm512_add_ps(s[k], e_);                               \
-    t[k] = _mm512_fmadd_ps(e_, d_, t[k]);                         \
+#define PUSH(y, k)                                                      \
+  do {                                                                  \
+    __m512 d_ = _mm512_max_ps(lo, _mm512_sub_ps((y), m));               \
+    __m512 e_ = exp_neg(d_);                                            \
+    s[k] = _mm512_add_ps(s[k], e_);                                     \
+    t[k] = _mm512_fmadd_ps(e_, d_, t[k]);                               \
   } while (0)
 
 static inline void stats(const void* row, int32_t dtype, int64_t len, float inv_tf, nl_stats* st) {
