@@ -218,16 +218,21 @@ func Run(cfg Config, parts Parts) (*Report, error) {
 		}
 		return &Report{UpToDate: true, Rows: m.Count, BadRows: len(m.BadRows), Manifest: m}, nil
 	}
-	if err := clearOldOutput(cfg); err != nil {
-		return nil, err
-	}
 	out, err := cfg.outputState()
 	if err != nil {
 		return nil, err
 	}
-	abs, _ := filepath.Abs(cfg.Corpus)
-	info := CorpusInfo{Path: abs, Size: out.CorpusSize, Mtime: out.CorpusMtime}
+	info := CorpusInfo{Path: out.CorpusPath, Size: out.CorpusSize, Mtime: out.CorpusMtime}
 	if info.Hash, err = hashFile(cfg.Corpus, cfg.Log); err != nil {
+		return nil, err
+	}
+	if m, err := refreshManifest(cfg.Out, out, info); err != nil || m != nil {
+		if err != nil {
+			return nil, err
+		}
+		return &Report{UpToDate: true, Rows: m.Count, BadRows: len(m.BadRows), Manifest: m}, nil
+	}
+	if err := clearOldOutput(cfg); err != nil {
 		return nil, err
 	}
 
@@ -289,6 +294,27 @@ func Run(cfg Config, parts Parts) (*Report, error) {
 	rep.IndexBytes, rep.BadRows, rep.Manifest = st.Size(), len(bad), m
 	rep.Elapsed = time.Since(began)
 	return rep, nil
+}
+
+// refreshManifest handles a finished build whose corpus was rewritten with the same bytes
+// or moved (a new mtime or path, the same content hash): the manifest is updated to the
+// corpus's new identity and returned, and nothing is rebuilt. It returns nil, nil when
+// the folder holds no such build.
+func refreshManifest(dir string, now outputState, info CorpusInfo) (*Manifest, error) {
+	m, err := ReadManifest(dir)
+	if err != nil || m.Corpus.Hash != info.Hash || m.Corpus.Size != info.Size {
+		return nil, nil
+	}
+	then := now
+	then.CorpusPath, then.CorpusMtime = m.Corpus.Path, m.Corpus.Mtime
+	if then.hash() != m.ArgsHash {
+		return nil, nil
+	}
+	if _, err := os.Stat(filepath.Join(dir, m.IndexFile)); err != nil {
+		return nil, nil
+	}
+	m.Corpus, m.ArgsHash = info, now.hash()
+	return m, WriteManifest(dir, m)
 }
 
 // clearOldOutput refuses (or, with Restart, removes) a complete build of other arguments in

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"needle/internal/atomicfile"
 )
@@ -184,6 +185,30 @@ func TestBuildAndUpToDate(t *testing.T) {
 	}
 	if len(f.index.trained) != 25*3 {
 		t.Fatalf("IVF trained on %d floats, want all 25 rows", len(f.index.trained))
+	}
+}
+
+// A corpus rewritten with the same bytes (new mtime) is recognized by its hash: the
+// manifest is refreshed, nothing is encoded, and the next check is the fast path again.
+func TestTouchedCorpusIsUpToDate(t *testing.T) {
+	f := newFixture(t, 12)
+	if _, err := f.run(); err != nil {
+		t.Fatal(err)
+	}
+	later := time.Now().Add(time.Hour)
+	if err := os.Chtimes(f.cfg.Corpus, later, later); err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := UpToDate(f.cfg); m != nil {
+		t.Fatal("UpToDate ignored a new corpus mtime")
+	}
+	calls := f.enc.calls
+	rep, err := f.run()
+	if err != nil || !rep.UpToDate || f.enc.calls != calls {
+		t.Fatalf("touched corpus: report %+v err %v, encoder calls %d -> %d", rep, err, calls, f.enc.calls)
+	}
+	if m, _ := UpToDate(f.cfg); m == nil || m.Corpus.Mtime != later.UnixNano() {
+		t.Fatalf("manifest not refreshed: %+v", m)
 	}
 }
 

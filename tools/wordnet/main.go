@@ -12,6 +12,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -174,19 +175,22 @@ type Query struct {
 	Synset string `json:"synset"`
 }
 
-// writeJSONL writes n JSON lines (row(i) for i < n) to path atomically.
+// writeJSONL writes n JSON lines (row(i) for i < n) to path atomically. A file that already
+// holds exactly these bytes is left alone, so its mtime stays and `needle build` sees an
+// unchanged corpus.
 func writeJSONL(path string, n int, row func(i int) any) error {
-	return atomicfile.Create(path, func(f *os.File) error {
-		w := bufio.NewWriterSize(f, 1<<20)
-		enc := json.NewEncoder(w)
-		enc.SetEscapeHTML(false)
-		for i := 0; i < n; i++ {
-			if err := enc.Encode(row(i)); err != nil {
-				return err
-			}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	for i := 0; i < n; i++ {
+		if err := enc.Encode(row(i)); err != nil {
+			return err
 		}
-		return w.Flush()
-	})
+	}
+	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, buf.Bytes()) {
+		return nil
+	}
+	return atomicfile.Write(path, buf.Bytes())
 }
 
 type passage struct{ contents, synset string }

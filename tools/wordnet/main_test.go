@@ -89,6 +89,14 @@ func TestRealWordNet(t *testing.T) {
 	if err := run([]string{"--dict", dict, "--out", out, "--limit", "500"}); err != nil {
 		t.Fatal(err)
 	}
+	corpusPath := filepath.Join(out, "corpus.jsonl")
+	before, _ := os.Stat(corpusPath)
+	if err := run([]string{"--dict", dict, "--out", out, "--limit", "500"}); err != nil {
+		t.Fatal(err)
+	}
+	if after, _ := os.Stat(corpusPath); !after.ModTime().Equal(before.ModTime()) {
+		t.Fatal("an identical rerun rewrote corpus.jsonl (new mtime)")
+	}
 	var rows []corpusRow
 	readJSONL(t, filepath.Join(out, "corpus.jsonl"), func(b []byte) {
 		var r corpusRow
