@@ -9,9 +9,10 @@
 //   entropy[i] = lse[i] - sum_j softmax(y[i])_j * y[i,j]  (computed for ignored rows too, as verl
 //                does: its entropy never sees labels; the trainer masks it afterwards)
 // A row holding a NaN gives NaN in all three outputs of that row only (logprob stays 0 when its
-// label is ignored, as in flash-attn's cross entropy, whose ignored rows are 0 unconditionally). -inf entries contribute 0
-// (a label on a -inf entry gives logprob -inf); a +inf entry makes the row NaN, as log_softmax
-// does. A row of only -inf is undefined (NaN/-inf).
+// label is ignored, as in flash-attn's cross entropy, whose ignored rows are 0 unconditionally).
+// -inf entries contribute 0 (a label on a -inf entry gives logprob -inf); a +inf entry (also one
+// that logits / temperature overflows to) makes the row NaN, as log_softmax does. A row of only
+// -inf is undefined (NaN or -inf).
 #ifndef NEEDLE_LOGPROB_H
 #define NEEDLE_LOGPROB_H
 
@@ -39,8 +40,8 @@ typedef struct {
 
 // nl_logprob_run computes a->out_* with the kernels of SIMD level `level`, rows split over
 // `threads` pthreads (the caller's thread is one of them; < 1 means 1). Returns 0, or -1 with a
-// message in err[0:errlen) (bad label, temperature <= 0, unknown dtype/level, thread failure);
-// on a validation error no output is written.
+// message in err[0:errlen) (bad label, temperature <= 0, bad shape, unknown dtype/level), in
+// which case no output is written. A thread that cannot start has its rows run by the caller's.
 int nl_logprob_run(const nl_logprob_args* a, int32_t level, int32_t threads, char* err,
                    size_t errlen);
 
