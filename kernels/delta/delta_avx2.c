@@ -1,6 +1,6 @@
-/* AVX2 variants. Encode: compare 64 bytes of old and new per step into one 64-bit mask of
- * changed elements (pext folds the 2-bit-per-element byte mask of 16-bit compares); an
- * all-zero mask costs a branch, set bits are emitted by a tzcnt loop. */
+/* AVX2 variants. Encode: compare 64 elements of old and new per step into one 64-bit mask of
+ * changed elements (pext folds the 2-bit-per-element byte mask of 16-bit compares), emitted
+ * by nl_delta_emit64 (tzcnt, the first two without branches). */
 #include <immintrin.h>
 
 #include "delta_impl.h"
@@ -29,23 +29,23 @@ AVX2 static inline uint32_t changed32(const uint8_t *o, const uint8_t *w) {
 }
 
 AVX2 int64_t nl_delta_encode_avx2(const uint8_t *old_bits, const uint8_t *new_bits,
-                                      int64_t n, int32_t elem_size, uint64_t first, uint8_t *idx,
-                                      int32_t idx_size, uint8_t *vals) {
+                                  int64_t n, int32_t elem_size, uint64_t first, uint8_t *idx,
+                                  int32_t idx_size, uint8_t *vals) {
   int64_t k = 0, i = 0;
-  const int64_t per = 64 / elem_size; /* elements per 64-byte step */
-  for (; i + per <= n; i += per) {
+  for (; i + 64 <= n; i += 64) {
     const uint8_t *o = old_bits + i * elem_size, *w = new_bits + i * elem_size;
-    uint32_t m = elem_size == 2 ? changed16(o, w) : changed32(o, w);
-    while (m) {
-      int e = __builtin_ctz(m);
-      nl_delta_put(idx, idx_size, k++, first + (uint64_t)(i + e), vals, elem_size,
-                       w + e * elem_size);
-      m &= m - 1;
+    uint64_t m;
+    if (elem_size == 2) {
+      m = changed16(o, w) | (uint64_t)changed16(o + 64, w + 64) << 32;
+    } else {
+      m = changed32(o, w) | (uint64_t)changed32(o + 64, w + 64) << 16 |
+          (uint64_t)changed32(o + 128, w + 128) << 32 | (uint64_t)changed32(o + 192, w + 192) << 48;
     }
+    k = nl_delta_emit64(m, w, elem_size, first + (uint64_t)i, idx, idx_size, vals, k);
   }
   return k + nl_delta_encode_ref(old_bits + i * elem_size, new_bits + i * elem_size, n - i,
-                                     elem_size, first + (uint64_t)i, idx + k * idx_size,
-                                     idx_size, vals + k * elem_size);
+                                 elem_size, first + (uint64_t)i, idx + k * idx_size, idx_size,
+                                 vals + k * elem_size);
 }
 
 /* Unsigned a > b for 32-bit lanes (AVX2 compares are signed: flip the sign bits). */
