@@ -168,6 +168,12 @@ var shapeCases = []shapeCase{
 		}
 		return r.NormFloat64() * 3
 	}},
+	{"pos-inf-row", 3, 150, func(r *rand.Rand, row, col int) float64 {
+		if row == 1 && col == 70 {
+			return math.Inf(1)
+		}
+		return r.NormFloat64() * 3
+	}},
 	{"nan-row", 4, 200, func(r *rand.Rand, row, col int) float64 {
 		if row == 2 && col == 150 {
 			return math.NaN()

@@ -14,7 +14,7 @@ extern "C" {
 
 namespace {
 
-enum Fill { kRandom, kAllEqual, kNegInf, kNaNRow };
+enum Fill { kRandom, kAllEqual, kNegInf, kNaNRow, kPosInfRow };
 
 struct Case {
   const char* name;
@@ -55,6 +55,7 @@ int run_case(const Case& c, std::mt19937& rng) {
       case kAllEqual: vals[i] = 0.75f; break;
       case kNegInf: vals[i] = col % 3 == 0 ? -INFINITY : normal(rng); break;
       case kNaNRow: vals[i] = (row == 1 && col == c.v / 2) ? NAN : normal(rng); break;
+      case kPosInfRow: vals[i] = (row == 2 && col == c.v / 3) ? INFINITY : normal(rng); break;
     }
   }
   std::vector<uint16_t> half(vals.size());
@@ -105,6 +106,7 @@ int main() {
       {"all-equal", 3, 500, NL_F32, 1.0f, kAllEqual, 128},
       {"neg-inf", 4, 300, NL_BF16, 1.0f, kNegInf, 64},
       {"nan row", 3, 200, NL_F16, 1.0f, kNaNRow, 64},
+      {"+inf row", 4, 300, NL_F32, 1.0f, kPosInfRow, 64},
       {"qwen-7b vocab", 2, 152064, NL_BF16, 1.0f, kRandom, 256},
   };
   std::mt19937 rng(7);
