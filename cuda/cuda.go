@@ -13,6 +13,7 @@ package cuda
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"runtime"
 	"sync"
@@ -248,23 +249,11 @@ type Dim3 struct{ X, Y, Z uint32 }
 // Launch runs the kernel and waits for it. Each argument is a kernel parameter of 8 bytes or
 // less, passed by value in order: a Buffer (as its device pointer), int64, int32, uint64, float32.
 func (f *Function) Launch(grid, block Dim3, args ...any) error {
-	vals := make([]uint64, len(args))
-	for i, a := range args {
-		switch v := a.(type) {
-		case *Buffer:
-			vals[i] = v.ptr
-		case int64:
-			vals[i] = uint64(v)
-		case int32:
-			vals[i] = uint64(uint32(v))
-		case uint64:
-			vals[i] = v
-		case float32:
-			vals[i] = uint64(*(*uint32)(unsafe.Pointer(&v)))
-		default:
-			return fmt.Errorf("cuda launch %s: argument %d has unsupported type %T", f.name, i, a)
-		}
+	vals, err := paramValues(args)
+	if err != nil {
+		return fmt.Errorf("cuda launch %s: %w", f.name, err)
 	}
+	// cuLaunchKernel reads params[i] -> the bytes of argument i; both arrays are pinned Go memory.
 	params := make([]unsafe.Pointer, len(vals)+1) // +1: never empty
 	var pin runtime.Pinner
 	defer pin.Unpin()
@@ -280,6 +269,29 @@ func (f *Function) Launch(grid, block Dim3, args ...any) error {
 		}
 		return d.cuCtxSynchronize()
 	})
+}
+
+// paramValues lays each kernel argument out in its own 8-byte little-endian slot, as the
+// driver reads parameters of at most 8 bytes (narrower types use the low bytes).
+func paramValues(args []any) ([]uint64, error) {
+	vals := make([]uint64, len(args))
+	for i, a := range args {
+		switch v := a.(type) {
+		case *Buffer:
+			vals[i] = v.ptr
+		case int64:
+			vals[i] = uint64(v)
+		case int32:
+			vals[i] = uint64(uint32(v))
+		case uint64:
+			vals[i] = v
+		case float32:
+			vals[i] = uint64(math.Float32bits(v))
+		default:
+			return nil, fmt.Errorf("argument %d has unsupported type %T", i, a)
+		}
+	}
+	return vals, nil
 }
 
 // Buffer is device memory.

@@ -47,3 +47,20 @@ func TestLibraryWithoutDriverAPI(t *testing.T) {
 		t.Fatalf("child: %v\n%s", err, out)
 	}
 }
+
+// TestParamValues pins the kernel parameter layout Launch hands to cuLaunchKernel.
+func TestParamValues(t *testing.T) {
+	got, err := paramValues([]any{&Buffer{ptr: 0xdead0000}, int64(-2), int32(-1), uint64(7), float32(1.5)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []uint64{0xdead0000, 0xfffffffffffffffe, 0xffffffff, 7, 0x3fc00000}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("param %d = %#x, want %#x", i, got[i], want[i])
+		}
+	}
+	if _, err := paramValues([]any{1.5}); err == nil || !strings.Contains(err.Error(), "argument 0 has unsupported type float64") {
+		t.Errorf("float64 argument: %v", err)
+	}
+}
