@@ -41,6 +41,7 @@ var curated = []string{
 	"end.", "(parenthetical)", "a/b\\c", "!!!???...", "..", "'", "\"",
 	// special tokens in raw text (matched before normalization)
 	"[CLS]", "[SEP]", "[MASK] is masked", "a[UNK]b", "[PAD][PAD]", "[cls] lower", "[CLS", "CLS]", "[[SEP]]", "x[SEP]y[CLS]z",
+	strings.Repeat("[MASK] a[SEP]b[CLS", 200), "[SEP" + strings.Repeat("[UNK]", 300),
 	// long words and long texts
 	strings.Repeat("a", 100), strings.Repeat("a", 101), strings.Repeat("é", 101), strings.Repeat("ab", 60) + " tail",
 	strings.Repeat("pneumonoultramicroscopicsilicovolcanoconiosis ", 20), strings.Repeat("word ", 300),

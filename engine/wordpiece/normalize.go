@@ -64,6 +64,7 @@ func appendLower(dst []byte, r rune) []byte {
 type scratch struct {
 	clean, nfd, out []byte
 	decomposed      []decomposedRune
+	addedAt         []int // see Tokenizer.nextAdded
 }
 
 // normalize returns the normalized form of s in sc.out (valid until the next call).

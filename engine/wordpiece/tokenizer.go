@@ -64,15 +64,19 @@ func (t *Tokenizer) AppendEncode(dst []int32, text string, maxLen int) []int32 {
 	if sc == nil {
 		sc = new(scratch)
 	}
-	for rest := text; len(dst) < bodyEnd; {
-		at, tok := t.nextAdded(rest)
+	sc.addedAt = sc.addedAt[:0]
+	for _, a := range t.added {
+		sc.addedAt = append(sc.addedAt, strings.Index(text, a.content))
+	}
+	for pos := 0; len(dst) < bodyEnd; {
+		at, tok := t.nextAdded(text, pos, sc.addedAt)
 		if at < 0 {
-			dst = t.appendPiece(dst, sc, rest, bodyEnd)
+			dst = t.appendPiece(dst, sc, text[pos:], bodyEnd)
 			break
 		}
-		dst = t.appendPiece(dst, sc, rest[:at], bodyEnd)
+		dst = t.appendPiece(dst, sc, text[pos:at], bodyEnd)
 		dst = append(dst, tok.id)
-		rest = rest[at+len(tok.content):]
+		pos = at + len(tok.content)
 	}
 	t.scratch.Put(sc)
 	if len(dst) > bodyEnd {
@@ -81,14 +85,21 @@ func (t *Tokenizer) AppendEncode(dst []int32, text string, maxLen int) []int32 {
 	return append(dst, t.sep)
 }
 
-// nextAdded finds the leftmost added token in s (the longest one on a tie), as HF's
-// leftmost-longest Aho-Corasick match does; at is -1 when there is none.
-func (t *Tokenizer) nextAdded(s string) (at int, tok addedToken) {
+// nextAdded finds the leftmost added token in text at or after pos (the longest one on a
+// tie), as HF's leftmost-longest Aho-Corasick match does; at is -1 when there is none.
+// addedAt[i] caches where t.added[i] next occurs (-1: nowhere), so that each token's
+// search moves forward only and a text full of added tokens costs linear time.
+func (t *Tokenizer) nextAdded(text string, pos int, addedAt []int) (at int, tok addedToken) {
 	at = -1
-	for _, a := range t.added {
-		i := strings.Index(s, a.content)
-		if i >= 0 && (at < 0 || i < at || i == at && len(a.content) > len(tok.content)) {
-			at, tok = i, a
+	for i, a := range t.added {
+		if addedAt[i] >= 0 && addedAt[i] < pos {
+			addedAt[i] = strings.Index(text[pos:], a.content)
+			if addedAt[i] >= 0 {
+				addedAt[i] += pos
+			}
+		}
+		if j := addedAt[i]; j >= 0 && (at < 0 || j < at || j == at && len(a.content) > len(tok.content)) {
+			at, tok = j, a
 		}
 	}
 	return at, tok
