@@ -88,6 +88,9 @@ func runDeltaEncode(args []string) error {
 	fmt.Fprintf(os.Stderr, "needle delta encode: simd=%s threads=%d format=%s\n", level, *threads, f)
 	fmt.Fprintf(os.Stderr, "  %d tensors: %d delta, %d full, %d removed; %d of %d elements changed (%.3f%%)\n",
 		st.Tensors, st.Delta, st.Full, st.Removed, st.Changed, st.Elements, pct(st.Changed, st.Elements))
+	for _, note := range st.Notes {
+		fmt.Fprintf(os.Stderr, "  %s\n", note)
+	}
 	fmt.Fprintf(os.Stderr, "  %s: %d bytes for %d tensor bytes (%.1fx smaller) in %.2fs\n",
 		*out, st.DeltaBytes, st.TensorBytes, float64(st.TensorBytes)/float64(max(st.DeltaBytes, 1)), secs)
 	return nil

@@ -73,8 +73,9 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // Stats summarizes one encode or apply.
 type Stats struct {
 	Tensors, Delta, Full, Removed int
-	Elements, Changed             int64 // over op "delta" tensors
-	TensorBytes, DeltaBytes       int64 // new file's tensor bytes; delta file size
+	Notes                         []string // one line per tensor sent in full or removed, and why
+	Elements, Changed             int64    // over op "delta" tensors
+	TensorBytes, DeltaBytes       int64    // new file's tensor bytes; delta file size
 }
 
 // Encode writes the delta that turns oldPath into newPath to outPath, in format f,
@@ -156,6 +157,9 @@ func Encode(oldPath, newPath, outPath string, f delta.Format, threads int) (Stat
 
 func (st *Stats) count(idx Index) {
 	st.Tensors, st.Removed = len(idx.Tensors), len(idx.Removed)
+	for _, name := range idx.Removed {
+		st.Notes = append(st.Notes, name+": removed (not in the new file)")
+	}
 	for _, e := range idx.Tensors {
 		if e.Op == "delta" {
 			st.Delta++
@@ -163,6 +167,7 @@ func (st *Stats) count(idx Index) {
 			st.Changed += e.Nnz
 		} else {
 			st.Full++
+			st.Notes = append(st.Notes, fmt.Sprintf("%s: sent in full (%s)", e.Name, e.Reason))
 		}
 		st.TensorBytes += e.Bytes
 	}

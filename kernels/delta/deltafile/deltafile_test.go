@@ -102,6 +102,12 @@ func TestEncodeApplyReproducesNewFile(t *testing.T) {
 		if est.Tensors != 7 || est.Delta != 4 || est.Full != 3 || est.Removed != 1 {
 			t.Fatalf("%s: stats %+v; want 7 tensors, 4 delta, 3 full (I64, added, reshaped), 1 removed", f, est)
 		}
+		notes := strings.Join(est.Notes, "\n")
+		for _, want := range []string{"removed.bias: removed", "added: sent in full (added)", "reshaped: sent in full (shape changed from [8 8])", "steps: sent in full (I64 elements are not 2 or 4 bytes)"} {
+			if !strings.Contains(notes, want) {
+				t.Fatalf("%s: notes %q lack %q", f, notes, want)
+			}
+		}
 		ast, err := Apply(oldPath, d, out, 1)
 		if err != nil {
 			t.Fatal(err)
