@@ -19,6 +19,7 @@ package faissgo
 #cgo LDFLAGS: -L${SRCDIR}/../build/native -lfaiss_c -lfaiss -lopenblas -lgomp -lstdc++ -lm
 #include <stdlib.h>
 #include <faiss/c_api/Index_c.h>
+#include <faiss/c_api/utils/distances_c.h>
 #include "shim.h"
 */
 import "C"
@@ -34,6 +35,10 @@ import (
 // errLen is the size of the buffer FAISS error messages are copied into.
 const errLen = 1024
 
+// searchErrBufs holds error buffers for Search: a buffer passed to C escapes to the heap,
+// and Search is the hot path that must not allocate.
+var searchErrBufs = sync.Pool{New: func() any { return new([errLen]C.char) }}
+
 var initOnce sync.Once
 
 // Init configures FAISS for the process: BLAS for every batch size (FAISS's default of 20
@@ -43,6 +48,10 @@ var initOnce sync.Once
 func Init(threads int) {
 	initOnce.Do(func() { C.needle_faiss_init(C.int(threads)) })
 }
+
+// setBLASThreshold changes the batch size from which FAISS uses BLAS (FAISS default 20, Init
+// sets 1); the benchmark compares the two in one run.
+func setBLASThreshold(n int) { C.faiss_set_distance_compute_blas_threshold(C.int(n)) }
 
 // Metric is how an index compares vectors. Values are FAISS's MetricType.
 type Metric int
@@ -220,7 +229,8 @@ func (x *Index) Search(q []float32, k int, dist []float32, labels []int64) error
 	if x.ptr == nil {
 		return fmt.Errorf("faissgo: search on %s: %w", x.name, errClosed)
 	}
-	var buf [errLen]C.char
+	buf := searchErrBufs.Get().(*[errLen]C.char)
+	defer searchErrBufs.Put(buf)
 	st := C.needle_search(x.ptr, C.int64_t(n), (*C.float)(&q[0]), C.int64_t(k),
 		(*C.float)(&dist[0]), (*C.int64_t)(unsafe.Pointer(&labels[0])), &buf[0], errLen)
 	if st != 0 {

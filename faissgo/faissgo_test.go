@@ -265,6 +265,20 @@ func TestConcurrentSearchMatchesSerial(t *testing.T) {
 	}
 }
 
+func TestSearchDoesNotAllocate(t *testing.T) {
+	x := mustBuild(t, 16, "Flat", IP, randomVectors(100, 16, 8))
+	q := randomVectors(4, 16, 9)
+	dist, labels := make([]float32, 4*5), make([]int64, 4*5)
+	allocs := testing.AllocsPerRun(50, func() {
+		if err := x.Search(q, 5, dist, labels); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("Search allocates %.1f times per call", allocs)
+	}
+}
+
 func TestParseMetric(t *testing.T) {
 	for s, want := range map[string]Metric{"IP": IP, "ip": IP, "inner_product": IP, "L2": L2, "l2": L2} {
 		if m, err := ParseMetric(s); err != nil || m != want {
