@@ -173,7 +173,7 @@ func TestFactoriesRoundTrip(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer y.Close()
-				if y.TypeName() != c.readTypeName || y.Ntotal() != n || y.Dim() != dim || y.Metric() != IP {
+				if y.TypeName() != c.readTypeName || info.TypeName() != c.readTypeName || y.Ntotal() != n || y.Dim() != dim || y.Metric() != IP {
 					t.Fatalf("read back %s ntotal %d dim %d metric %v", y.TypeName(), y.Ntotal(), y.Dim(), y.Metric())
 				}
 				if p := searchParam(c.factory); p != "" {

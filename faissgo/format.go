@@ -22,6 +22,18 @@ type FileInfo struct {
 	Metric Metric
 }
 
+// typeNames are the FAISS classes of the file tags needle reads.
+var typeNames = map[string]string{
+	"IxFI": "IndexFlatIP", "IxF2": "IndexFlatL2", "IxFl": "IndexFlat",
+	"IxSQ": "IndexScalarQuantizer",
+	"IHNf": "IndexHNSWFlat", "IHNs": "IndexHNSWSQ",
+	"IwFl": "IndexIVFFlat", "IwPQ": "IndexIVFPQ",
+	"IwSQ": "IndexIVFScalarQuantizer", "IwSq": "IndexIVFScalarQuantizer",
+}
+
+// TypeName is the FAISS class FAISS reads the file as (Index.TypeName after Read).
+func (i FileInfo) TypeName() string { return typeNames[i.Type] }
+
 // FormatError is a problem in an index file, at byte Offset.
 type FormatError struct {
 	Path   string
