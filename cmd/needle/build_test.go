@@ -143,11 +143,27 @@ assert np.array_equal(idx.reconstruct_n(0, idx.ntotal), emb)
 assert np.allclose(np.linalg.norm(emb, axis=1), 1, atol=1e-4)
 _, I = idx.search(emb[:50], 1)
 assert (I[:, 0] == np.arange(50)).all(), I[:, 0]
+for cls, path in ((faiss.IndexFlatIP, sys.argv[3]), (faiss.IndexFlatL2, sys.argv[4])):
+    ref = cls(384)
+    ref.add(emb)
+    faiss.write_index(ref, path)
 print("ok")
 `
-	pyOut, err := exec.Command(py, "-c", script, filepath.Join(whole, build.IndexFileName), filepath.Join(whole, build.EmbeddingsFileName)).CombinedOutput()
+	pyDir := t.TempDir()
+	refIP, refL2 := filepath.Join(pyDir, "ip.faiss"), filepath.Join(pyDir, "l2.faiss")
+	pyOut, err := exec.Command(py, "-c", script, filepath.Join(whole, build.IndexFileName),
+		filepath.Join(whole, build.EmbeddingsFileName), refIP, refL2).CombinedOutput()
 	if err != nil || strings.TrimSpace(string(pyOut)) != "ok" {
 		t.Fatalf("python faiss interop: %v\n%s", err, pyOut)
+	}
+	// needle streams Flat indexes into FAISS's format itself: byte for byte faiss.write_index.
+	if !bytes.Equal(readBytes(t, refIP), want) {
+		t.Fatal("our Flat IP index differs from faiss.write_index(IndexFlatIP) of the same vectors")
+	}
+	l2 := filepath.Join(t.TempDir(), "l2")
+	runNeedle(t, "build", "--corpus", corpus, "--out", l2, "--metric", "l2", "--embeddings", filepath.Join(whole, build.EmbeddingsFileName))
+	if !bytes.Equal(readBytes(t, filepath.Join(l2, build.IndexFileName)), readBytes(t, refL2)) {
+		t.Fatal("our Flat L2 index differs from faiss.write_index(IndexFlatL2) of the same vectors")
 	}
 
 	fromEmb := filepath.Join(t.TempDir(), "from-emb")

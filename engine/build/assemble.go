@@ -2,7 +2,9 @@ package build
 
 import (
 	"bufio"
+	"encoding/binary"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -21,12 +23,20 @@ type vectors interface {
 	Read(start int64, dst []float32) error
 }
 
-// addRows is how many rows assemble reads and adds per step (bounds its memory).
+// addRows is how many rows assemble reads per step (bounds its memory).
 const addRows = 16384
 
-// assemble builds the index from vecs (training it first on a seeded sample when the
-// factory needs it), streams the rows into emb.memmap when asked, and writes the index.
+// assemble writes the index (and emb.memmap when asked) from vecs. Flat is streamed
+// straight into FAISS's file format, so its memory stays at one chunk however large the
+// index (wiki-18's 64.6 GB Flat index never has to fit in RAM); other factories are built
+// in memory through FAISS (trained first on a seeded sample when they need it) and written
+// by FAISS.
 func assemble(cfg Config, vecs vectors, newIndex func(dim int) (Index, error)) error {
+	if cfg.Factory == "Flat" {
+		return withEmbeddings(cfg, func(emb io.Writer) error {
+			return writeFlatIndex(filepath.Join(cfg.Out, IndexFileName), cfg.Metric, vecs, cfg.Log, emb)
+		})
+	}
 	idx, err := newIndex(vecs.Dim())
 	if err != nil {
 		return err
@@ -37,40 +47,14 @@ func assemble(cfg Config, vecs vectors, newIndex func(dim int) (Index, error)) e
 			return err
 		}
 	}
-	add := func(emb *bufio.Writer) error {
-		bar := progress.Start(cfg.Log, progress.Options{Label: "rows indexed", Total: vecs.Len()})
-		defer bar.Finish()
-		buf := make([]float32, addRows*vecs.Dim())
-		var raw []byte
-		for start := int64(0); start < vecs.Len(); start += addRows {
-			x := buf[:min(addRows, vecs.Len()-start)*int64(vecs.Dim())]
-			if err := vecs.Read(start, x); err != nil {
-				return err
-			}
+	err = withEmbeddings(cfg, func(emb io.Writer) error {
+		return streamRows(vecs, cfg.Log, emb, func(start int64, x []float32) error {
 			if err := idx.Add(x); err != nil {
 				return fmt.Errorf("index add at row %d: %w", start, err)
 			}
-			if emb != nil {
-				raw = slices.Grow(raw[:0], 4*len(x))[:4*len(x)]
-				putFloats(raw, x)
-				if _, err := emb.Write(raw); err != nil {
-					return err
-				}
-			}
-			bar.Add(int64(len(x) / vecs.Dim()))
-		}
-		if emb != nil {
-			return emb.Flush()
-		}
-		return nil
-	}
-	if cfg.SaveEmbeddings {
-		err = atomicfile.Create(filepath.Join(cfg.Out, EmbeddingsFileName), func(f *os.File) error {
-			return add(bufio.NewWriterSize(f, 4<<20))
+			return nil
 		})
-	} else {
-		err = add(nil)
-	}
+	})
 	if err != nil {
 		return err
 	}
@@ -78,6 +62,89 @@ func assemble(cfg Config, vecs vectors, newIndex func(dim int) (Index, error)) e
 		return fmt.Errorf("index holds %d rows after adding %d", idx.Ntotal(), vecs.Len())
 	}
 	if err := idx.WriteFile(filepath.Join(cfg.Out, IndexFileName)); err != nil {
+		return fmt.Errorf("write index: %w", err)
+	}
+	return nil
+}
+
+// withEmbeddings runs write with the writer of emb.memmap (created atomically, kept only if
+// write succeeds) when cfg.SaveEmbeddings, else with nil.
+func withEmbeddings(cfg Config, write func(emb io.Writer) error) error {
+	if !cfg.SaveEmbeddings {
+		return write(nil)
+	}
+	return atomicfile.Create(filepath.Join(cfg.Out, EmbeddingsFileName), func(f *os.File) error {
+		w := bufio.NewWriterSize(f, 4<<20)
+		if err := write(w); err != nil {
+			return err
+		}
+		return w.Flush()
+	})
+}
+
+// streamRows hands every row of vecs to use, addRows at a time, in order, also writing
+// them as raw float32 to emb when it is not nil; a progress bar counts the rows.
+func streamRows(vecs vectors, log io.Writer, emb io.Writer, use func(start int64, x []float32) error) error {
+	bar := progress.Start(log, progress.Options{Label: "rows indexed", Total: vecs.Len()})
+	defer bar.Finish()
+	dim := int64(vecs.Dim())
+	buf := make([]float32, addRows*dim)
+	var raw []byte
+	for start := int64(0); start < vecs.Len(); start += addRows {
+		x := buf[:min(addRows, vecs.Len()-start)*dim]
+		if err := vecs.Read(start, x); err != nil {
+			return err
+		}
+		if err := use(start, x); err != nil {
+			return err
+		}
+		if emb != nil {
+			raw = slices.Grow(raw[:0], 4*len(x))[:4*len(x)]
+			putFloats(raw, x)
+			if _, err := emb.Write(raw); err != nil {
+				return err
+			}
+		}
+		bar.Add(int64(len(x)) / dim)
+	}
+	return nil
+}
+
+// writeFlatIndex writes vecs to path atomically as a FAISS IndexFlatIP ("ip") or IndexFlatL2
+// ("l2") file, byte for byte what faiss.write_index writes (faiss/impl/index_write.cpp:
+// fourcc, then d i32, ntotal i64, two unused i64 of 1<<20, is_trained u8, metric i32, then
+// the vector of ntotal*d floats as a u64 length and the data).
+func writeFlatIndex(path, metric string, vecs vectors, log io.Writer, emb io.Writer) error {
+	fourcc, metricType := "IxFI", uint32(0) // faiss METRIC_INNER_PRODUCT
+	if metric == "l2" {
+		fourcc, metricType = "IxF2", 1 // faiss METRIC_L2
+	}
+	head := []byte(fourcc)
+	head = binary.LittleEndian.AppendUint32(head, uint32(vecs.Dim()))
+	head = binary.LittleEndian.AppendUint64(head, uint64(vecs.Len()))
+	head = binary.LittleEndian.AppendUint64(head, 1<<20)
+	head = binary.LittleEndian.AppendUint64(head, 1<<20)
+	head = append(head, 1)
+	head = binary.LittleEndian.AppendUint32(head, metricType)
+	head = binary.LittleEndian.AppendUint64(head, uint64(vecs.Len())*uint64(vecs.Dim()))
+	err := atomicfile.Create(path, func(f *os.File) error {
+		w := bufio.NewWriterSize(f, 4<<20)
+		if _, err := w.Write(head); err != nil {
+			return err
+		}
+		var raw []byte
+		err := streamRows(vecs, log, emb, func(_ int64, x []float32) error {
+			raw = slices.Grow(raw[:0], 4*len(x))[:4*len(x)]
+			putFloats(raw, x)
+			_, err := w.Write(raw)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		return w.Flush()
+	})
+	if err != nil {
 		return fmt.Errorf("write index: %w", err)
 	}
 	return nil

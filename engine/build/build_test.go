@@ -92,6 +92,9 @@ func (x *fakeIndex) WriteFile(path string) error {
 }
 func (x *fakeIndex) Close() {}
 
+// flatHeaderBytes is the size of a FAISS Flat index file before its vectors.
+const flatHeaderBytes = 4 + 4 + 8 + 8 + 8 + 1 + 4 + 8
+
 type fixture struct {
 	cfg    Config
 	corpus *fakeCorpus
@@ -143,7 +146,7 @@ func TestBuildAndUpToDate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Rows != 25 || rep.Encoded != 25 || rep.BadRows != 2 || rep.IndexBytes != 25*3*4 {
+	if rep.Rows != 25 || rep.Encoded != 25 || rep.BadRows != 2 || rep.IndexBytes != flatHeaderBytes+25*3*4 {
 		t.Fatalf("report %+v", rep)
 	}
 	m, err := ReadManifest(f.cfg.Out)
@@ -155,12 +158,15 @@ func TestBuildAndUpToDate(t *testing.T) {
 		t.Fatalf("manifest %+v", m)
 	}
 	// Bad rows keep their row and are encoded as empty text: row 3 is the vector of "".
+	emb := readFile(t, filepath.Join(f.cfg.Out, EmbeddingsFileName))
 	want, _ := f.enc.Encode([]string{""}, "passage: ")
-	if !slices.Equal(f.index.rows[3*3:4*3], want) {
-		t.Fatalf("row 3 = %v, want the empty text's vector %v", f.index.rows[9:12], want)
+	wantRaw := make([]byte, 12)
+	putFloats(wantRaw, want)
+	if !bytes.Equal(emb[3*12:4*12], wantRaw) {
+		t.Fatalf("row 3 = %v, want the empty text's vector %v", emb[36:48], wantRaw)
 	}
-	if !bytes.Equal(readFile(t, filepath.Join(f.cfg.Out, EmbeddingsFileName)), readFile(t, filepath.Join(f.cfg.Out, IndexFileName))) {
-		t.Fatal("emb.memmap differs from the rows added to the index")
+	if index := readFile(t, filepath.Join(f.cfg.Out, IndexFileName)); !bytes.Equal(emb, index[flatHeaderBytes:]) {
+		t.Fatal("emb.memmap differs from the vectors of the Flat index")
 	}
 	if _, err := os.Stat(filepath.Join(f.cfg.Out, partialDirName)); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("partial folder left after a finished build: %v", err)
@@ -293,6 +299,7 @@ func TestOutputErrors(t *testing.T) {
 		t.Fatalf("--out is a file: err %v", err)
 	}
 	f = newFixture(t, 5)
+	f.cfg.Factory = "HNSW32"
 	_, err := Run(f.cfg, Parts{Corpus: f.corpus, Encoder: f.enc, NewIndex: func(dim int) (Index, error) {
 		return &fakeIndex{dim: dim, failWrite: true}, nil
 	}})
