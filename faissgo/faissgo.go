@@ -89,6 +89,10 @@ type Index struct {
 	ptr  *C.FaissIndex // nil after Close
 	dim  int
 	name string // file path or factory string, for error messages
+	// readOnly is set for indexes read with mmap. FAISS throws when adding to mmapped
+	// inverted lists from inside an OpenMP region, where the exception cannot be caught
+	// and terminates the process (measured), so Train and Add refuse before calling it.
+	readOnly bool
 }
 
 // errClosed is returned by methods called after Close.
@@ -198,6 +202,9 @@ func (x *Index) update(op string, v []float32, call func(n C.int64_t, buf *C.cha
 	defer x.mu.Unlock()
 	if x.ptr == nil {
 		return fmt.Errorf("faissgo: %s on %s: %w", op, x.name, errClosed)
+	}
+	if x.readOnly {
+		return fmt.Errorf("faissgo: %s on %s: the index was read with mmap and is read-only", op, x.name)
 	}
 	var buf [errLen]C.char
 	if st := call(C.int64_t(n), &buf[0]); st != 0 {

@@ -201,6 +201,44 @@ func searchParam(factory string) string {
 	return ""
 }
 
+func TestMmappedIVFIsReadOnly(t *testing.T) {
+	db := randomVectors(500, 8, 13)
+	x := mustBuild(t, 8, "IVF4,Flat", L2, db)
+	path := filepath.Join(t.TempDir(), "ivf.faiss")
+	if err := x.WriteFile(path); err != nil {
+		t.Fatal(err)
+	}
+	// The lists stay in the file (FAISS maps them as read-only OnDiskInvertedLists): Add
+	// fails cleanly (FAISS itself would terminate the process), where the same file read
+	// without mmap takes it.
+	for _, mmap := range []bool{false, true} {
+		y, err := Read(path, mmap)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer y.Close()
+		err = y.Add(db[:8])
+		if mmap && (err == nil || !strings.Contains(err.Error(), "read-only")) {
+			t.Errorf("Add on an mmapped IVF index: %v", err)
+		}
+		if !mmap && err != nil {
+			t.Errorf("Add on a loaded IVF index: %v", err)
+		}
+	}
+}
+
+func TestLargeIVFFactoryNeedsTraining(t *testing.T) {
+	x, err := New(768, "IVF4096,Flat", IP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	if x.IsTrained() || x.TypeName() != "IndexIVFFlat" || x.Dim() != 768 || x.Metric() != IP {
+		t.Errorf("IVF4096,Flat: trained %v, %s, dim %d, %v", x.IsTrained(), x.TypeName(), x.Dim(), x.Metric())
+	}
+	wantErr(t, "train on 100 points", x.Train(randomVectors(100, 768, 1)), "train 100 vectors")
+}
+
 func TestSearchParamsChangeResults(t *testing.T) {
 	const dim, n = 16, 4000
 	db := randomVectors(n, dim, 4)

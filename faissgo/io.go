@@ -15,9 +15,9 @@ import (
 )
 
 // Read loads the index file at path after checking its format (Stat). With mmap, the inverted
-// lists of an IVF index stay in the file, mapped read-only (FAISS 1.7.3's IO_FLAG_MMAP; Add
-// then fails); faiss 1.7.3 has no mmap for flat or HNSW data, which are loaded into RAM
-// whatever mmap says.
+// lists of an IVF index stay in the file, mapped read-only (FAISS 1.7.3's IO_FLAG_MMAP), and
+// the index refuses Train and Add; faiss 1.7.3 has no mmap for flat or HNSW data, which are
+// loaded into RAM whatever mmap says. The file must not change while an mmapped index is open.
 func Read(path string, mmap bool) (*Index, error) {
 	Init(0)
 	if _, err := Stat(path); err != nil {
@@ -26,11 +26,17 @@ func Read(path string, mmap bool) (*Index, error) {
 	return readUnchecked(path, mmap)
 }
 
+// ioFlagMmap is faiss 1.7.3's C++ IO_FLAG_MMAP (faiss/index_io.h: IO_FLAG_SKIP_IVF_DATA |
+// 0x646f0000, which selects the "ilod" mmap reader for inverted lists). The C API's
+// FAISS_IO_FLAG_MMAP is 1, a bit the 1.7.3 reader ignores: passing it silently loads
+// everything into RAM (go-faiss's IOFlagMmap has that problem).
+const ioFlagMmap = 8 | 0x646f0000
+
 // readUnchecked has FAISS read path without checking the format first.
 func readUnchecked(path string, mmap bool) (*Index, error) {
 	flags := C.int(0)
 	if mmap {
-		flags = C.FAISS_IO_FLAG_MMAP
+		flags = ioFlagMmap
 	}
 	cpath := C.CString(path)
 	defer C.free(unsafe.Pointer(cpath))
@@ -39,7 +45,7 @@ func readUnchecked(path string, mmap bool) (*Index, error) {
 	if st := C.needle_read_index(cpath, flags, &ptr, &buf[0], errLen); st != 0 {
 		return nil, fmt.Errorf("faissgo: read index %s: %w", path, faissError(st, buf[:]))
 	}
-	return &Index{ptr: ptr, dim: int(C.faiss_Index_d(ptr)), name: path}, nil
+	return &Index{ptr: ptr, dim: int(C.faiss_Index_d(ptr)), name: path, readOnly: mmap}, nil
 }
 
 // WriteFile writes the index to path atomically: FAISS writes a temporary file in the same
