@@ -27,6 +27,7 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"unsafe"
@@ -169,11 +170,18 @@ func (x *Index) TypeName() string {
 	return C.GoString(&buf[0])
 }
 
-// rows checks that v holds whole vectors and returns how many.
+// rows checks that v holds whole vectors of finite values and returns how many. FAISS has
+// no use for NaN or infinity, and an IVF index asserts (aborting the process) when asked
+// to add a vector no centroid is nearest to (measured with a NaN vector).
 func (x *Index) rows(op string, v []float32) (int, error) {
 	if len(v)%x.dim != 0 {
 		return 0, fmt.Errorf("faissgo: %s on %s: dimension mismatch: %d floats is not a multiple of the index dimension %d",
 			op, x.name, len(v), x.dim)
+	}
+	for i, f := range v {
+		if math.IsNaN(float64(f)) || math.IsInf(float64(f), 0) {
+			return 0, fmt.Errorf("faissgo: %s on %s: vector %d has %v at position %d", op, x.name, i/x.dim, f, i%x.dim)
+		}
 	}
 	return len(v) / x.dim, nil
 }
@@ -247,8 +255,14 @@ func (x *Index) Search(q []float32, k int, dist []float32, labels []int64) error
 }
 
 // SetSearchParam sets a search-time parameter through FAISS's ParameterSpace: "nprobe" (IVF:
-// lists visited per query) or "efSearch" (HNSW: candidate list size).
+// lists visited per query) or "efSearch" (HNSW: candidate list size), an integer in
+// 1..2^20. Other ParameterSpace names are passed through unchecked.
 func (x *Index) SetSearchParam(name string, v float64) error {
+	// FAISS converts to int without checks; a negative or overflowing efSearch makes HNSW
+	// search allocate inside an OpenMP region, where a failure terminates the process.
+	if (name == "nprobe" || name == "efSearch") && (v != math.Trunc(v) || v < 1 || v > maxEfSearch) {
+		return fmt.Errorf("faissgo: set %s=%g on %s: want an integer in 1..%d", name, v, x.name, maxEfSearch)
+	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if x.ptr == nil {

@@ -263,6 +263,11 @@ func TestSearchParamsChangeResults(t *testing.T) {
 	if err := x.SetSearchParam("efSearch", 10); err == nil {
 		t.Error("efSearch on an IVF index succeeded")
 	}
+	for _, v := range []float64{0, -5, 1.5, 1e12, math.NaN()} {
+		if err := x.SetSearchParam("nprobe", v); err == nil {
+			t.Errorf("nprobe=%g accepted", v)
+		}
+	}
 	if err := x.SetSearchParam("no_such_param", 1); err == nil || !strings.Contains(err.Error(), "no_such_param") {
 		t.Errorf("unknown parameter: %v", err)
 	}
@@ -315,6 +320,34 @@ func TestSearchDoesNotAllocate(t *testing.T) {
 	if allocs != 0 {
 		t.Errorf("Search allocates %.1f times per call", allocs)
 	}
+}
+
+// NaN and infinite values are refused before FAISS sees them (an IVF index aborts the
+// process on a NaN vector).
+func TestNonFiniteVectorsAreRefused(t *testing.T) {
+	const dim = 8
+	db := randomVectors(300, dim, 14)
+	for _, factory := range []string{"Flat", "HNSW8", "IVF4,Flat"} {
+		x := mustBuild(t, dim, factory, L2, db)
+		for _, bad := range []float32{float32(math.NaN()), float32(math.Inf(-1))} {
+			v := slices.Clone(db[:2*dim])
+			v[dim+3] = bad
+			wantErr(t, factory+" add", x.Add(v), "vector 1 has", "position 3")
+			d, l := make([]float32, 2*5), make([]int64, 2*5)
+			wantErr(t, factory+" search", x.Search(v, 5, d, l), "vector 1 has")
+		}
+		if x.Ntotal() != 300 {
+			t.Errorf("%s: ntotal %d after refused adds", factory, x.Ntotal())
+		}
+	}
+	ivf, err := New(dim, "IVF4,Flat", L2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ivf.Close()
+	v := slices.Clone(db)
+	v[0] = float32(math.NaN())
+	wantErr(t, "train", ivf.Train(v), "vector 0 has NaN")
 }
 
 func TestParseMetric(t *testing.T) {
