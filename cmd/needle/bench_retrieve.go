@@ -29,6 +29,7 @@ type retrieveLoad struct {
 	batch, topk  int
 	returnScores bool
 	timeout      time.Duration
+	serverPID    int // if > 0, the server's CPU time during the run is reported
 }
 
 // loadResult is what the callers saw. latencies are per request, in send order per caller.
@@ -37,6 +38,7 @@ type loadResult struct {
 	queries   int
 	errors    map[string]int
 	elapsed   time.Duration
+	cpu       time.Duration // server process CPU time (user+sys) during the run, if known
 }
 
 func runBenchRetrieve(args []string) error {
@@ -54,6 +56,7 @@ func runBenchRetrieve(args []string) error {
 	fs.IntVar(&l.topk, "topk", 3, "topk sent with each request")
 	fs.BoolVar(&l.returnScores, "return-scores", true, "return_scores sent with each request")
 	fs.DurationVar(&l.timeout, "timeout", 120*time.Second, "per-request timeout (a timeout counts as an error)")
+	fs.IntVar(&l.serverPID, "server-pid", 0, "process id of the server (same machine): also report its CPU seconds per 1000 queries, a figure that holds on a busy shared machine where QPS depends on the CPU share")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -126,6 +129,10 @@ func (l *retrieveLoad) run(queries []string) (*loadResult, error) {
 	if status, _, err := client.Post(nil, url, nil); err != nil || status == fasthttp.StatusNotFound {
 		return nil, fmt.Errorf("%s: status %d, %v", url, status, err)
 	}
+	cpuBefore, err := serverCPU(l.serverPID)
+	if err != nil {
+		return nil, err
+	}
 	var (
 		mu    sync.Mutex
 		res   = &loadResult{errors: map[string]int{}}
@@ -185,7 +192,32 @@ func (l *retrieveLoad) run(queries []string) (*loadResult, error) {
 	}
 	wg.Wait()
 	res.elapsed = time.Since(start)
-	return res, nil
+	cpuAfter, err := serverCPU(l.serverPID)
+	res.cpu = cpuAfter - cpuBefore
+	return res, err
+}
+
+// serverCPU returns the user+system CPU time of process pid (0: none) from /proc.
+func serverCPU(pid int) (time.Duration, error) {
+	if pid <= 0 {
+		return 0, nil
+	}
+	path := fmt.Sprintf("/proc/%d/stat", pid)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, fmt.Errorf("--server-pid: %w", err)
+	}
+	// Fields after the parenthesized command name; utime and stime are fields 14 and 15.
+	_, rest, ok := strings.Cut(string(b), ") ")
+	f := strings.Fields(rest)
+	if !ok || len(f) < 13 {
+		return 0, fmt.Errorf("--server-pid: cannot parse %s", path)
+	}
+	var utime, stime int64
+	fmt.Sscan(f[11], &utime)
+	fmt.Sscan(f[12], &stime)
+	const ticksPerSecond = 100 // USER_HZ on Linux
+	return time.Duration(utime+stime) * time.Second / ticksPerSecond, nil
 }
 
 func (r *loadResult) print(w *os.File, l retrieveLoad) {
@@ -205,6 +237,9 @@ func (r *loadResult) print(w *os.File, l retrieveLoad) {
 	fmt.Fprintf(w, "ok requests %d  queries %d  errors %d  in %.2fs\n", len(r.latencies), r.queries, nerr, sec)
 	fmt.Fprintf(w, "queries/s %.1f  requests/s %.1f\n", float64(r.queries)/sec, float64(len(r.latencies))/sec)
 	fmt.Fprintf(w, "latency ms  p50 %.1f  p90 %.1f  p99 %.1f  max %.1f\n", pct(.50), pct(.90), pct(.99), pct(1))
+	if l.serverPID > 0 && r.queries > 0 {
+		fmt.Fprintf(w, "server CPU %.2fs = %.3f CPU-s per 1000 queries\n", r.cpu.Seconds(), r.cpu.Seconds()*1000/float64(r.queries))
+	}
 	for kind, n := range r.errors {
 		fmt.Fprintf(w, "error %q x%d\n", kind, n)
 	}

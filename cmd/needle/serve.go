@@ -40,6 +40,7 @@ type serveFlags struct {
 	faissGPU, mmap              bool
 	prefixSet                   bool // --query-prefix was given (even as "")
 	maxBatch, maxQueued         int
+	encoders                    int
 	batchWait, drain            time.Duration
 	cfg                         server.Config
 }
@@ -76,6 +77,7 @@ func parseServeFlags(args []string) (*serveFlags, error) {
 	fs.BoolVar(&f.mmap, "mmap", false, "map IVF inverted lists from the index file instead of loading them (FAISS mmap; flat and HNSW indexes load into RAM anyway)")
 	fs.IntVar(&f.maxBatch, "max-batch", 64, "most queries in one encoder batch and FAISS search (the batcher coalesces concurrent requests up to this)")
 	fs.DurationVar(&f.batchWait, "batch-wait", 0, "how long a batch that is not full waits for more queries (0: take what is queued when the encoder is free)")
+	fs.IntVar(&f.encoders, "encoders", 1, "encoder batches run at the same time (each also uses --threads BLAS threads)")
 	fs.IntVar(&f.maxQueued, "max-queued", 16384, "most queries waiting or in progress; beyond it requests get 503 + Retry-After")
 	fs.IntVar(&f.cfg.MaxQueries, "max-queries", 8192, "most queries (or URLs) in one request; more get 422")
 	fs.IntVar(&f.cfg.MaxTopK, "max-topk", 1000, "topk above this (or above the index size) is capped")
@@ -259,7 +261,7 @@ func load(f *serveFlags, files servedFiles, srv *server.Server) (*loadedParts, e
 		pages = l.pages
 	}
 	r, err := engine.NewRetriever(enc, l.index, l.corpus, pages, files.prefix, engine.BatcherOptions{
-		MaxBatch: f.maxBatch, MaxWait: f.batchWait, MaxQueued: f.maxQueued, OnBatch: srv.ObserveBatch,
+		MaxBatch: f.maxBatch, MaxWait: f.batchWait, MaxQueued: f.maxQueued, Encoders: f.encoders, OnBatch: srv.ObserveBatch,
 	})
 	if err != nil {
 		closeAll(l.index, l.corpus, l.pages)
