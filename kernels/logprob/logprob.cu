@@ -17,7 +17,7 @@
 #pragma clang force_cuda_host_device end
 
 #define NL_CUDA_BLOCK 256
-#define NL_LOG2E 1.4426950408889634f
+#define NL_CUDA_LOG2E 1.4426950408889634f
 #define NL_LN2 0.6931471805599453f
 
 struct Stats2 {
@@ -59,7 +59,7 @@ __device__ inline void logprob_row(const void* logits, long long v, const long l
   __shared__ float sm_m[32], sm_s[32], sm_t[32];
   long long row = blockIdx.x;
   const char* base = (const char*)logits + row * v * (DTYPE == NL_F32 ? 4 : 2);
-  float scale = inv_t * NL_LOG2E;
+  float scale = inv_t * NL_CUDA_LOG2E;
   Stats2 st = {-__builtin_inff(), 0.0f, 0.0f};
   for (long long j = threadIdx.x; j < v; j += blockDim.x) push2(st, load<DTYPE>(base, j) * scale);
   for (int off = 16; off > 0; off /= 2) {

@@ -9,7 +9,11 @@
 package logprob
 
 /*
-#cgo CFLAGS: -O3 -std=gnu11 -I/usr/include/x86_64-linux-gnu/openblas-openmp
+// -std=c11, not gnu11: in ISO mode GCC does not contract a * b + c into an FMA (the GNU modes
+// do), so fp32 math runs exactly as written. The kernels need that: y = x * inv_t fused into
+// y - m gives an unrounded difference that can exceed 0 and overflow exp. Wanted FMAs are
+// explicit intrinsics. (cgo rejects -ffp-contract=off; CMake passes it, see CMakeLists.txt.)
+#cgo CFLAGS: -O3 -std=c11 -I/usr/include/x86_64-linux-gnu/openblas-openmp
 #cgo LDFLAGS: -lopenblas -lgomp -lpthread -lm
 #include "logprob.h"
 

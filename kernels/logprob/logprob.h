@@ -108,6 +108,17 @@ static inline float nl_load(const void* row, int32_t dtype, int64_t i) {
   }
 }
 
+// The SIMD kernels' exp: e^d = 2^n * p(r) with u = d * log2(e), n = round(u), r = u - n in
+// [-1/2, 1/2], p the degree-5 polynomial below (weighted least-squares fit of 2^r; max relative
+// error 1.5e-7 in float64 evaluation, measured over 200k points of [-1/2, 1/2]).
+#define NL_LOG2E 1.44269504f
+#define NL_EXP2_C0 1.0000001192092896f
+#define NL_EXP2_C1 0.6931469440460205f
+#define NL_EXP2_C2 0.24022121727466583f
+#define NL_EXP2_C3 0.05550742521882057f
+#define NL_EXP2_C4 0.009675459936261177f
+#define NL_EXP2_C5 0.0013266970636323094f
+
 // Row kernels: fold y = row[0:len) * inv_t into *st. One per SIMD level; the AVX ones exist only
 // when compiled for x86-64 (they carry their own target pragmas; callers check the CPU first).
 void nl_stats_ref(const void* row, int32_t dtype, int64_t len, float inv_t, nl_stats* st);

@@ -7,27 +7,25 @@
 
 #include "logprob.h"
 
+// e^d for d in [-87, 0] (or NaN -> NaN): as exp_neg in logprob_avx512.c, 2^n built in the
+// exponent bits.
 static inline __m256 exp_neg8(__m256 d) {
-  const __m256 log2e = _mm256_set1_ps(1.44269504f), ln2hi = _mm256_set1_ps(0.693145751953125f),
-               ln2lo = _mm256_set1_ps(1.428606765330187e-06f);
-  __m256 n = _mm256_round_ps(_mm256_mul_ps(d, log2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, ln2hi, d);
-  r = _mm256_fnmadd_ps(n, ln2lo, r);
-  __m256 p = _mm256_set1_ps(1.0f / 720);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  __m256 u = _mm256_mul_ps(d, _mm256_set1_ps(NL_LOG2E));
+  __m256 n = _mm256_round_ps(u, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_sub_ps(u, n);
+  __m256 p = _mm256_set1_ps(NL_EXP2_C5);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(NL_EXP2_C4));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(NL_EXP2_C3));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(NL_EXP2_C2));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(NL_EXP2_C1));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(NL_EXP2_C0));
   __m256i pow2n = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
   return _mm256_mul_ps(p, _mm256_castsi256_ps(pow2n));
 }
 
-// load16 reads elements [i, i+16) scaled by inv_t into two vectors, bf16 as even/odd halves
+// load16 reads elements [i, i+16) (unscaled) into two vectors, bf16 as even/odd halves
 // (see load32 in logprob_avx512.c).
-static inline void load16(const void* row, int32_t dtype, int64_t i, __m256 inv_t, __m256* a,
-                          __m256* b) {
+static inline void load16(const void* row, int32_t dtype, int64_t i, __m256* a, __m256* b) {
   const uint16_t* h = (const uint16_t*)row + i;
   switch (dtype) {
     case NL_BF16: {
@@ -44,16 +42,15 @@ static inline void load16(const void* row, int32_t dtype, int64_t i, __m256 inv_
       *a = _mm256_loadu_ps((const float*)row + i);
       *b = _mm256_loadu_ps((const float*)row + i + 8);
   }
-  *a = _mm256_mul_ps(*a, inv_t);
-  *b = _mm256_mul_ps(*b, inv_t);
 }
 
-#define PUSH8(y, k)                                                     \
-  do {                                                                  \
-    __m256 d_ = _mm256_max_ps(lo, _mm256_sub_ps((y), m));               \
-    __m256 e_ = exp_neg8(d_);                                           \
-    s[k] = _mm256_add_ps(s[k], e_);                                     \
-    t[k] = _mm256_fmadd_ps(e_, d_, t[k]);                               \
+// One vector of raw values x into the lane states, as PUSH in logprob_avx512.c.
+#define PUSH8(x, k)                                                             \
+  do {                                                                          \
+    __m256 d_ = _mm256_max_ps(lo, _mm256_sub_ps(_mm256_mul_ps((x), inv_t), m)); \
+    __m256 e_ = exp_neg8(d_);                                                   \
+    s[k] = _mm256_add_ps(s[k], e_);                                             \
+    t[k] = _mm256_fmadd_ps(e_, d_, t[k]);                                       \
   } while (0)
 
 static inline void stats8(const void* row, int32_t dtype, int64_t len, float inv_tf, nl_stats* st) {
@@ -65,10 +62,11 @@ static inline void stats8(const void* row, int32_t dtype, int64_t len, float inv
   for (int k = 0; k < 4; k++) s[k] = t[k] = _mm256_setzero_ps();
   int64_t i = 0;
   for (; i + 32 <= len; i += 32) {
-    __m256 y0, y1, y2, y3;
-    load16(row, dtype, i, inv_t, &y0, &y1);
-    load16(row, dtype, i + 16, inv_t, &y2, &y3);
-    __m256 bm = _mm256_max_ps(_mm256_max_ps(y0, y1), _mm256_max_ps(y2, y3));
+    __m256 x0, x1, x2, x3;
+    load16(row, dtype, i, &x0, &x1);
+    load16(row, dtype, i + 16, &x2, &x3);
+    // inv_t > 0: the max of the raw values, scaled, is the max of the scaled values.
+    __m256 bm = _mm256_mul_ps(_mm256_max_ps(_mm256_max_ps(x0, x1), _mm256_max_ps(x2, x3)), inv_t);
     __m256 up = _mm256_cmp_ps(bm, m, _CMP_GT_OQ);
     if (_mm256_movemask_ps(up)) {
       __m256 mn = _mm256_blendv_ps(m, bm, up);
@@ -79,10 +77,10 @@ static inline void stats8(const void* row, int32_t dtype, int64_t len, float inv
       }
       m = mn;
     }
-    PUSH8(y0, 0);
-    PUSH8(y1, 1);
-    PUSH8(y2, 2);
-    PUSH8(y3, 3);
+    PUSH8(x0, 0);
+    PUSH8(x1, 1);
+    PUSH8(x2, 2);
+    PUSH8(x3, 3);
   }
   float ms[8], ss[8], ts[8];
   _mm256_storeu_ps(ms, m);

@@ -9,30 +9,26 @@
 
 #include "logprob.h"
 
-// exp(d) for d <= 0 (or NaN -> NaN), |rel err| < 2e-7: 2^n * p(r), r = d - n ln2 in
-// [-ln2/2, ln2/2], p the degree-6 Taylor polynomial; scalef handles 2^n down to underflow.
+// e^d for d <= 0 (or NaN -> NaN), relative error ~2e-7 (see NL_EXP2_C* in logprob.h); scalef
+// handles 2^n down to underflow.
 static inline __m512 exp_neg(__m512 d) {
-  const __m512 log2e = _mm512_set1_ps(1.44269504f), ln2hi = _mm512_set1_ps(0.693145751953125f),
-               ln2lo = _mm512_set1_ps(1.428606765330187e-06f);
-  __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(d, log2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, ln2hi, d);
-  r = _mm512_fnmadd_ps(n, ln2lo, r);
-  __m512 p = _mm512_set1_ps(1.0f / 720);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  __m512 u = _mm512_mul_ps(d, _mm512_set1_ps(NL_LOG2E));
+  __m512 n = _mm512_roundscale_ps(u, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_sub_ps(u, n);
+  __m512 p = _mm512_set1_ps(NL_EXP2_C5);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(NL_EXP2_C4));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(NL_EXP2_C3));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(NL_EXP2_C2));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(NL_EXP2_C1));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(NL_EXP2_C0));
   return _mm512_scalef_ps(p, n);
 }
 
-// load32 reads elements [i, i+32) scaled by inv_t into two vectors, in an order of its choice
+// load32 reads elements [i, i+32) (unscaled) into two vectors, in an order of its choice
 // (the row statistics do not depend on element order). bf16 takes the cheap route: one 64-byte
 // load, the even elements shifted into the high halves, the odd ones masked in place; no
 // widening shuffles.
-static inline void load32(const void* row, int32_t dtype, int64_t i, __m512 inv_t, __m512* a,
-                          __m512* b) {
+static inline void load32(const void* row, int32_t dtype, int64_t i, __m512* a, __m512* b) {
   const uint16_t* h = (const uint16_t*)row + i;
   switch (dtype) {
     case NL_BF16: {
@@ -49,19 +45,20 @@ static inline void load32(const void* row, int32_t dtype, int64_t i, __m512 inv_
       *a = _mm512_loadu_ps((const float*)row + i);
       *b = _mm512_loadu_ps((const float*)row + i + 16);
   }
-  *a = _mm512_mul_ps(*a, inv_t);
-  *b = _mm512_mul_ps(*b, inv_t);
 }
 
-// One element vector into the lane states. d is clamped at -120 (exp underflows to 0 there) so
-// that -inf entries add exactly 0 * -120 to t instead of 0 * -inf = NaN; the max operand order
-// keeps NaN (VMAXPS returns its second operand when either is NaN).
-#define PUSH(y, k)                                                      \
-  do {                                                                  \
-    __m512 d_ = _mm512_max_ps(lo, _mm512_sub_ps((y), m));               \
-    __m512 e_ = exp_neg(d_);                                            \
-    s[k] = _mm512_add_ps(s[k], e_);                                     \
-    t[k] = _mm512_fmadd_ps(e_, d_, t[k]);                               \
+// One vector of raw values x into the lane states: y = x * inv_t rounded as the scalar reference
+// rounds it (never fused into the sub: an exact x * inv_t - m can exceed 0 by half an ulp of m,
+// which overflows exp for |m| > 1e9; hence no FP contraction, see logprob.go), d = y - m clamped
+// at -120 (exp underflows to 0 there) so that -inf entries add exactly 0 * -120 to t, not
+// 0 * -inf = NaN; the max operand order keeps NaN (VMAXPS returns its second operand when either
+// is NaN).
+#define PUSH(x, k)                                                              \
+  do {                                                                          \
+    __m512 d_ = _mm512_max_ps(lo, _mm512_sub_ps(_mm512_mul_ps((x), inv_t), m)); \
+    __m512 e_ = exp_neg(d_);                                                    \
+    s[k] = _mm512_add_ps(s[k], e_);                                             \
+    t[k] = _mm512_fmadd_ps(e_, d_, t[k]);                                       \
   } while (0)
 
 static inline void stats(const void* row, int32_t dtype, int64_t len, float inv_tf, nl_stats* st) {
@@ -75,10 +72,11 @@ static inline void stats(const void* row, int32_t dtype, int64_t len, float inv_
   for (int k = 0; k < 4; k++) s[k] = t[k] = _mm512_setzero_ps();
   int64_t i = 0;
   for (; i + 64 <= len; i += 64) {
-    __m512 y0, y1, y2, y3;
-    load32(row, dtype, i, inv_t, &y0, &y1);
-    load32(row, dtype, i + 32, inv_t, &y2, &y3);
-    __m512 bm = _mm512_max_ps(_mm512_max_ps(y0, y1), _mm512_max_ps(y2, y3));
+    __m512 x0, x1, x2, x3;
+    load32(row, dtype, i, &x0, &x1);
+    load32(row, dtype, i + 32, &x2, &x3);
+    // inv_t > 0: the max of the raw values, scaled, is the max of the scaled values.
+    __m512 bm = _mm512_mul_ps(_mm512_max_ps(_mm512_max_ps(x0, x1), _mm512_max_ps(x2, x3)), inv_t);
     __mmask16 up = _mm512_cmp_ps_mask(bm, m, _CMP_GT_OQ);  // NaN lanes never raise the max
     if (up) {
       __m512 mn = _mm512_mask_mov_ps(m, up, bm);
@@ -89,10 +87,10 @@ static inline void stats(const void* row, int32_t dtype, int64_t len, float inv_
       }
       m = mn;
     }
-    PUSH(y0, 0);
-    PUSH(y1, 1);
-    PUSH(y2, 2);
-    PUSH(y3, 3);
+    PUSH(x0, 0);
+    PUSH(x1, 1);
+    PUSH(x2, 2);
+    PUSH(x3, 3);
   }
   float ms[16], ss[16], ts[16];
   _mm512_storeu_ps(ms, m);
