@@ -1,18 +1,22 @@
 package server
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
 
 	"needle/engine"
+	"needle/engine/docstore"
 )
 
 // appendRetrieveResult appends the /retrieve response for n queries with k hits each to
 // dst. Corpus rows are JSON objects already (validated by the docstore) and are copied
-// as they are; hits labeled -1 (fewer than k rows found) are left out. Compact
+// as they are. Hits labeled -1 (fewer than k rows found) and bad corpus rows (not a JSON
+// object with a string contents; `needle build` indexed them as empty text) are left out
+// rather than failing every query of the request; skipped counts the bad rows. Compact
 // separators, as FastAPI's JSONResponse writes them.
-func appendRetrieveResult(dst []byte, docs engine.DocStore, n, k int, res *searchResult, withScores bool) ([]byte, error) {
+func appendRetrieveResult(dst []byte, docs engine.DocStore, n, k int, res *searchResult, withScores bool) (out []byte, skipped int, err error) {
 	dst = append(dst, `{"result":[`...)
 	for q := range n {
 		if q > 0 {
@@ -26,8 +30,13 @@ func appendRetrieveResult(dst []byte, docs engine.DocStore, n, k int, res *searc
 				continue
 			}
 			row, err := docs.Row(label)
+			var bad *docstore.BadRowError
+			if errors.As(err, &bad) {
+				skipped++
+				continue
+			}
 			if err != nil {
-				return dst, fmt.Errorf("corpus row %d: %w", label, err)
+				return dst, skipped, fmt.Errorf("corpus row %d: %w", label, err)
 			}
 			if !first {
 				dst = append(dst, ',')
@@ -45,7 +54,7 @@ func appendRetrieveResult(dst []byte, docs engine.DocStore, n, k int, res *searc
 		}
 		dst = append(dst, ']')
 	}
-	return append(dst, "]}"...), nil
+	return append(dst, "]}"...), skipped, nil
 }
 
 // appendScore appends f as Python's json module writes float(f) (repr of the float64

@@ -74,6 +74,7 @@ type metrics struct {
 	latency  [numEndpoints]*histogram         // seconds
 	batch    *histogram                       // queries per encoder batch
 	queries  atomic.Uint64                    // queries answered by /retrieve
+	badRows  atomic.Uint64                    // hits left out because their corpus row is bad
 }
 
 func newMetrics() *metrics {
@@ -114,6 +115,7 @@ func (m *metrics) write(w io.Writer, g gauges) {
 	fmt.Fprintf(w, "# HELP needle_batch_queries Queries per encoder batch.\n# TYPE needle_batch_queries histogram\n")
 	m.batch.write(w, "needle_batch_queries", "")
 	fmt.Fprintf(w, "# HELP needle_queries_total Queries answered by /retrieve.\n# TYPE needle_queries_total counter\nneedle_queries_total %d\n", m.queries.Load())
+	fmt.Fprintf(w, "# HELP needle_bad_rows_skipped_total Hits left out of answers because their corpus line is not a JSON object with a string contents.\n# TYPE needle_bad_rows_skipped_total counter\nneedle_bad_rows_skipped_total %d\n", m.badRows.Load())
 	ready := 0
 	if g.ready {
 		ready = 1

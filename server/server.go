@@ -204,7 +204,8 @@ func (s *Server) retrieve(ctx *fasthttp.RequestCtx, r *engine.Retriever) {
 		return
 	}
 	body := s.getBody()
-	body, err = appendRetrieveResult(body, r.Docs, n, k, res, req.ReturnScores)
+	body, skipped, err := appendRetrieveResult(body, r.Docs, n, k, res, req.ReturnScores)
+	s.metrics.badRows.Add(uint64(skipped))
 	if err != nil {
 		s.putBody(body)
 		writeDetail(ctx, fasthttp.StatusInternalServerError, "reading the corpus: "+err.Error())

@@ -9,6 +9,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"needle/engine"
+	"needle/engine/docstore"
 	"needle/engine/enginetest"
 )
 
@@ -303,5 +304,44 @@ func TestAppendScoreMatchesPythonJSON(t *testing.T) {
 		if got := string(appendScore(nil, tc.v)); got != tc.want {
 			t.Errorf("appendScore(%v) = %s, want %s", tc.v, got, tc.want)
 		}
+	}
+}
+
+// evenRowsBad reports every even corpus row as a bad line, as docstore does for a line
+// that is not a JSON object with a string contents.
+type evenRowsBad struct{ engine.DocStore }
+
+func (d evenRowsBad) Row(i int64) ([]byte, error) {
+	if i%2 == 0 {
+		return nil, &docstore.BadRowError{Path: "corpus.jsonl", Line: i + 1, Reason: "not a JSON object"}
+	}
+	return d.DocStore.Row(i)
+}
+
+func TestBadCorpusRowsAreLeftOut(t *testing.T) {
+	s, _, _ := testServer(t, Config{}, false)
+	r := *s.retriever.Load()
+	r.Docs = evenRowsBad{r.Docs}
+	s.SetRetriever(&r)
+	code, out, _ := do(s, "POST", "/retrieve", `{"queries":["topic1","topic2"],"topk":10,"return_scores":true}`)
+	var got struct{ Result [][]scoredHit }
+	if code != 200 || json.Unmarshal(out, &got) != nil || len(got.Result) != 2 {
+		t.Fatalf("got %d %s", code, out)
+	}
+	total := 0
+	for _, hits := range got.Result {
+		for _, h := range hits {
+			if id := h.Document["id"].(string); id[len(id)-1]%2 == 0 {
+				t.Errorf("bad row %s was returned", id)
+			}
+		}
+		total += len(hits)
+	}
+	if total == 0 || total == 20 {
+		t.Fatalf("%d hits: want the odd rows of 20 only", total)
+	}
+	_, metrics, _ := do(s, "GET", "/metrics", "")
+	if want := fmt.Sprintf("needle_bad_rows_skipped_total %d", 20-total); !strings.Contains(string(metrics), want) {
+		t.Errorf("metrics lack %q", want)
 	}
 }
