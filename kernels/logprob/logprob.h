@@ -118,6 +118,13 @@ static inline float nl_load(const void* row, int32_t dtype, int64_t i) {
 #define NL_EXP2_C3 0.05550742521882057f
 #define NL_EXP2_C4 0.009675459936261177f
 #define NL_EXP2_C5 0.0013266970636323094f
+// NL_EXP2_POLY evaluates that polynomial at r by Horner's rule with any vector width's fmadd and
+// set1 intrinsics.
+#define NL_EXP2_POLY(r, FMADD, SET1)                                                       \
+  FMADD(FMADD(FMADD(FMADD(FMADD(SET1(NL_EXP2_C5), r, SET1(NL_EXP2_C4)), r, SET1(NL_EXP2_C3)), \
+                    r, SET1(NL_EXP2_C2)),                                                 \
+              r, SET1(NL_EXP2_C1)),                                                       \
+        r, SET1(NL_EXP2_C0))
 
 // Row kernels: fold y = row[0:len) * inv_t into *st. One per SIMD level; the AVX ones exist only
 // when compiled for x86-64 (they carry their own target pragmas; callers check the CPU first).

@@ -13,12 +13,7 @@ static inline __m256 exp_neg8(__m256 d) {
   __m256 u = _mm256_mul_ps(d, _mm256_set1_ps(NL_LOG2E));
   __m256 n = _mm256_round_ps(u, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m256 r = _mm256_sub_ps(u, n);
-  __m256 p = _mm256_set1_ps(NL_EXP2_C5);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(NL_EXP2_C4));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(NL_EXP2_C3));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(NL_EXP2_C2));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(NL_EXP2_C1));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(NL_EXP2_C0));
+  __m256 p = NL_EXP2_POLY(r, _mm256_fmadd_ps, _mm256_set1_ps);
   __m256i pow2n = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
   return _mm256_mul_ps(p, _mm256_castsi256_ps(pow2n));
 }

@@ -15,12 +15,7 @@ static inline __m512 exp_neg(__m512 d) {
   __m512 u = _mm512_mul_ps(d, _mm512_set1_ps(NL_LOG2E));
   __m512 n = _mm512_roundscale_ps(u, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m512 r = _mm512_sub_ps(u, n);
-  __m512 p = _mm512_set1_ps(NL_EXP2_C5);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(NL_EXP2_C4));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(NL_EXP2_C3));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(NL_EXP2_C2));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(NL_EXP2_C1));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(NL_EXP2_C0));
+  __m512 p = NL_EXP2_POLY(r, _mm512_fmadd_ps, _mm512_set1_ps);
   return _mm512_scalef_ps(p, n);
 }
 
