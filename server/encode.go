@@ -30,12 +30,11 @@ func appendRetrieveResult(dst []byte, docs engine.DocStore, n, k int, res *searc
 				continue
 			}
 			row, err := docs.Row(label)
-			var bad *docstore.BadRowError
-			if errors.As(err, &bad) {
-				skipped++
-				continue
-			}
 			if err != nil {
+				if isBadRow(err) {
+					skipped++
+					continue
+				}
 				return dst, skipped, fmt.Errorf("corpus row %d: %w", label, err)
 			}
 			if !first {
@@ -55,6 +54,13 @@ func appendRetrieveResult(dst []byte, docs engine.DocStore, n, k int, res *searc
 		dst = append(dst, ']')
 	}
 	return append(dst, "]}"...), skipped, nil
+}
+
+// isBadRow tells a bad corpus line (skipped) from a failure to read the corpus. It is a
+// function of its own so the errors.As target escapes to the heap only on this rare path.
+func isBadRow(err error) bool {
+	var bad *docstore.BadRowError
+	return errors.As(err, &bad)
 }
 
 // appendScore appends f as Python's json module writes float(f) (repr of the float64
