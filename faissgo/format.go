@@ -143,21 +143,33 @@ func (w *walker) skipVector(elem int64, what string) (int64, error) {
 	return n, err
 }
 
-// scan consumes n elements of elem bytes, calling visit with each index and raw element.
-func (w *walker) scan(n, elem int64, what string, visit func(i int64, b []byte) error) error {
+// scanChunks consumes n elements of elem bytes, calling visit with the index of the first
+// element of each chunk and the chunk (a whole number of elements, at most scanChunk bytes).
+func (w *walker) scanChunks(n, elem int64, what string, visit func(first int64, chunk []byte) error) error {
 	buf := make([]byte, min(n*elem, scanChunk-scanChunk%elem))
 	for i := int64(0); i < n; {
 		chunk := buf[:min((n-i)*elem, int64(len(buf)))]
 		if err := w.read(chunk, what); err != nil {
 			return err
 		}
-		for j := int64(0); j < int64(len(chunk)); j, i = j+elem, i+1 {
-			if err := visit(i, chunk[j:j+elem]); err != nil {
+		if err := visit(i, chunk); err != nil {
+			return err
+		}
+		i += int64(len(chunk)) / elem
+	}
+	return nil
+}
+
+// scan is scanChunks with a call per element.
+func (w *walker) scan(n, elem int64, what string, visit func(i int64, b []byte) error) error {
+	return w.scanChunks(n, elem, what, func(first int64, chunk []byte) error {
+		for j := int64(0); j < int64(len(chunk)); j += elem {
+			if err := visit(first+j/elem, chunk[j:j+elem]); err != nil {
 				return err
 			}
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 func int32At(b []byte) int32 { return int32(binary.LittleEndian.Uint32(b)) }
@@ -369,9 +381,14 @@ func (w *walker) hnsw(info FileInfo) error {
 	if nb != last {
 		return w.fail("HNSW has %d neighbor slots, offsets end at %d", nb, last)
 	}
-	err = w.scan(nb, 4, "HNSW neighbors", func(i int64, b []byte) error {
-		if v := int32At(b); v < -1 || int64(v) >= n {
-			return w.fail("HNSW neighbor slot %d holds id %d outside -1..%d", i, v, n-1)
+	// The neighbor table is most of an HNSW file: a tight loop per chunk keeps this check
+	// near the speed of FAISS's own read (measured on a 29 MB HNSW32 file under load: 0.8-1.2
+	// GB/s, FAISS read 0.3-1 GB/s; 338 MB/s with a call per element).
+	err = w.scanChunks(nb, 4, "HNSW neighbors", func(first int64, chunk []byte) error {
+		for j := 0; j < len(chunk); j += 4 {
+			if v := int32At(chunk[j:]); v < -1 || int64(v) >= n {
+				return w.fail("HNSW neighbor slot %d holds id %d outside -1..%d", first+int64(j/4), v, n-1)
+			}
 		}
 		return nil
 	})
