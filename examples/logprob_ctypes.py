@@ -2,8 +2,8 @@
 
     python examples/logprob_ctypes.py [path/to/libneedle.so]
 
-Builds bf16 logits [N, V] and int64 labels with NumPy, calls needle_logprob_bf16 on those very
-buffers (no copy), and compares logprob / entropy / logsumexp with a NumPy float64 reference
+Builds bf16 / fp16 / fp32 logits [N, V] and int64 labels with NumPy, calls needle_logprob_<dtype>
+on those very buffers (no copy), and compares logprob / entropy / logsumexp with a NumPy float64 reference
 (verl semantics: logits / temperature, ignore_index -100 -> logprob 0). Also calls the fused
 needle_linear_logprob_f32 and shows the error message of a bad label. Prints one JSON line with
 the largest relative errors; exits 1 if any exceeds 1e-5. examples/examples_test.go runs it.
@@ -22,10 +22,12 @@ lib = ctypes.CDLL(LIB)
 f32p = ctypes.POINTER(ctypes.c_float)
 i64p = ctypes.POINTER(ctypes.c_int64)
 u16p = ctypes.POINTER(ctypes.c_uint16)
-lib.needle_logprob_bf16.restype = ctypes.c_int32
-lib.needle_logprob_bf16.argtypes = [u16p, ctypes.c_int64, ctypes.c_int64, i64p, ctypes.c_float,
-                                    ctypes.c_int64, ctypes.c_int32, f32p, f32p, f32p,
-                                    ctypes.c_char_p, ctypes.c_int64]
+for name, elem in (("needle_logprob_bf16", u16p), ("needle_logprob_f16", u16p),
+                   ("needle_logprob_f32", f32p)):
+    fn = getattr(lib, name)
+    fn.restype = ctypes.c_int32
+    fn.argtypes = [elem, ctypes.c_int64, ctypes.c_int64, i64p, ctypes.c_float, ctypes.c_int64,
+                   ctypes.c_int32, f32p, f32p, f32p, ctypes.c_char_p, ctypes.c_int64]
 lib.needle_linear_logprob_f32.restype = ctypes.c_int32
 lib.needle_linear_logprob_f32.argtypes = [f32p, ctypes.c_int64, ctypes.c_int64, f32p,
                                           ctypes.c_int64, i64p, ctypes.c_float, ctypes.c_int64,
@@ -53,17 +55,26 @@ def max_rel(got, want):
     return float(np.max(np.abs(got - want) / np.maximum(1.0, np.abs(want)))) if len(want) else 0.0
 
 
-def run_bf16(n, v, temperature, threads, rng):
+def encode(x32, dtype):
+    """The buffer handed to libneedle and the float values it holds, for one dtype."""
+    if dtype == "bf16":
+        bits = (x32.view(np.uint32) >> 16).astype(np.uint16)  # truncate to bf16 bits
+        return bits, (bits.astype(np.uint32) << 16).view(np.float32), lib.needle_logprob_bf16, u16p
+    if dtype == "f16":
+        h = x32.astype(np.float16)
+        return h.view(np.uint16), h.astype(np.float32), lib.needle_logprob_f16, u16p
+    return x32, x32, lib.needle_logprob_f32, f32p
+
+
+def run_logits(dtype, n, v, temperature, threads, rng):
     x32 = (rng.standard_normal((n, v)) * 3).astype(np.float32)
-    bf16 = (x32.view(np.uint32) >> 16).astype(np.uint16)  # truncate to bf16 bits
-    x = (bf16.astype(np.uint32) << 16).view(np.float32)   # the values the kernel sees
+    buf, x, fn, elem = encode(x32, dtype)
     labels = rng.integers(0, v, n).astype(np.int64)
     labels[::4] = -100
     out = np.zeros((3, n), np.float32)
     err = ctypes.create_string_buffer(256)
-    rc = lib.needle_logprob_bf16(ptr(bf16, u16p), n, v, ptr(labels, i64p), temperature, -100,
-                                 threads, ptr(out[0], f32p), ptr(out[1], f32p), ptr(out[2], f32p),
-                                 err, len(err))
+    rc = fn(ptr(buf, elem), n, v, ptr(labels, i64p), temperature, -100, threads,
+            ptr(out[0], f32p), ptr(out[1], f32p), ptr(out[2], f32p), err, len(err))
     if rc != 0:
         raise RuntimeError(err.value.decode())
     want = reference(x, labels, temperature)
@@ -99,9 +110,11 @@ def bad_label_message():
 def main():
     rng = np.random.default_rng(0)
     result = {"cases": {}}
-    for name, args in {"bf16 7x1001 T=1": (7, 1001, 1.0, 1),
-                       "bf16 33x152064 T=0.7 threads=2": (33, 152064, 0.7, 2)}.items():
-        result["cases"][name] = run_bf16(*args, rng)
+    for name, args in {"bf16 7x1001 T=1": ("bf16", 7, 1001, 1.0, 1),
+                       "bf16 33x152064 T=0.7 threads=2": ("bf16", 33, 152064, 0.7, 2),
+                       "f16 5x3000 T=1.3": ("f16", 5, 3000, 1.3, 1),
+                       "f32 9x777 T=1 threads=3": ("f32", 9, 777, 1.0, 3)}.items():
+        result["cases"][name] = run_logits(*args, rng)
     result["cases"]["linear 300x64x5000"] = run_linear(300, 64, 5000, rng)
     rc, msg = bad_label_message()
     result["bad_label"] = {"status": rc, "error": msg}

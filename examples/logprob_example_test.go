@@ -9,7 +9,7 @@ import (
 	"needle/internal/testenv"
 )
 
-// TestLogprobExample runs logprob_ctypes.py: needle_logprob_bf16 and needle_linear_logprob_f32
+// TestLogprobExample runs logprob_ctypes.py: needle_logprob_{bf16,f16,f32} and needle_linear_logprob_f32
 // through ctypes on NumPy buffers, against NumPy's float64 reference on those same buffers. The
 // test reads the script's JSON and checks the errors itself, not only its exit status.
 func TestLogprobExample(t *testing.T) {
@@ -27,8 +27,8 @@ func TestLogprobExample(t *testing.T) {
 	if err := json.Unmarshal(out, &res); err != nil {
 		t.Fatalf("script output is not JSON: %v\n%s", err, out)
 	}
-	if len(res.Cases) != 3 {
-		t.Fatalf("want 3 cases, got %v", res.Cases)
+	if len(res.Cases) != 5 {
+		t.Fatalf("want 5 cases, got %v", res.Cases)
 	}
 	for name, errs := range res.Cases {
 		for k, e := range errs {
