@@ -2,11 +2,12 @@
 
     python examples/logprob_ctypes.py [path/to/libneedle.so]
 
-Builds bf16 / fp16 / fp32 logits [N, V] and int64 labels with NumPy, calls needle_logprob_<dtype>
-on those very buffers (no copy), and compares logprob / entropy / logsumexp with a NumPy float64 reference
-(verl semantics: logits / temperature, ignore_index -100 -> logprob 0). Also calls the fused
-needle_linear_logprob_f32 and shows the error message of a bad label. Prints one JSON line with
-the largest relative errors; exits 1 if any exceeds 1e-5. examples/examples_test.go runs it.
+Builds bf16 / fp16 / fp32 logits [N, V] and int64 labels with NumPy, calls
+needle_logprob_<dtype> on those very buffers (no copy), and compares logprob / entropy / logsumexp
+with a NumPy float64 reference (verl semantics: logits / temperature, ignore_index -100 ->
+logprob 0). Also calls the fused needle_linear_logprob_f32 and shows the error message of a bad
+label. Prints one JSON line with the largest relative errors; exits 1 if any exceeds 1e-5.
+examples/logprob_example_test.go runs it in `make test`.
 """
 import ctypes
 import json
