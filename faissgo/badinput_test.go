@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -236,6 +239,55 @@ func TestCorruptWordsNeverCrash(t *testing.T) {
 		}
 		t.Logf("%s: %d bytes, %d corrupted variants loaded", factory, len(whole), loaded)
 	}
+}
+
+// TestWriteFailsOnFullDisk makes FAISS's own fwrite fail: a child process (this test binary)
+// runs with a 64 KiB file size limit (Go ignores SIGXFSZ, so write returns EFBIG) and writes
+// a 320 KB index over an existing one.
+func TestWriteFailsOnFullDisk(t *testing.T) {
+	if dir := os.Getenv("FAISSGO_LIMITED_WRITE_DIR"); dir != "" {
+		limitedWrite(dir)
+		return
+	}
+	dir := t.TempDir()
+	old := filepath.Join(dir, "x.faiss")
+	if err := os.WriteFile(old, []byte("previous index"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestWriteFailsOnFullDisk$")
+	cmd.Env = append(os.Environ(), "FAISSGO_LIMITED_WRITE_DIR="+dir)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "WRITE ERROR: faissgo: write index "+old) {
+		t.Errorf("child did not report the failed write:\n%s", out)
+	}
+	if b, _ := os.ReadFile(old); string(b) != "previous index" {
+		t.Errorf("existing file changed to %d bytes", len(b))
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("folder holds %d entries, want only x.faiss (temporary file left?)", len(entries))
+	}
+}
+
+// limitedWrite is the child side of TestWriteFailsOnFullDisk.
+func limitedWrite(dir string) {
+	lim := syscall.Rlimit{Cur: 64 << 10, Max: 64 << 10}
+	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &lim); err != nil {
+		fmt.Println("setrlimit:", err)
+		return
+	}
+	x, err := New(32, "Flat", L2)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	if err := x.Add(randomVectors(2500, 32, 1)); err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("WRITE ERROR:", x.WriteFile(filepath.Join(dir, "x.faiss")))
 }
 
 func FuzzRead(f *testing.F) {
