@@ -170,12 +170,27 @@ func runServe(args []string) error {
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGINT, syscall.SIGTERM)
 	began := time.Now()
-	loaded, err := load(f, files, srv)
-	if err != nil {
-		srv.Shutdown(context.Background())
-		return err
+	type loadResult struct {
+		parts *loadedParts
+		err   error
 	}
-	defer loaded.close()
+	loadDone := make(chan loadResult, 1)
+	go func() {
+		l, err := load(f, files, srv)
+		loadDone <- loadResult{l, err}
+	}()
+	var loaded *loadedParts
+	select {
+	case res := <-loadDone:
+		if res.err != nil {
+			srv.Shutdown(context.Background())
+			return res.err
+		}
+		loaded = res.parts
+	case sig := <-stop:
+		srv.Shutdown(context.Background())
+		return fmt.Errorf("%v while loading: stopped before ready", sig)
+	}
 	srv.SetRetriever(loaded.retriever)
 	addressFile, err := announce(f, addr)
 	if err != nil {
@@ -195,6 +210,11 @@ func runServe(args []string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), f.drain)
 	defer cancel()
 	shutdownErr := srv.Shutdown(ctx)
+	if shutdownErr == nil {
+		// Only once no handler can call the batcher any more; after a drain timeout the
+		// process exits and the OS releases everything.
+		loaded.close()
+	}
 	if addressFile != "" {
 		if err := os.Remove(addressFile); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
