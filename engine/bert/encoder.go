@@ -12,7 +12,7 @@ import (
 
 // Options tune an Encoder; zero values take the defaults.
 type Options struct {
-	MaxLength int    // tokens per text including [CLS] and [SEP]; default 256, at most max_position_embeddings
+	MaxLength int    // tokens per text including [CLS] and [SEP]; default 256 (or max_position_embeddings if less)
 	Pooling   string // "mean" or "cls"; default from 1_Pooling/config.json, else "mean"
 	// SkipNormalize leaves pooled vectors unnormalized (default: L2-normalized, as e5 and
 	// sentence-transformers use them for inner-product search).
@@ -75,7 +75,7 @@ func NewRandom(cfg Config, seed int64, tok *wordpiece.Tokenizer, opt Options) (*
 
 func newEncoder(cfg Config, w *weights, tok *wordpiece.Tokenizer, opt Options) (*Encoder, error) {
 	if opt.MaxLength == 0 {
-		opt.MaxLength = 256
+		opt.MaxLength = min(256, cfg.MaxPositions)
 	}
 	if opt.MaxLength < 2 || opt.MaxLength > cfg.MaxPositions {
 		return nil, fmt.Errorf("max length %d outside [2, %d] (max_position_embeddings)", opt.MaxLength, cfg.MaxPositions)

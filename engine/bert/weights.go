@@ -19,12 +19,12 @@ type weights struct {
 
 // layerWeights: matrices in PyTorch Linear layout [out, in].
 type layerWeights struct {
-	qkvW, qkvB           []float32 // query | key | value stacked: [3H, H], [3H]
-	attnOutW, attnOutB   []float32 // [H, H], [H]
-	ln1Gamma, ln1Beta    []float32
-	ffnInW, ffnInB       []float32 // [I, H], [I]
-	ffnOutW, ffnOutB     []float32 // [H, I], [H]
-	ln2Gamma, ln2Beta    []float32
+	qkvW, qkvB         []float32 // query | key | value stacked: [3H, H], [3H]
+	attnOutW, attnOutB []float32 // [H, H], [H]
+	ln1Gamma, ln1Beta  []float32
+	ffnInW, ffnInB     []float32 // [I, H], [I]
+	ffnOutW, ffnOutB   []float32 // [H, I], [H]
+	ln2Gamma, ln2Beta  []float32
 }
 
 // tensorReader reads named tensors of one safetensors file, checking shapes, with or

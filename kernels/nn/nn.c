@@ -29,9 +29,17 @@ void nn_set_threads(int threads) {
 
 int nn_get_threads(void) { return nn_threads > 0 ? nn_threads : openblas_get_num_threads(); }
 
+// sync_threads applies nn_threads to the calling OS thread. libgomp keeps the thread count
+// per OS thread, and OpenMP OpenBLAS resets its own count to the caller's omp_get_max_threads()
+// on every call, so a cgo call landing on a fresh Go thread would otherwise use all cores.
+static void sync_threads(void) {
+	if (nn_threads > 0 && omp_get_max_threads() != nn_threads) omp_set_num_threads(nn_threads);
+}
+
 void nn_linear(int level, const float *x, const float *w, const float *b, float *y,
                int64_t rows, int64_t in, int64_t out, int act) {
 	if (rows == 0 || out == 0) return;
+	sync_threads();
 	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)rows, (blasint)out, (blasint)in,
 	            1.0f, x, (blasint)in, w, (blasint)in, 0.0f, y, (blasint)out);
 	nn_bias_act(level, y, b, rows, out, act);
