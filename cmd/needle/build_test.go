@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,50 +17,40 @@ import (
 	"needle/internal/testenv"
 )
 
-var (
-	binariesOnce sync.Once
-	binariesDir  string
-	binariesErr  error
-)
+// buildTools are the real needle and tools/wordnet binaries, compiled into the test's temp
+// folder (removed with it).
+type buildTools struct {
+	t               *testing.T
+	needle, wordnet string
+}
 
-// buildBinaries compiles the real needle binary and tools/wordnet once per test run.
-func buildBinaries(t *testing.T) (needle, wordnet string) {
+func newBuildTools(t *testing.T) *buildTools {
 	t.Helper()
-	binariesOnce.Do(func() {
-		binariesDir, binariesErr = os.MkdirTemp("", "needle-build-test")
-		for _, pkg := range []string{"needle/cmd/needle", "needle/tools/wordnet"} {
-			if binariesErr != nil {
-				return
-			}
-			out, err := exec.Command("go", "build", "-o", binariesDir, pkg).CombinedOutput()
-			if err != nil {
-				binariesErr = errors.New("go build " + pkg + ": " + err.Error() + "\n" + string(out))
-			}
+	dir := t.TempDir()
+	for _, pkg := range []string{"needle/cmd/needle", "needle/tools/wordnet"} {
+		if out, err := exec.Command("go", "build", "-o", dir, pkg).CombinedOutput(); err != nil {
+			t.Fatalf("go build %s: %v\n%s", pkg, err, out)
 		}
-	})
-	if binariesErr != nil {
-		t.Fatal(binariesErr)
 	}
-	return filepath.Join(binariesDir, "needle"), filepath.Join(binariesDir, "wordnet")
+	return &buildTools{t: t, needle: filepath.Join(dir, "needle"), wordnet: filepath.Join(dir, "wordnet")}
 }
 
 // wordnetSubset writes corpus.jsonl and queries.jsonl of limit synsets into a temp folder.
-func wordnetSubset(t *testing.T, limit string) string {
-	t.Helper()
-	_, wn := buildBinaries(t)
-	dir := t.TempDir()
-	if out, err := exec.Command(wn, "--dict", testenv.WordNetDir(t), "--out", dir, "--limit", limit).CombinedOutput(); err != nil {
-		t.Fatalf("wordnet: %v\n%s", err, out)
+func (b *buildTools) wordnetSubset(limit string) string {
+	b.t.Helper()
+	dir := b.t.TempDir()
+	if out, err := exec.Command(b.wordnet, "--dict", testenv.WordNetDir(b.t), "--out", dir, "--limit", limit).CombinedOutput(); err != nil {
+		b.t.Fatalf("wordnet: %v\n%s", err, out)
 	}
 	return dir
 }
 
-func runNeedle(t *testing.T, args ...string) string {
-	t.Helper()
-	bin, _ := buildBinaries(t)
-	out, err := exec.Command(bin, args...).CombinedOutput()
+// run runs needle with args, fails the test if it fails, and returns its output.
+func (b *buildTools) run(args ...string) string {
+	b.t.Helper()
+	out, err := exec.Command(b.needle, args...).CombinedOutput()
 	if err != nil {
-		t.Fatalf("needle %s: %v\n%s", strings.Join(args, " "), err, out)
+		b.t.Fatalf("needle %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	return string(out)
 }
@@ -81,16 +70,16 @@ func readBytes(t *testing.T, path string) []byte {
 func TestBuildResumeAfterKill(t *testing.T) {
 	model := testenv.MiniLMDir(t)
 	py := testenv.Python(t)
-	data := wordnetSubset(t, "600")
+	tools := newBuildTools(t)
+	data := tools.wordnetSubset("600")
 	corpus := filepath.Join(data, "corpus.jsonl")
 	common := []string{"--corpus", corpus, "--model", model, "--prefix", "", "--shard-rows", "100",
 		"--encode-rows", "50", "--batch-size", "16", "--threads", "2"}
 	whole := filepath.Join(t.TempDir(), "whole")
-	runNeedle(t, append([]string{"build", "--out", whole, "--save-embeddings"}, common...)...)
+	tools.run(append([]string{"build", "--out", whole, "--save-embeddings"}, common...)...)
 
 	killed := filepath.Join(t.TempDir(), "killed")
-	bin, _ := buildBinaries(t)
-	cmd := exec.Command(bin, append([]string{"build", "--out", killed, "--save-embeddings"}, common...)...)
+	cmd := exec.Command(tools.needle, append([]string{"build", "--out", killed, "--save-embeddings"}, common...)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
@@ -116,7 +105,7 @@ func TestBuildResumeAfterKill(t *testing.T) {
 			t.Fatalf("killed build left %s behind", name)
 		}
 	}
-	out := runNeedle(t, append([]string{"build", "--out", killed, "--save-embeddings"}, common...)...)
+	out := tools.run(append([]string{"build", "--out", killed, "--save-embeddings"}, common...)...)
 	if !strings.Contains(out, "resuming after") {
 		t.Fatalf("rerun did not resume:\n%s", out)
 	}
@@ -129,7 +118,7 @@ func TestBuildResumeAfterKill(t *testing.T) {
 		t.Fatalf("manifest %+v, %v", m, err)
 	}
 
-	if out := runNeedle(t, append([]string{"build", "--out", whole, "--save-embeddings"}, common...)...); !strings.Contains(out, "up to date") {
+	if out := tools.run(append([]string{"build", "--out", whole, "--save-embeddings"}, common...)...); !strings.Contains(out, "up to date") {
 		t.Fatalf("rerun of a finished build was not a no-op:\n%s", out)
 	}
 
@@ -161,13 +150,13 @@ print("ok")
 		t.Fatal("our Flat IP index differs from faiss.write_index(IndexFlatIP) of the same vectors")
 	}
 	l2 := filepath.Join(t.TempDir(), "l2")
-	runNeedle(t, "build", "--corpus", corpus, "--out", l2, "--metric", "l2", "--embeddings", filepath.Join(whole, build.EmbeddingsFileName))
+	tools.run("build", "--corpus", corpus, "--out", l2, "--metric", "l2", "--embeddings", filepath.Join(whole, build.EmbeddingsFileName))
 	if !bytes.Equal(readBytes(t, filepath.Join(l2, build.IndexFileName)), readBytes(t, refL2)) {
 		t.Fatal("our Flat L2 index differs from faiss.write_index(IndexFlatL2) of the same vectors")
 	}
 
 	fromEmb := filepath.Join(t.TempDir(), "from-emb")
-	runNeedle(t, "build", "--corpus", corpus, "--out", fromEmb, "--embeddings", filepath.Join(whole, build.EmbeddingsFileName))
+	tools.run("build", "--corpus", corpus, "--out", fromEmb, "--embeddings", filepath.Join(whole, build.EmbeddingsFileName))
 	if !bytes.Equal(readBytes(t, filepath.Join(fromEmb, build.IndexFileName)), want) {
 		t.Fatal("--embeddings build differs from the encoded build")
 	}
@@ -178,12 +167,13 @@ print("ok")
 // (bench/anchor_index_builder.py, torch + faiss) on the same texts gives the reference.
 func TestBuildWordNetRecall(t *testing.T) {
 	model := testenv.MiniLMDir(t)
-	data := wordnetSubset(t, "1000")
+	tools := newBuildTools(t)
+	data := tools.wordnetSubset("1000")
 	flat := filepath.Join(t.TempDir(), "flat")
-	runNeedle(t, "build", "--corpus", filepath.Join(data, "corpus.jsonl"), "--model", model, "--out", flat,
+	tools.run("build", "--corpus", filepath.Join(data, "corpus.jsonl"), "--model", model, "--out", flat,
 		"--prefix", "", "--save-embeddings")
 	hnsw := filepath.Join(t.TempDir(), "hnsw")
-	runNeedle(t, "build", "--corpus", filepath.Join(data, "corpus.jsonl"), "--out", hnsw, "--factory", "HNSW32",
+	tools.run("build", "--corpus", filepath.Join(data, "corpus.jsonl"), "--out", hnsw, "--factory", "HNSW32",
 		"--embeddings", filepath.Join(flat, build.EmbeddingsFileName))
 
 	queries, err := build.ReadQueries(filepath.Join(data, "queries.jsonl"))
@@ -228,6 +218,7 @@ func TestBuildWordNetRecall(t *testing.T) {
 
 // Bad input gives a clear error naming the problem, never a panic or a partial output.
 func TestBuildCommandErrors(t *testing.T) {
+	tools := newBuildTools(t)
 	dir := t.TempDir()
 	corpus := filepath.Join(dir, "c.jsonl")
 	os.WriteFile(corpus, []byte("{\"contents\":\"a\"}\n"), 0o644)
@@ -242,8 +233,7 @@ func TestBuildCommandErrors(t *testing.T) {
 		{[]string{"build", "--corpus", filepath.Join(dir, "missing.jsonl"), "--out", filepath.Join(dir, "o"), "--model", dir}, "missing.jsonl"},
 		{[]string{"build", "--corpus", corpus, "--out", corpus, "--model", dir}, "c.jsonl"},
 	} {
-		bin, _ := buildBinaries(t)
-		out, err := exec.Command(bin, c.args...).CombinedOutput()
+		out, err := exec.Command(tools.needle, c.args...).CombinedOutput()
 		if err == nil || !strings.Contains(string(out), c.want) || strings.Contains(string(out), "panic") {
 			t.Errorf("needle %v: err %v, output %q; want an error naming %q", c.args, err, out, c.want)
 		}
@@ -259,13 +249,13 @@ func TestBuildDiskFull(t *testing.T) {
 	if err != nil {
 		t.Fatal("prlimit (util-linux) is missing")
 	}
-	data := wordnetSubset(t, "300")
+	tools := newBuildTools(t)
+	data := tools.wordnetSubset("300")
 	out := filepath.Join(t.TempDir(), "out")
 	args := []string{"build", "--corpus", filepath.Join(data, "corpus.jsonl"), "--model", model, "--out", out,
 		"--prefix", "", "--shard-rows", "50", "--encode-rows", "50"}
-	bin, _ := buildBinaries(t)
 	// Shards (50 x 384 floats = 77 KB) fit under 100 KB; the 460 KB index does not.
-	msg, err := exec.Command(prlimit, append([]string{"--fsize=100000", bin}, args...)...).CombinedOutput()
+	msg, err := exec.Command(prlimit, append([]string{"--fsize=100000", tools.needle}, args...)...).CombinedOutput()
 	if err == nil || !strings.Contains(strings.ToLower(string(msg)), "file too large") || !strings.Contains(string(msg), build.IndexFileName) {
 		t.Fatalf("build under a 100 KB file limit: err %v, output:\n%s", err, msg)
 	}
@@ -275,7 +265,7 @@ func TestBuildDiskFull(t *testing.T) {
 			t.Fatalf("failed build left %s in the output folder", name)
 		}
 	}
-	if out := runNeedle(t, args...); !strings.Contains(out, "resuming after 300 finished rows") {
+	if out := tools.run(args...); !strings.Contains(out, "resuming after 300 finished rows") {
 		t.Fatalf("rerun did not reuse the written shards:\n%s", out)
 	}
 	if _, err := build.ReadManifest(out); err != nil {
