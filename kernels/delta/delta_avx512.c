@@ -1,8 +1,8 @@
-/* AVX-512 (F/BW/DQ/VL) variants. Encode: compare 64 elements of old and new per step into a
- * 64-bit mask of changed elements. Sparse masks (the RL case, 0-2 changes) go to
- * nl_delta_emit64; dense ones are compacted with vpcompressd (16-bit values widened to 32
- * bits first, since vpcompressw needs VBMI2) and written with masked stores. Tails shorter
- * than a block go to the reference. */
+/* AVX-512 (F/BW/DQ/VL) variants. Encode: compare 64 bytes of old and new per vector; a
+ * block with no change costs two loads, a compare and a branch. Changed lanes are
+ * compacted with vpcompressd (16-bit values widened to 32 bits first, since vpcompressw
+ * needs VBMI2) and written with masked stores, so nothing is written past the last
+ * entry. Tails shorter than a block go to the reference. */
 #include <immintrin.h>
 
 #include "delta_impl.h"
@@ -49,40 +49,30 @@ AVX512 static inline int64_t emit32x16(__mmask32 m, __m512i w, uint64_t pos, uin
   return k;
 }
 
-/* Above this many changes in a 64-element block, compress beats one tzcnt step per entry. */
-#define NL_DELTA_DENSE 8
-
 AVX512 int64_t nl_delta_encode_avx512(const uint8_t *old_bits, const uint8_t *new_bits,
-                                      int64_t n, int32_t elem_size, uint64_t first,
-                                      uint8_t *idx, int32_t idx_size, uint8_t *vals) {
+                                          int64_t n, int32_t elem_size, uint64_t first,
+                                          uint8_t *idx, int32_t idx_size, uint8_t *vals) {
   int64_t k = 0, i = 0;
-  for (; i + 64 <= n; i += 64) {
+  const int64_t per = 128 / elem_size; /* elements per 2 vectors */
+  for (; i + per <= n; i += per) {
     const uint8_t *o = old_bits + i * elem_size, *w = new_bits + i * elem_size;
-    __m512i b[4]; /* new bits: 64 elements in 2 (16-bit) or 4 (32-bit) vectors */
-    uint64_t m = 0;
-    int nv = elem_size; /* 64 elements = 128 or 256 bytes = 2 or 4 vectors */
-    for (int v = 0; v < nv; v++) {
-      __m512i a = _mm512_loadu_si512(o + 64 * v);
-      b[v] = _mm512_loadu_si512(w + 64 * v);
-      m |= elem_size == 2 ? (uint64_t)_mm512_cmpneq_epi16_mask(a, b[v]) << (32 * v)
-                          : (uint64_t)_mm512_cmpneq_epi32_mask(a, b[v]) << (16 * v);
-    }
-    uint64_t pos = first + (uint64_t)i;
-    if (__builtin_popcountll(m) <= NL_DELTA_DENSE) {
-      k = nl_delta_emit64(m, w, elem_size, pos, idx, idx_size, vals, k);
-    } else if (elem_size == 2) {
-      k = emit32x16((__mmask32)m, b[0], pos, idx, idx_size, vals, k);
-      k = emit32x16((__mmask32)(m >> 32), b[1], pos + 32, idx, idx_size, vals, k);
+    __m512i a0 = _mm512_loadu_si512(o), a1 = _mm512_loadu_si512(o + 64);
+    __m512i b0 = _mm512_loadu_si512(w), b1 = _mm512_loadu_si512(w + 64);
+    if (elem_size == 2) {
+      __mmask32 m0 = _mm512_cmpneq_epi16_mask(a0, b0), m1 = _mm512_cmpneq_epi16_mask(a1, b1);
+      if ((m0 | m1) == 0) continue;
+      k = emit32x16(m0, b0, first + (uint64_t)i, idx, idx_size, vals, k);
+      k = emit32x16(m1, b1, first + (uint64_t)i + 32, idx, idx_size, vals, k);
     } else {
-      for (int v = 0; v < 4; v++) {
-        __mmask16 h = (__mmask16)(m >> (16 * v));
-        if (h) k = emit16(h, b[v], 4, pos + 16 * v, idx, idx_size, vals, k);
-      }
+      __mmask16 m0 = _mm512_cmpneq_epi32_mask(a0, b0), m1 = _mm512_cmpneq_epi32_mask(a1, b1);
+      if ((m0 | m1) == 0) continue;
+      if (m0) k = emit16(m0, b0, 4, first + (uint64_t)i, idx, idx_size, vals, k);
+      if (m1) k = emit16(m1, b1, 4, first + (uint64_t)i + 16, idx, idx_size, vals, k);
     }
   }
   return k + nl_delta_encode_ref(old_bits + i * elem_size, new_bits + i * elem_size, n - i,
-                                 elem_size, first + (uint64_t)i, idx + k * idx_size, idx_size,
-                                 vals + k * elem_size);
+                                     elem_size, first + (uint64_t)i, idx + k * idx_size,
+                                     idx_size, vals + k * elem_size);
 }
 
 /* Check 16 (u32) or 8 (u64) consecutive pairs per vector; on a bad vector, or for the

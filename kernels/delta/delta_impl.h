@@ -50,8 +50,8 @@ static inline void nl_delta_put(uint8_t *idx, int32_t idx_size, int64_t k, uint6
   }
 }
 
-/* nl_delta_emit64 appends the elements of a 64-element block at new_block (numbered from
- * pos) whose bits in m are set. The first two are written without branches: with 0.5-2% of
+/* nl_delta_emit64 (AVX2 encode) appends the elements of a 64-element block at new_block
+ * (numbered from pos) whose bits in m are set. The first two are written without branches: with 0.5-2% of
  * elements changed, a block holds 0-2 changes and which ones is random, so a branch per block
  * or per bit would be mispredicted about every other block. When m runs out early the
  * write lands at entry k, past the last real entry and inside the caller's buffers (a block
