@@ -9,7 +9,9 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,6 +27,7 @@ type Config struct {
 	MaxTopK      int           // larger topk values are capped to this and to the index size (default 1000)
 	MaxQueries   int           // most queries (or URLs) in one request (default 8192)
 	MaxBodyBytes int           // larger bodies get 413 (default 32 MiB)
+	MaxHits      int           // most queries x topk in one request, bounding response memory (default 262144)
 	MaxConns     int           // most open connections (default 4096)
 	ReadTimeout  time.Duration // to read one request (default 60 s)
 	WriteTimeout time.Duration // to write one response (default 60 s)
@@ -42,6 +45,7 @@ func (c Config) withDefaults() Config {
 	def(&c.MaxTopK, 1000)
 	def(&c.MaxQueries, 8192)
 	def(&c.MaxBodyBytes, 32<<20)
+	def(&c.MaxHits, 1<<18)
 	def(&c.MaxConns, 4096)
 	for _, t := range []struct {
 		v *time.Duration
@@ -189,6 +193,11 @@ func (s *Server) retrieve(ctx *fasthttp.RequestCtx, r *engine.Retriever) {
 	}
 	k = int(min(int64(k), int64(s.cfg.MaxTopK), r.Ntotal))
 	n := len(req.Queries)
+	if n*k > s.cfg.MaxHits {
+		writeValidation(ctx, invalid("value_error", fmt.Sprintf("Value error, %d queries x topk %d = %d hits exceeds this server's limit of %d per request",
+			n, k, n*k, s.cfg.MaxHits), json.RawMessage(strconv.Itoa(req.TopK)), nil, "topk"))
+		return
+	}
 	res := s.getResult(n * k)
 	defer s.results.Put(res)
 	if k > 0 {

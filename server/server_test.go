@@ -141,6 +141,17 @@ func TestRetrieveTopK(t *testing.T) {
 	}
 }
 
+func TestRetrieveHitsLimit(t *testing.T) {
+	s, _, _ := testServer(t, Config{MaxHits: 10}, false)
+	if code, out, _ := do(s, "POST", "/retrieve", `{"queries":["a","b"],"topk":5}`); code != 200 {
+		t.Errorf("10 hits: %d %s", code, out)
+	}
+	code, out, _ := do(s, "POST", "/retrieve", `{"queries":["a","b","c"],"topk":4}`)
+	if code != 422 || !strings.Contains(string(out), `"type":"value_error","loc":["body","topk"]`) || !strings.Contains(string(out), "12 hits") {
+		t.Errorf("12 hits over a limit of 10: %d %s", code, out)
+	}
+}
+
 func TestRetrieveEmptyQueryList(t *testing.T) {
 	s, _, _ := testServer(t, Config{}, false)
 	code, out, _ := do(s, "POST", "/retrieve", `{"queries":[],"return_scores":true}`)

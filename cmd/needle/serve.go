@@ -81,6 +81,7 @@ func parseServeFlags(args []string) (*serveFlags, error) {
 	fs.IntVar(&f.maxQueued, "max-queued", 16384, "most queries waiting or in progress; beyond it requests get 503 + Retry-After")
 	fs.IntVar(&f.cfg.MaxQueries, "max-queries", 8192, "most queries (or URLs) in one request; more get 422")
 	fs.IntVar(&f.cfg.MaxTopK, "max-topk", 1000, "topk above this (or above the index size) is capped")
+	fs.IntVar(&f.cfg.MaxHits, "max-hits", 1<<18, "most queries x topk in one request (bounds the response's memory); more get 422")
 	fs.IntVar(&f.cfg.MaxBodyBytes, "max-body", 32<<20, "largest request body in bytes; larger get 413")
 	fs.IntVar(&f.cfg.MaxConns, "max-conns", 4096, "most open client connections")
 	fs.DurationVar(&f.cfg.ReadTimeout, "read-timeout", 60*time.Second, "time to read one request")
