@@ -18,6 +18,10 @@ type Options struct {
 	// sentence-transformers use them for inner-product search).
 	SkipNormalize bool
 	BatchSize     int // texts per forward pass; default 64
+	// MaxBatchTokens caps the tokens of one forward pass (a batch of long texts is split),
+	// which bounds the workspace: about MaxBatchTokens * (2*hidden + max(3*hidden,
+	// intermediate)) * 4 bytes per concurrent caller. Default 8192.
+	MaxBatchTokens int
 	// Threads sets the OpenBLAS/OpenMP team size (process-wide, see nn.SetThreads); 0 keeps it.
 	// Each concurrent Encode call runs its own team, so callers x Threads threads compete.
 	Threads int
@@ -83,8 +87,11 @@ func newEncoder(cfg Config, w *weights, tok *wordpiece.Tokenizer, opt Options) (
 	if opt.BatchSize == 0 {
 		opt.BatchSize = 64
 	}
-	if opt.BatchSize < 0 {
-		return nil, fmt.Errorf("batch size %d must be positive", opt.BatchSize)
+	if opt.MaxBatchTokens == 0 {
+		opt.MaxBatchTokens = 8192
+	}
+	if opt.BatchSize < 0 || opt.MaxBatchTokens < 0 {
+		return nil, fmt.Errorf("batch size %d and max batch tokens %d must be positive", opt.BatchSize, opt.MaxBatchTokens)
 	}
 	e := &Encoder{cfg: cfg, opt: opt, tok: tok, w: w}
 	switch opt.Pooling {
@@ -138,13 +145,43 @@ func (e *Encoder) Encode(texts []string, prefix string) ([]float32, error) {
 		order[i] = i
 	}
 	sort.SliceStable(order, func(a, b int) bool { return len(seqs[order[a]]) < len(seqs[order[b]]) })
-	for lo := 0; lo < len(order); lo += e.opt.BatchSize {
-		batch := order[lo:min(lo+e.opt.BatchSize, len(order))]
-		if err := e.forward(ws, seqs, batch, out); err != nil {
+	batches := e.splitBatches(seqs, order)
+	// Size the workspace for the largest batch up front: growing it batch by batch would
+	// leave every smaller generation of buffers to the GC and inflate RSS.
+	maxTokens := 0
+	for _, b := range batches {
+		tokens := 0
+		for _, i := range b {
+			tokens += len(seqs[i])
+		}
+		maxTokens = max(maxTokens, tokens)
+	}
+	ws.reserve(e.cfg, maxTokens, min(e.opt.BatchSize, len(texts)))
+	for _, b := range batches {
+		if err := e.forward(ws, seqs, b, out); err != nil {
 			return nil, err
 		}
 	}
 	return out, nil
+}
+
+// splitBatches cuts order into consecutive batches of at most BatchSize texts and
+// MaxBatchTokens tokens (a longer text is a batch of its own).
+func (e *Encoder) splitBatches(seqs [][]int32, order []int) [][]int {
+	var batches [][]int
+	lo, tokens := 0, 0
+	for i, idx := range order {
+		n := len(seqs[idx])
+		if i > lo && (i-lo == e.opt.BatchSize || tokens+n > e.opt.MaxBatchTokens) {
+			batches = append(batches, order[lo:i])
+			lo, tokens = i, 0
+		}
+		tokens += n
+	}
+	if lo < len(order) {
+		batches = append(batches, order[lo:])
+	}
+	return batches
 }
 
 // EncodeIDs runs the forward pass on already tokenized sequences ([CLS] ... [SEP], each at
@@ -172,6 +209,20 @@ type workspace struct {
 	ids, pos, start []int32
 	x, ctx, big     []float32 // [T,H], [T,H], [T, max(3H, I)]
 	scratch, pooled []float32
+}
+
+// reserve makes room for batches of up to tokens tokens and seqs sequences.
+func (ws *workspace) reserve(cfg Config, tokens, seqs int) {
+	H := cfg.Hidden
+	if cap(ws.x) < tokens*H {
+		ws.x, ws.ctx = make([]float32, tokens*H), make([]float32, tokens*H)
+		ws.big = make([]float32, tokens*max(3*H, cfg.Intermediate))
+		ws.ids, ws.pos = make([]int32, 0, tokens), make([]int32, 0, tokens)
+	}
+	if cap(ws.pooled) < seqs*H {
+		ws.pooled = make([]float32, seqs*H)
+		ws.start = make([]int32, 0, seqs+1)
+	}
 }
 
 func grow[T any](s []T, n int) []T {

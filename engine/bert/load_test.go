@@ -265,3 +265,17 @@ func TestConcurrentEncode(t *testing.T) {
 		}
 	}
 }
+
+func TestSplitBatches(t *testing.T) {
+	e := &Encoder{opt: Options{BatchSize: 3, MaxBatchTokens: 10}}
+	lens := []int{2, 2, 2, 2, 5, 5, 12, 1}
+	seqs := make([][]int32, len(lens))
+	order := make([]int, len(lens))
+	for i, n := range lens {
+		seqs[i], order[i] = make([]int32, n), i
+	}
+	got := fmt.Sprint(e.splitBatches(seqs, order))
+	if want := "[[0 1 2] [3 4] [5] [6] [7]]"; got != want {
+		t.Errorf("batches %s, want %s", got, want)
+	}
+}
