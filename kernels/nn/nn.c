@@ -10,6 +10,12 @@
 // then (0) it follows OpenBLAS's own default (OPENBLAS_NUM_THREADS or all cores).
 static int nn_threads = 0;
 
+// Linear with at most this many rows (a single query's tokens) skips sgemm: for few rows
+// OpenBLAS spends most of its time packing the weight matrix (measured: 56% of a query).
+#ifndef SMALL_ROWS
+#define SMALL_ROWS 16
+#endif
+
 // Rows x n below this many floats run on the calling thread only.
 #define PAR_MIN (1 << 14)
 
@@ -40,6 +46,15 @@ void nn_linear(int level, const float *x, const float *w, const float *b, float 
                int64_t rows, int64_t in, int64_t out, int act) {
 	if (rows == 0 || out == 0) return;
 	sync_threads();
+	if (rows <= SMALL_ROWS) {
+		const nn_ops *ops = pick(level);
+		const int64_t chunk = 64; // output columns per task
+#pragma omp parallel for num_threads(nn_get_threads()) schedule(static)
+		for (int64_t o0 = 0; o0 < out; o0 += chunk)
+			ops->dot_rows(x, w, y, rows, in, o0, o0 + chunk < out ? o0 + chunk : out, out);
+		nn_bias_act(level, y, b, rows, out, act);
+		return;
+	}
 	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)rows, (blasint)out, (blasint)in,
 	            1.0f, x, (blasint)in, w, (blasint)in, 0.0f, y, (blasint)out);
 	nn_bias_act(level, y, b, rows, out, act);

@@ -24,6 +24,10 @@ typedef struct {
 	void (*scale)(float *x, int64_t n, float s);
 	// sum of x[i]^2, accumulated in at least float32 lanes
 	float (*sumsq)(const float *x, int64_t n);
+	// y[r*ldy + o] = dot(x[r*in:], w[o*in:]) for r < rows, o in [o0, o1): the few-rows GEMM,
+	// which reads each weight row once instead of packing the whole matrix as sgemm does.
+	void (*dot_rows)(const float *x, const float *w, float *y, int64_t rows, int64_t in,
+	                 int64_t o0, int64_t o1, int64_t ldy);
 } nn_ops;
 
 extern const nn_ops nn_ops_ref, nn_ops_avx2, nn_ops_avx512;

@@ -53,4 +53,14 @@ static float sumsq_ref(const float *x, int64_t n) {
 	return (float)s;
 }
 
-const nn_ops nn_ops_ref = {add_layernorm_ref, bias_act_ref, softmax_ref, add_ref, scale_ref, sumsq_ref};
+static void dot_rows_ref(const float *x, const float *w, float *y, int64_t rows, int64_t in,
+                         int64_t o0, int64_t o1, int64_t ldy) {
+	for (int64_t o = o0; o < o1; o++)
+		for (int64_t r = 0; r < rows; r++) {
+			double s = 0;
+			for (int64_t i = 0; i < in; i++) s += (double)x[r * in + i] * w[o * in + i];
+			y[r * ldy + o] = (float)s;
+		}
+}
+
+const nn_ops nn_ops_ref = {add_layernorm_ref, bias_act_ref, softmax_ref, add_ref, scale_ref, sumsq_ref, dot_rows_ref};

@@ -147,7 +147,7 @@ func naiveLinear(x, w, b []float32, rows, in, out int, act Act) []float32 {
 
 func TestLinear(t *testing.T) {
 	r := rand.New(rand.NewSource(2))
-	for _, shape := range [][3]int{{1, 1, 1}, {5, 17, 9}, {33, 64, 48}, {0, 8, 8}} {
+	for _, shape := range [][3]int{{1, 1, 1}, {5, 17, 9}, {16, 200, 130}, {17, 64, 48}, {33, 64, 48}, {0, 8, 8}} {
 		rows, in, out := shape[0], shape[1], shape[2]
 		x, w, b := randVec(r, rows*in, 1), randVec(r, out*in, 0.2), randVec(r, out, 1)
 		for _, level := range cpu.Levels() {

@@ -134,4 +134,27 @@ static float F(sumsq)(const float *x, int64_t n) {
 	return hsum(s);
 }
 
-const nn_ops CAT(nn_ops, SUFFIX) = {F(add_layernorm), F(bias_act), F(softmax), F(add), F(scale), F(sumsq)};
+// dot_rows keeps one weight row in L1 while every input row is dotted with it; four
+// accumulators hide the FMA latency.
+static void F(dot_rows)(const float *x, const float *w, float *y, int64_t rows, int64_t in,
+                        int64_t o0, int64_t o1, int64_t ldy) {
+	const int64_t in4 = in - in % (4 * VW);
+	for (int64_t o = o0; o < o1; o++) {
+		const float *wr = w + o * in;
+		for (int64_t r = 0; r < rows; r++) {
+			const float *xr = x + r * in;
+			vf a0 = splat(0), a1 = splat(0), a2 = splat(0), a3 = splat(0);
+			int64_t i = 0;
+			for (; i < in4; i += 4 * VW) {
+				a0 += load(xr + i) * load(wr + i);
+				a1 += load(xr + i + VW) * load(wr + i + VW);
+				a2 += load(xr + i + 2 * VW) * load(wr + i + 2 * VW);
+				a3 += load(xr + i + 3 * VW) * load(wr + i + 3 * VW);
+			}
+			for (; i < in; i += VW) a0 += loadp(xr + i, in - i, 0) * loadp(wr + i, in - i, 0);
+			y[r * ldy + o] = hsum((a0 + a1) + (a2 + a3));
+		}
+	}
+}
+
+const nn_ops CAT(nn_ops, SUFFIX) = {F(add_layernorm), F(bias_act), F(softmax), F(add), F(scale), F(sumsq), F(dot_rows)};
