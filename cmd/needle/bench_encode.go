@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,7 +15,6 @@ import (
 	"needle/engine/bert"
 	"needle/engine/wordpiece"
 	"needle/internal/atomicfile"
-	"needle/internal/testenv"
 	"needle/kernels/nn"
 )
 
@@ -90,7 +88,7 @@ func runBenchEncode(args []string) error {
 		"--model and an e5-base-v2-shaped model (12 x 768, 12 heads, FFN 3072) with seeded random\n"+
 		"weights (same cost as the real one). --dump writes the texts for bench/encode_pytorch.py.\n"+
 		"Peak RSS is the process's: run one --shape at a time to read it per model.")
-	model := fs.String("model", filepath.Join(testenv.Cache(), "models", "all-MiniLM-L6-v2"), "MiniLM model folder (its tokenizer also serves the e5 shape)")
+	model := fs.String("model", os.Getenv("NEEDLE_MODEL"), "MiniLM model folder, its tokenizer also serves the e5 shape (default $NEEDLE_MODEL, which the Makefile sets)")
 	shape := fs.String("shape", "both", "which models: both, minilm or e5")
 	passages := fs.Int("passages", 512, "passages per run")
 	queries := fs.Int("queries", 100, "single queries timed one by one")
@@ -108,6 +106,9 @@ func runBenchEncode(args []string) error {
 	}
 	if *passages <= 0 || *queries <= 0 || *batch <= 0 || *threads <= 0 || *repeat <= 0 {
 		return errors.New("--passages, --queries, --batch-size, --threads and --repeat must be > 0")
+	}
+	if *model == "" && *dump == "" {
+		return errors.New("--model is required (or set NEEDLE_MODEL)")
 	}
 	texts, err := wordnetBenchTexts(*wordnet, *passages, *queries)
 	if err != nil {

@@ -20,7 +20,7 @@ type Options struct {
 	BatchSize     int // texts per forward pass; default 64
 	// MaxBatchTokens caps the tokens of one forward pass (a batch of long texts is split),
 	// which bounds the workspace: about MaxBatchTokens * (2*hidden + max(3*hidden,
-	// intermediate)) * 4 bytes per concurrent caller. Default 8192.
+	// intermediate)) * 4 bytes per concurrent caller. Default 4096.
 	MaxBatchTokens int
 	// Threads sets the OpenBLAS/OpenMP team size (process-wide, see nn.SetThreads); 0 keeps it.
 	// Each concurrent Encode call runs its own team, so callers x Threads threads compete.
@@ -88,7 +88,7 @@ func newEncoder(cfg Config, w *weights, tok *wordpiece.Tokenizer, opt Options) (
 		opt.BatchSize = 64
 	}
 	if opt.MaxBatchTokens == 0 {
-		opt.MaxBatchTokens = 8192
+		opt.MaxBatchTokens = 4096
 	}
 	if opt.BatchSize < 0 || opt.MaxBatchTokens < 0 {
 		return nil, fmt.Errorf("batch size %d and max batch tokens %d must be positive", opt.BatchSize, opt.MaxBatchTokens)
