@@ -4,7 +4,8 @@
 #   make build   bin/needle
 #   make test    everything above, then ctest and all Go tests (fuzz seeds included)
 #   make run     build the WordNet demo index with MiniLM (cached) and serve it on :8000
-#   make bench   the benchmarks that need no large download
+#   make bench   kernels, docstore and encoder benchmarks (no large download; PyTorch baselines
+#                under bench/ are run by hand)
 
 SHELL        := /bin/bash
 NEEDLE_CACHE ?= $(HOME)/.cache/needle
@@ -34,7 +35,9 @@ run: setup build
 	bash tools/demo.sh
 
 bench: setup build
-	bin/needle bench --help
+	bin/needle bench kernels
+	bin/needle bench docstore
+	bin/needle bench encode --model $(NEEDLE_MODEL)
 
 clean:
 	rm -rf build bin

@@ -31,6 +31,8 @@ import (
 	"strings"
 	"sync"
 	"unsafe"
+
+	_ "needle/kernels/blascore" // FAISS searches through OpenBLAS: this ISA's kernels
 )
 
 // errLen is the size of the buffer FAISS error messages are copied into.

@@ -12,6 +12,8 @@ import (
 	"os"
 	"path/filepath"
 	"unsafe"
+
+	"needle/internal/atomicfile"
 )
 
 // Read loads the index file at path after checking its format (Stat). With mmap, the inverted
@@ -67,7 +69,7 @@ func (x *Index) WriteFile(path string) error {
 		os.Remove(tmpName)
 		return fmt.Errorf("faissgo: write index %s: %w", path, err)
 	}
-	return syncDir(filepath.Dir(path))
+	return atomicfile.SyncDir(filepath.Dir(path))
 }
 
 // writeAndSync has FAISS write the index to name, then fsyncs name.
@@ -94,16 +96,4 @@ func (x *Index) writeAndSync(name string) error {
 		return err
 	}
 	return f.Close()
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("faissgo: sync folder %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("faissgo: sync folder %s: %w", dir, err)
-	}
-	return nil
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"needle/internal/atomicfile"
 )
 
 // Writer streams tensors into a new safetensors file. The header is written first (so the
@@ -136,7 +138,7 @@ func (w *Writer) Close() error {
 		w.err = err
 		return err
 	}
-	return syncDir(filepath.Dir(w.path))
+	return atomicfile.SyncDir(filepath.Dir(w.path))
 }
 
 // Abort abandons the file: the temp file is removed and nothing is written at path.
@@ -154,14 +156,4 @@ func (w *Writer) abandon() {
 	w.tmp.Close()
 	os.Remove(name)
 	w.tmp = nil
-}
-
-// syncDir makes the rename durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

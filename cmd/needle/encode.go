@@ -2,12 +2,9 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"strconv"
@@ -58,17 +55,11 @@ func runEncode(args []string) error {
 	if err != nil {
 		return err
 	}
-	r, name := io.Reader(os.Stdin), "stdin"
-	if *in != "-" {
-		f, err := os.Open(*in)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		r, name = f, *in
+	src, closer, err := openTextLines(*in)
+	if err != nil {
+		return err
 	}
-	src := &textLines{sc: bufio.NewScanner(r), name: name}
-	src.sc.Buffer(make([]byte, 0, 1<<16), 64<<20)
+	defer closer.Close()
 	if *npy == "" {
 		out := bufio.NewWriterSize(os.Stdout, 1<<16)
 		err := encodeStream(enc, src, *prefix, func(v []float32) error { return writeJSONVector(out, v) })
@@ -95,34 +86,6 @@ func runEncode(args []string) error {
 		}
 		return err
 	})
-}
-
-// textLines reads JSON Lines of strings; name and the 1-based line number go in errors.
-type textLines struct {
-	sc   *bufio.Scanner
-	name string
-	line int
-}
-
-// next returns up to n more texts; an empty result with a nil error is the end.
-func (t *textLines) next(n int) ([]string, error) {
-	var texts []string
-	for len(texts) < n && t.sc.Scan() {
-		t.line++
-		raw := bytes.TrimSpace(t.sc.Bytes())
-		var s string
-		if len(raw) == 0 || raw[0] != '"' {
-			return nil, fmt.Errorf("%s line %d: want a JSON string, got %.40q", t.name, t.line, raw)
-		}
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return nil, fmt.Errorf("%s line %d: %v", t.name, t.line, err)
-		}
-		texts = append(texts, s)
-	}
-	if err := t.sc.Err(); err != nil {
-		return nil, fmt.Errorf("%s line %d: %w", t.name, t.line+1, err)
-	}
-	return texts, nil
 }
 
 // encodeStream encodes src chunk by chunk and hands each vector to emit in input order.

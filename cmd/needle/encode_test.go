@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
@@ -109,7 +108,7 @@ func FuzzTextLines(f *testing.F) {
 	f.Add([]byte("\"unterminated\n"))
 	f.Add([]byte("\n\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		src := &textLines{sc: bufio.NewScanner(bytes.NewReader(b)), name: "fuzz"}
+		src := newTextLines(bytes.NewReader(b), "fuzz")
 		texts, err := src.next(1 << 20)
 		if err != nil {
 			if !strings.Contains(err.Error(), "fuzz line ") {

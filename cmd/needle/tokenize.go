@@ -2,8 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,9 +14,6 @@ import (
 func init() {
 	register(command{name: "tokenize", summary: "JSON Lines strings -> BERT token ids (HF fast tokenizer rules)", run: runTokenize})
 }
-
-// maxTokenizeLine is the longest input line tokenize accepts, in bytes.
-const maxTokenizeLine = 64 << 20
 
 func runTokenize(args []string) error {
 	fs := newFlagSet("tokenize", "--model DIR [--max-length 256] [--in FILE]\n\n"+
@@ -44,40 +39,27 @@ func runTokenize(args []string) error {
 	if err != nil {
 		return err
 	}
-	r, name := io.Reader(os.Stdin), "stdin"
-	if *in != "-" {
-		f, err := os.Open(*in)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		r, name = f, *in
+	src, closer, err := openTextLines(*in)
+	if err != nil {
+		return err
 	}
+	defer closer.Close()
 	out := bufio.NewWriterSize(os.Stdout, 1<<16)
-	if err := tokenizeLines(r, name, out, tok, *maxLen); err != nil {
+	if err := tokenizeLines(src, out, tok, *maxLen); err != nil {
 		out.Flush()
 		return err
 	}
 	return out.Flush()
 }
 
-// tokenizeLines writes one line of space-separated ids to w for each JSON string line
-// of r; name is r's name for errors, which also give the 1-based line number.
-func tokenizeLines(r io.Reader, name string, w io.Writer, tok *wordpiece.Tokenizer, maxLen int) error {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 1<<16), maxTokenizeLine)
+// tokenizeLines writes one line of space-separated ids to w for each text of src.
+func tokenizeLines(src *textLines, w io.Writer, tok *wordpiece.Tokenizer, maxLen int) error {
 	var ids []int32
 	var line []byte
-	var text string
-	n := 0 // lines read
-	for sc.Scan() {
-		n++
-		raw := bytes.TrimSpace(sc.Bytes())
-		if len(raw) == 0 || raw[0] != '"' {
-			return fmt.Errorf("%s line %d: want a JSON string, got %.40q", name, n, raw)
-		}
-		if err := json.Unmarshal(raw, &text); err != nil {
-			return fmt.Errorf("%s line %d: %v", name, n, err)
+	for {
+		text, ok, err := src.nextText()
+		if err != nil || !ok {
+			return err
 		}
 		ids = tok.AppendEncode(ids[:0], text, maxLen)
 		line = line[:0]
@@ -91,11 +73,4 @@ func tokenizeLines(r io.Reader, name string, w io.Writer, tok *wordpiece.Tokeniz
 			return err
 		}
 	}
-	if err := sc.Err(); err != nil {
-		if errors.Is(err, bufio.ErrTooLong) {
-			return fmt.Errorf("%s line %d: longer than %d bytes", name, n+1, maxTokenizeLine)
-		}
-		return fmt.Errorf("%s line %d: %w", name, n+1, err)
-	}
-	return nil
 }

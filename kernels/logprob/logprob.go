@@ -52,6 +52,7 @@ import (
 	"sync"
 	"unsafe"
 
+	_ "needle/kernels/blascore" // the fused op's sgemm: this ISA's kernels
 	"needle/kernels/cpu"
 )
 

@@ -17,32 +17,11 @@ import "C"
 
 import (
 	"fmt"
-	"os"
 	"unsafe"
 
+	_ "needle/kernels/blascore" // OpenBLAS kernels of this ISA, before any sgemm
 	"needle/kernels/cpu"
 )
-
-func init() { fixBLASCore() }
-
-// fixBLASCore makes OpenBLAS use the kernels of this CPU's ISA when it fell back to its
-// SSE3 "Prescott" kernels for a CPU model it does not know, unless the user chose a core
-// with OPENBLAS_CORETYPE. Process-wide: FAISS's BLAS calls (same libopenblas) gain too.
-func fixBLASCore() {
-	if os.Getenv("OPENBLAS_CORETYPE") != "" || BLASCore() != "Prescott" {
-		return
-	}
-	core := map[cpu.Level]string{cpu.AVX512: "SkylakeX", cpu.AVX2: "Haswell"}[cpu.Supported()]
-	if core == "" {
-		return
-	}
-	cs := C.CString(core)
-	defer C.free(unsafe.Pointer(cs))
-	C.nn_blas_force_core(cs)
-}
-
-// BLASCore is the OpenBLAS kernel set in use ("SkylakeX", "Haswell", "Prescott", ...).
-func BLASCore() string { return C.GoString(C.nn_blas_core()) }
 
 // Act is the activation fused after a bias add.
 type Act int

@@ -57,8 +57,4 @@ void nn_pool(int level, float *dst, const float *x, const int32_t *start, int32_
 // OpenBLAS + OpenMP thread count for GEMMs and the parallel loops here.
 void nn_set_threads(int threads);
 int nn_get_threads(void);
-// OpenBLAS kernel set in use ("SkylakeX", "Haswell", "Prescott", ...), and a re-selection
-// as `core` (see nn_blas.c); call only before any BLAS work.
-const char *nn_blas_core(void);
-void nn_blas_force_core(const char *core);
 #endif

@@ -3,7 +3,6 @@ package nn
 import (
 	"math"
 	"math/rand"
-	"os"
 	"testing"
 
 	"needle/kernels/cpu"
@@ -275,14 +274,5 @@ func TestEmbedAndPool(t *testing.T) {
 	}
 	if err := o.EmbedLayerNorm(make([]float32, 5*n), []int32{1}, []int32{6}, word, pos, typ, gamma, beta, n, 1e-12); err == nil {
 		t.Error("EmbedLayerNorm accepted position 6 of 6")
-	}
-}
-
-func TestBLASCoreMatchesISA(t *testing.T) {
-	if os.Getenv("OPENBLAS_CORETYPE") != "" {
-		t.Skip("OPENBLAS_CORETYPE chooses the core")
-	}
-	if core := BLASCore(); cpu.Supported() >= cpu.AVX2 && core == "Prescott" {
-		t.Errorf("OpenBLAS runs its SSE3 Prescott kernels on a %s CPU", cpu.Supported())
 	}
 }
