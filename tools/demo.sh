@@ -8,8 +8,8 @@ MODEL="$CACHE/models/all-MiniLM-L6-v2"
 DEMO="$CACHE/demo"
 PORT="${PORT:-8000}"
 
-# 20,000 of WordNet's 117,659 synsets, evenly spaced: encoding them takes about 2 minutes on 2
-# cores (all of them: about 12). DEMO_SYNSETS=0 builds the whole WordNet.
+# 20,000 of WordNet's 117,659 synsets, evenly spaced: encoded in about 70 s on an idle 2-core
+# machine (all of them: 6-12 minutes). DEMO_SYNSETS=0 builds the whole WordNet.
 SYNSETS="${DEMO_SYNSETS:-20000}"
 DATA="$DEMO/wordnet-$SYNSETS"
 if [ ! -s "$DATA/corpus.jsonl" ]; then
