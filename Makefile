@@ -12,7 +12,6 @@ NEEDLE_CACHE ?= $(HOME)/.cache/needle
 NATIVE       := build/native
 GO           ?= go
 export NEEDLE_CACHE
-export NEEDLE_PYTHON := $(NEEDLE_CACHE)/venv/bin/python
 export NEEDLE_MODEL  := $(NEEDLE_CACHE)/models/all-MiniLM-L6-v2
 
 .PHONY: setup native build test run bench clean

