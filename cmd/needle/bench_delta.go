@@ -36,10 +36,7 @@ func deltaPair(frac float64) (oldBits, newBits []byte) {
 	span := uint64(2/frac) - 1 // gaps uniform in [1, span]: mean 1/frac
 	s := uint64(0x2545f4914f6cdd1d)
 	for i := uint64(0); ; {
-		s ^= s << 13
-		s ^= s >> 7
-		s ^= s << 17
-		i += 1 + s%span
+		i += 1 + xorshift(&s)%span
 		if 2*i >= uint64(len(newBits)) {
 			break
 		}

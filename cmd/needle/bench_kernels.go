@@ -98,14 +98,19 @@ func randomBF16(n int, scale float32) []byte {
 	b := make([]byte, 2*n)
 	s := uint64(0x9e3779b97f4a7c15)
 	for i := 0; i < n; i++ {
-		s ^= s << 13
-		s ^= s >> 7
-		s ^= s << 17
-		f := scale * (float32(s>>40)/float32(1<<24)*2 - 1)
+		f := scale * (float32(xorshift(&s)>>40)/float32(1<<24)*2 - 1)
 		bits := math.Float32bits(f)
 		b[2*i], b[2*i+1] = byte(bits>>16), byte(bits>>24)
 	}
 	return b
+}
+
+// xorshift advances the xorshift64 state s and returns it.
+func xorshift(s *uint64) uint64 {
+	*s ^= *s << 13
+	*s ^= *s >> 7
+	*s ^= *s << 17
+	return *s
 }
 
 func runBenchKernels(args []string) error {

@@ -62,9 +62,6 @@ func checkElemSize(elemSize int) error {
 	return nil
 }
 
-// level is the SIMD level every call uses (cpu.Selected, NEEDLE_SIMD).
-func level() (cpu.Level, error) { return cpu.Selected() }
-
 const errLen = 256
 
 func cErr(buf []C.char) error { return fmt.Errorf("%s", C.GoString(&buf[0])) }
@@ -99,7 +96,7 @@ func encodeChunk(l cpu.Level, s *Sparse, oldBits, newBits []byte, first uint64) 
 // tensor into that many ranges encoded concurrently. dst needs up to
 // len/elemSize*(IndexSize+elemSize) bytes (all changed); it keeps them for the next call.
 func Encode(dst *Sparse, oldBits, newBits []byte, elemSize, threads int) error {
-	l, err := level()
+	l, err := cpu.Selected()
 	if err != nil {
 		return err
 	}
@@ -162,7 +159,7 @@ func grow(b []byte, n int64) []byte {
 // Check verifies s against a tensor of len(base)/s.ElemSize elements: sizes, strictly
 // increasing indices, all in range.
 func (s *Sparse) Check(baseLen int) error {
-	l, err := level()
+	l, err := cpu.Selected()
 	if err != nil {
 		return err
 	}

@@ -48,7 +48,7 @@ int nl_logprob_run(const nl_logprob_args* a, int32_t level, int32_t threads, cha
 // nl_linear_logprob_run is the fused op: logits = hidden[n,h] . lm_head[v,h]^T are produced in
 // chunks of rows x vocab by cblas_sgemm (OpenBLAS, its own threads) into a scratch buffer of at
 // most NL_LINEAR_CHUNK_ROWS * NL_LINEAR_CHUNK_VOCAB floats and combined online, so [n,v] is never
-// held. Outputs and errors as nl_logprob_run (a->logits, a->dtype, a->v unused: pass hidden/w).
+// held. Outputs and errors as nl_logprob_run (a->logits and a->dtype are unused).
 #define NL_LINEAR_CHUNK_ROWS 256
 #define NL_LINEAR_CHUNK_VOCAB 4096
 int nl_linear_logprob_run(const float* hidden, int64_t h, const float* lm_head,
