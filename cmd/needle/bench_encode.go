@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"needle/engine/bert"
@@ -167,13 +166,6 @@ func runBenchEncode(args []string) error {
 	return nil
 }
 
-// cpuSeconds is the process's user + system CPU time.
-func cpuSeconds() float64 {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
-}
-
 func measureEncoder(enc *bert.Encoder, texts benchTexts, repeat int) (encodeResult, error) {
 	r := encodeResult{Passages: len(texts.Passages), WeightsMB: float64(enc.WeightBytes()) / 1e6}
 	for _, p := range texts.Passages {
@@ -183,11 +175,11 @@ func measureEncoder(enc *bert.Encoder, texts benchTexts, repeat int) (encodeResu
 		return r, err
 	}
 	for i := 0; i < repeat; i++ {
-		t0, c0 := time.Now(), cpuSeconds()
+		t0, c0 := time.Now(), processCPU()
 		if _, err := enc.Encode(texts.Passages, ""); err != nil {
 			return r, err
 		}
-		wall, cpu := time.Since(t0).Seconds(), cpuSeconds()-c0
+		wall, cpu := time.Since(t0).Seconds(), (processCPU() - c0).Seconds()
 		r.PassagesPerSec = max(r.PassagesPerSec, float64(len(texts.Passages))/wall)
 		r.PassagesPerCPUs = max(r.PassagesPerCPUs, float64(len(texts.Passages))/cpu)
 	}

@@ -117,9 +117,6 @@ func newEncoder(cfg Config, w *weights, tok *wordpiece.Tokenizer, opt Options) (
 // Dim is the embedding width (hidden_size).
 func (e *Encoder) Dim() int { return e.cfg.Hidden }
 
-// Config is the model's shape.
-func (e *Encoder) Config() Config { return e.cfg }
-
 // Options are the effective options (defaults filled in).
 func (e *Encoder) Options() Options { return e.opt }
 
@@ -182,25 +179,6 @@ func (e *Encoder) splitBatches(seqs [][]int32, order []int) [][]int {
 		batches = append(batches, order[lo:])
 	}
 	return batches
-}
-
-// EncodeIDs runs the forward pass on already tokenized sequences ([CLS] ... [SEP], each at
-// most MaxLength ids) as one batch, for tests and callers with their own tokenization.
-func (e *Encoder) EncodeIDs(seqs [][]int32) ([]float32, error) {
-	out := make([]float32, len(seqs)*e.cfg.Hidden)
-	batch := make([]int, len(seqs))
-	for i := range batch {
-		batch[i] = i
-		if len(seqs[i]) > e.opt.MaxLength {
-			return nil, fmt.Errorf("sequence %d has %d ids, more than max length %d", i, len(seqs[i]), e.opt.MaxLength)
-		}
-	}
-	ws := e.spaces.Get().(*workspace)
-	defer e.spaces.Put(ws)
-	if err := e.forward(ws, seqs, batch, out); err != nil {
-		return nil, err
-	}
-	return out, nil
 }
 
 // workspace is the scratch of one forward pass, grown as needed and reused through the

@@ -56,11 +56,7 @@ func (r *tensorReader) get(name string, shape ...int64) ([]float32, error) {
 	if !slices.Equal(t.Shape, shape) {
 		return nil, fmt.Errorf("%s: tensor %q has shape %v, config.json implies %v", r.f.Path(), full, t.Shape, shape)
 	}
-	x, err := r.f.Float32(full)
-	if err != nil {
-		return nil, err
-	}
-	return x, nil
+	return r.f.Float32(full)
 }
 
 // getAll reads several tensors in order, stopping at the first error.

@@ -8,8 +8,9 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"needle/internal/testenv"
 )
@@ -57,8 +58,9 @@ func textBytes(texts []string) int64 {
 // = every text of the set once; MB/s over UTF-8 input).
 func BenchmarkEncode(b *testing.B) {
 	tok, _ := loadMiniLM(b)
+	sets := benchTexts(b)
 	for _, name := range []string{"english", "multilingual"} {
-		texts := benchTexts(b)[name]
+		texts := sets[name]
 		b.Run(name, func(b *testing.B) {
 			b.SetBytes(textBytes(texts))
 			b.ReportAllocs()
@@ -80,8 +82,9 @@ func BenchmarkEncode(b *testing.B) {
 func BenchmarkVsHF(b *testing.B) {
 	tok, tokJSON := loadMiniLM(b)
 	py := testenv.Python(b)
+	sets := benchTexts(b)
 	for _, name := range []string{"english", "multilingual"} {
-		texts := benchTexts(b)[name]
+		texts := sets[name]
 		in := writeJSONLines(b, texts)
 		mb := float64(textBytes(texts)) / 1e6
 		b.Run(name, func(b *testing.B) {
@@ -125,12 +128,9 @@ func bestThreadCPU(b *testing.B, n int, f func()) float64 {
 }
 
 func threadCPU(b *testing.B) float64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(rusageThread, &ru); err != nil {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_THREAD, &ru); err != nil {
 		b.Fatal(err)
 	}
 	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
 }
-
-// rusageThread is Linux's RUSAGE_THREAD (not exported by package syscall).
-const rusageThread = 1
