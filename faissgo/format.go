@@ -10,7 +10,7 @@ import (
 
 // FAISS trusts every size field of an index file: a corrupt file can make it allocate
 // terabytes (std::vector::resize before reading), leave a null inverted-list pointer, or keep
-// HNSW neighbor ids that point outside the index and crash a later search. checkFile walks
+// HNSW neighbor ids that point outside the index and crash a later search. Stat walks
 // the file format of faiss 1.7.3 (faiss/impl/index_read.cpp) for the index types needle
 // supports, without loading vector data, and rejects anything FAISS would not handle safely.
 

@@ -10,7 +10,6 @@ import "C"
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"unsafe"
 
 	"needle/internal/atomicfile"
@@ -50,50 +49,29 @@ func readUnchecked(path string, mmap bool) (*Index, error) {
 	return &Index{ptr: ptr, dim: int(C.faiss_Index_d(ptr)), name: path, readOnly: mmap}, nil
 }
 
-// WriteFile writes the index to path atomically: FAISS writes a temporary file in the same
-// folder, which is fsynced and renamed over path, and the folder is fsynced. On error no
-// file is left at path (an existing one is untouched) and the temporary file is removed.
+// WriteFile writes the index to path atomically (atomicfile.Create: FAISS writes the
+// temporary file in the same folder by name, which is fsynced and renamed over path, and the
+// folder is fsynced). On error no file is left at path (an existing one is untouched) and the
+// temporary file is removed.
 func (x *Index) WriteFile(path string) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
+	if err := atomicfile.Create(path, func(f *os.File) error { return x.writeTo(f.Name()) }); err != nil {
 		return fmt.Errorf("faissgo: write index %s: %w", path, err)
 	}
-	tmpName := tmp.Name()
-	tmp.Close()
-	os.Chmod(tmpName, 0o644) // CreateTemp makes it 0600; an index is as readable as any output
-	if err := x.writeAndSync(tmpName); err != nil {
-		os.Remove(tmpName)
-		return fmt.Errorf("faissgo: write index %s: %w", path, err)
-	}
-	if err := os.Rename(tmpName, path); err != nil {
-		os.Remove(tmpName)
-		return fmt.Errorf("faissgo: write index %s: %w", path, err)
-	}
-	return atomicfile.SyncDir(filepath.Dir(path))
+	return nil
 }
 
-// writeAndSync has FAISS write the index to name, then fsyncs name.
-func (x *Index) writeAndSync(name string) error {
+// writeTo has FAISS write the index to the file name.
+func (x *Index) writeTo(name string) error {
 	x.mu.RLock()
+	defer x.mu.RUnlock()
 	if x.ptr == nil {
-		x.mu.RUnlock()
 		return errClosed
 	}
 	cname := C.CString(name)
 	defer C.free(unsafe.Pointer(cname))
 	var buf [errLen]C.char
-	st := C.needle_write_index(x.ptr, cname, &buf[0], errLen)
-	x.mu.RUnlock()
-	if st != 0 {
+	if st := C.needle_write_index(x.ptr, cname, &buf[0], errLen); st != 0 {
 		return faissError(st, buf[:])
 	}
-	f, err := os.OpenFile(name, os.O_RDWR, 0)
-	if err != nil {
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return nil
 }

@@ -20,7 +20,7 @@ var benchmarks = map[string]benchmark{}
 func registerBench(b benchmark) { benchmarks[b.name] = b }
 
 func init() {
-	register(command{name: "bench", summary: "benchmarks: kernels, encode, retrieve, docstore", run: runBench})
+	register(command{name: "bench", summary: "benchmarks: kernels, encode, retrieve, docstore, recall", run: runBench})
 }
 
 func runBench(args []string) error {

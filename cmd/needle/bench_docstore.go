@@ -11,8 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"needle/engine/docstore"
 	"needle/engine/docstore/synth"
 )
@@ -213,17 +211,9 @@ func (s span) best(o span) span {
 }
 
 func measure(f func() error) (span, error) {
-	cpu0, t := cpuTime(), time.Now()
+	cpu0, t := processCPU(), time.Now()
 	err := f()
-	return span{wall: time.Since(t), cpu: cpuTime() - cpu0}, err
-}
-
-func cpuTime() time.Duration {
-	var ru unix.Rusage
-	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return span{wall: time.Since(t), cpu: processCPU() - cpu0}, err
 }
 
 // readRSS returns this process's resident set from /proc/self/status: total, anonymous

@@ -52,27 +52,29 @@ func (c *Corpus) SidecarPath() string { return c.lines.sidecar }
 // valid until Close. A line that is not a JSON object with a string `contents` gives a
 // *BadRowError. No allocation unless the row is bad.
 func (c *Corpus) Row(i int64) ([]byte, error) {
-	line, err := c.lines.line(i)
-	if err != nil {
-		return nil, err
-	}
-	if _, _, reason := stringField(line, "contents"); reason != "" {
-		return nil, &BadRowError{Path: c.lines.path, Line: i + 1, Reason: reason}
-	}
-	return line, nil
+	line, _, err := c.row(i)
+	return line, err
 }
 
 // Contents returns the decoded `contents` string of row i.
 func (c *Corpus) Contents(i int64) (string, error) {
-	line, err := c.lines.line(i)
+	_, raw, err := c.row(i)
 	if err != nil {
 		return "", err
 	}
-	raw, _, reason := stringField(line, "contents")
-	if reason != "" {
-		return "", &BadRowError{Path: c.lines.path, Line: i + 1, Reason: reason}
-	}
 	return decodeJSONString(raw), nil
+}
+
+// row returns line i and the raw (undecoded) `contents` string in it.
+func (c *Corpus) row(i int64) (line, contents []byte, err error) {
+	if line, err = c.lines.line(i); err != nil {
+		return nil, nil, err
+	}
+	contents, _, reason := stringField(line, "contents")
+	if reason != "" {
+		return nil, nil, &BadRowError{Path: c.lines.path, Line: i + 1, Reason: reason}
+	}
+	return line, contents, nil
 }
 
 // Validate checks every row (on all cores) and returns the bad ones in line order.

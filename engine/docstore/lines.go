@@ -137,14 +137,9 @@ func findOrBuild(path, ext string, opt Options, fresh func([]byte) bool, build f
 		p := filepath.Join(d, name)
 		err := os.MkdirAll(d, 0o755)
 		if err == nil {
-			// temp file, fsync, rename: never half-written. Readable by all, like the data
-			// file it describes, so other users of a shared corpus can use it.
-			err = atomicfile.Create(p, func(f *os.File) error {
-				if err := f.Chmod(0o644); err != nil {
-					return err
-				}
-				return build(f)
-			})
+			// temp file, fsync, rename: never half-written. Mode 0644 (atomicfile.Create),
+			// readable by all like the data file, so other users of a shared corpus can use it.
+			err = atomicfile.Create(p, build)
 		}
 		if unwritable(err) {
 			continue
