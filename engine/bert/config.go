@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 )
 
 // Config is the shape of a BertModel (the fields of HF's config.json that the forward pass uses).
@@ -51,7 +52,7 @@ func readConfig(dir string) (Config, error) {
 	if c.ModelType != "bert" {
 		return Config{}, fmt.Errorf("%s: model_type %q is not supported (want bert)", path, c.ModelType)
 	}
-	if len(c.Architectures) > 0 && !slices.ContainsFunc(c.Architectures, func(a string) bool { return len(a) >= 4 && a[:4] == "Bert" }) {
+	if len(c.Architectures) > 0 && !slices.ContainsFunc(c.Architectures, func(a string) bool { return strings.HasPrefix(a, "Bert") }) {
 		return Config{}, fmt.Errorf("%s: architectures %v are not supported (want BertModel)", path, c.Architectures)
 	}
 	if c.HiddenAct != "gelu" {

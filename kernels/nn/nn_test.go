@@ -32,7 +32,7 @@ func withSpecials(x []float32) [][]float32 {
 	return out
 }
 
-// close reports whether got matches the reference want: both NaN, equal (inf), or within
+// close32 reports whether got matches the reference want: both NaN, equal (inf), or within
 // abs + rel*|want|.
 func close32(got, want float32, abs, rel float64) bool {
 	g, w := float64(got), float64(want)
