@@ -62,6 +62,7 @@ func (c Config) withDefaults() Config {
 // /retrieve, /access) once SetRetriever was called. Safe for concurrent use.
 type Server struct {
 	cfg       Config
+	auth      []byte // the expected Authorization header ("Bearer <token>"), nil without a token
 	retriever atomic.Pointer[engine.Retriever]
 	metrics   *metrics
 	http      *fasthttp.Server
@@ -78,18 +79,20 @@ type searchResult struct {
 // New returns a server with cfg's limits; it serves nothing until Serve.
 func New(cfg Config) *Server {
 	s := &Server{cfg: cfg.withDefaults(), metrics: newMetrics()}
+	if s.cfg.AuthToken != "" {
+		s.auth = []byte("Bearer " + s.cfg.AuthToken)
+	}
 	s.http = &fasthttp.Server{
-		Handler:               s.Handler,
-		ErrorHandler:          s.transportError,
-		Name:                  "needle",
-		Concurrency:           s.cfg.MaxConns,
-		MaxRequestBodySize:    s.cfg.MaxBodyBytes,
-		ReadTimeout:           s.cfg.ReadTimeout,
-		WriteTimeout:          s.cfg.WriteTimeout,
-		IdleTimeout:           s.cfg.IdleTimeout,
-		CloseOnShutdown:       true,
-		NoDefaultContentType:  true,
-		NoDefaultServerHeader: false,
+		Handler:              s.Handler,
+		ErrorHandler:         s.transportError,
+		Name:                 "needle",
+		Concurrency:          s.cfg.MaxConns,
+		MaxRequestBodySize:   s.cfg.MaxBodyBytes,
+		ReadTimeout:          s.cfg.ReadTimeout,
+		WriteTimeout:         s.cfg.WriteTimeout,
+		IdleTimeout:          s.cfg.IdleTimeout,
+		CloseOnShutdown:      true,
+		NoDefaultContentType: true,
 	}
 	return s
 }
@@ -171,12 +174,10 @@ func (s *Server) route(ctx *fasthttp.RequestCtx) endpoint {
 }
 
 func (s *Server) authorized(ctx *fasthttp.RequestCtx) bool {
-	if s.cfg.AuthToken == "" {
+	if s.auth == nil {
 		return true
 	}
-	want := "Bearer " + s.cfg.AuthToken
-	got := ctx.Request.Header.Peek("Authorization")
-	return subtle.ConstantTimeCompare(got, []byte(want)) == 1
+	return subtle.ConstantTimeCompare(ctx.Request.Header.Peek("Authorization"), s.auth) == 1
 }
 
 // retrieve answers POST /retrieve: one inner list per query, best first; with

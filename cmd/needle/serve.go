@@ -235,8 +235,18 @@ type loadedParts struct {
 // close releases everything after the server has stopped.
 func (l *loadedParts) close() {
 	l.retriever.Batcher.Close()
-	l.index.Close()
-	l.corpus.Close()
+	l.closeFiles()
+}
+
+// closeFiles closes the index, corpus and pages that are open (all of them once loaded,
+// some when a load failed).
+func (l *loadedParts) closeFiles() {
+	if l.index != nil {
+		l.index.Close()
+	}
+	if l.corpus != nil {
+		l.corpus.Close()
+	}
 	if l.pages != nil {
 		l.pages.Close()
 	}
@@ -274,7 +284,7 @@ func load(f *serveFlags, files servedFiles, srv *server.Server) (*loadedParts, e
 	})
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
-		closeAll(l.index, l.corpus, l.pages)
+		l.closeFiles()
 		return nil, err
 	}
 	var pages engine.PageStore
@@ -285,24 +295,11 @@ func load(f *serveFlags, files servedFiles, srv *server.Server) (*loadedParts, e
 		MaxBatch: f.maxBatch, MaxWait: f.batchWait, MaxQueued: f.maxQueued, Encoders: f.encoders, OnBatch: srv.ObserveBatch,
 	})
 	if err != nil {
-		closeAll(l.index, l.corpus, l.pages)
+		l.closeFiles()
 		return nil, fmt.Errorf("%s with %s and %s: %w", files.indexFile, files.corpus, files.model, err)
 	}
 	l.retriever = r
 	return l, nil
-}
-
-// closeAll closes the parts that were opened before a load failed.
-func closeAll(index *faissgo.Index, corpus *docstore.Corpus, pages *docstore.Pages) {
-	if index != nil {
-		index.Close()
-	}
-	if corpus != nil {
-		corpus.Close()
-	}
-	if pages != nil {
-		pages.Close()
-	}
 }
 
 // announce checks that the server answers /ready through its socket, then writes the
@@ -311,7 +308,7 @@ func announce(f *serveFlags, addr *net.TCPAddr) (string, error) {
 	host := advertisedIP(f.host)
 	hostPort := net.JoinHostPort(host, strconv.Itoa(addr.Port))
 	probe := net.JoinHostPort(f.host, strconv.Itoa(addr.Port))
-	if f.host == "0.0.0.0" || f.host == "::" || f.host == "" {
+	if wildcard(f.host) {
 		probe = net.JoinHostPort("127.0.0.1", strconv.Itoa(addr.Port))
 	}
 	client := http.Client{Timeout: 10 * time.Second}
@@ -341,7 +338,7 @@ func announce(f *serveFlags, addr *net.TCPAddr) (string, error) {
 // advertisedIP is the address clients should dial: the bind address, or for a wildcard
 // bind the machine's first non-loopback IPv4 address (the anchors use their host's IP).
 func advertisedIP(host string) string {
-	if host != "0.0.0.0" && host != "::" && host != "" {
+	if !wildcard(host) {
 		return host
 	}
 	addrs, err := net.InterfaceAddrs()
@@ -354,3 +351,6 @@ func advertisedIP(host string) string {
 	}
 	return "127.0.0.1"
 }
+
+// wildcard reports whether host binds every interface.
+func wildcard(host string) bool { return host == "0.0.0.0" || host == "::" || host == "" }

@@ -99,15 +99,21 @@ func streamRows(vecs vectors, log io.Writer, emb io.Writer, use func(start int64
 			return err
 		}
 		if emb != nil {
-			raw = slices.Grow(raw[:0], 4*len(x))[:4*len(x)]
-			putFloats(raw, x)
-			if _, err := emb.Write(raw); err != nil {
+			if err := writeFloats(emb, x, &raw); err != nil {
 				return err
 			}
 		}
 		bar.Add(int64(len(x)) / dim)
 	}
 	return nil
+}
+
+// writeFloats writes x to w as little-endian float32s; *raw is reused scratch.
+func writeFloats(w io.Writer, x []float32, raw *[]byte) error {
+	*raw = slices.Grow((*raw)[:0], 4*len(x))[:4*len(x)]
+	putFloats(*raw, x)
+	_, err := w.Write(*raw)
+	return err
 }
 
 // writeFlatIndex writes vecs to path atomically as a FAISS IndexFlatIP ("ip") or IndexFlatL2
@@ -132,12 +138,14 @@ func writeFlatIndex(path, metric string, vecs vectors, log io.Writer, emb io.Wri
 		if _, err := w.Write(head); err != nil {
 			return err
 		}
+		// The index's vector data is emb.memmap's bytes: convert each chunk once.
+		out := io.Writer(w)
+		if emb != nil {
+			out = io.MultiWriter(w, emb)
+		}
 		var raw []byte
-		err := streamRows(vecs, log, emb, func(_ int64, x []float32) error {
-			raw = slices.Grow(raw[:0], 4*len(x))[:4*len(x)]
-			putFloats(raw, x)
-			_, err := w.Write(raw)
-			return err
+		err := streamRows(vecs, log, nil, func(_ int64, x []float32) error {
+			return writeFloats(out, x, &raw)
 		})
 		if err != nil {
 			return err

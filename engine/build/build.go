@@ -181,13 +181,24 @@ func UpToDate(cfg Config) (*Manifest, error) {
 	if err != nil {
 		return nil, err
 	}
-	if m.ArgsHash != st.hash() {
-		return nil, nil
-	}
-	if _, err := os.Stat(filepath.Join(cfg.Out, m.IndexFile)); err != nil {
+	if !complete(cfg.Out, m, st.hash()) {
 		return nil, nil
 	}
 	return m, nil
+}
+
+// complete reports whether m (read from dir) records a build with arguments hash argsHash
+// whose index file is there.
+func complete(dir string, m *Manifest, argsHash string) bool {
+	if m.ArgsHash != argsHash {
+		return false
+	}
+	_, err := os.Stat(filepath.Join(dir, m.IndexFile))
+	return err == nil
+}
+
+func upToDateReport(m *Manifest) *Report {
+	return &Report{UpToDate: true, Rows: m.Count, BadRows: len(m.BadRows), Manifest: m}
 }
 
 // Parts are the loaded components a build runs with.
@@ -212,25 +223,25 @@ func Run(cfg Config, parts Parts) (*Report, error) {
 		return nil, err
 	}
 	defer unlock()
-	if m, err := UpToDate(cfg); err != nil || m != nil {
-		if err != nil {
-			return nil, err
-		}
-		return &Report{UpToDate: true, Rows: m.Count, BadRows: len(m.BadRows), Manifest: m}, nil
-	}
 	out, err := cfg.outputState()
 	if err != nil {
 		return nil, err
+	}
+	old, _ := ReadManifest(cfg.Out) // nil: no finished build there
+	if old != nil && complete(cfg.Out, old, out.hash()) {
+		return upToDateReport(old), nil
 	}
 	info := CorpusInfo{Path: out.CorpusPath, Size: out.CorpusSize, Mtime: out.CorpusMtime}
 	if info.Hash, err = hashFile(cfg.Corpus, cfg.Log); err != nil {
 		return nil, err
 	}
-	if m, err := refreshManifest(cfg.Out, out, info); err != nil || m != nil {
-		if err != nil {
-			return nil, err
+	if old != nil {
+		if ok, err := refreshManifest(cfg.Out, old, out, info); err != nil || ok {
+			if err != nil {
+				return nil, err
+			}
+			return upToDateReport(old), nil
 		}
-		return &Report{UpToDate: true, Rows: m.Count, BadRows: len(m.BadRows), Manifest: m}, nil
 	}
 	if err := clearOldOutput(cfg); err != nil {
 		return nil, err
@@ -298,23 +309,19 @@ func Run(cfg Config, parts Parts) (*Report, error) {
 
 // refreshManifest handles a finished build whose corpus was rewritten with the same bytes
 // or moved (a new mtime or path, the same content hash): the manifest is updated to the
-// corpus's new identity and returned, and nothing is rebuilt. It returns nil, nil when
-// the folder holds no such build.
-func refreshManifest(dir string, now outputState, info CorpusInfo) (*Manifest, error) {
-	m, err := ReadManifest(dir)
-	if err != nil || m.Corpus.Hash != info.Hash || m.Corpus.Size != info.Size {
-		return nil, nil
+// corpus's new identity (m, read from dir, is updated in place), ok is true and nothing is
+// rebuilt. ok is false when m records no such build.
+func refreshManifest(dir string, m *Manifest, now outputState, info CorpusInfo) (ok bool, err error) {
+	if m.Corpus.Hash != info.Hash || m.Corpus.Size != info.Size {
+		return false, nil
 	}
 	then := now
 	then.CorpusPath, then.CorpusMtime = m.Corpus.Path, m.Corpus.Mtime
-	if then.hash() != m.ArgsHash {
-		return nil, nil
-	}
-	if _, err := os.Stat(filepath.Join(dir, m.IndexFile)); err != nil {
-		return nil, nil
+	if !complete(dir, m, then.hash()) {
+		return false, nil
 	}
 	m.Corpus, m.ArgsHash = info, now.hash()
-	return m, WriteManifest(dir, m)
+	return true, WriteManifest(dir, m)
 }
 
 // clearOldOutput refuses (or, with Restart, removes) a complete build of other arguments in
