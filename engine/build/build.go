@@ -90,8 +90,7 @@ type Report struct {
 	UpToDate   bool  // Out already held this build; nothing was done
 	Rows       int64 // index rows
 	BadRows    int
-	Encoded    int64 // rows encoded by this run (the rest came from an earlier run's shards)
-	Elapsed    time.Duration
+	Encoded    int64         // rows encoded by this run (the rest came from an earlier run's shards)
 	EncodeTime time.Duration // of the Encoded rows
 	IndexBytes int64
 	Manifest   *Manifest
@@ -214,7 +213,6 @@ type Parts struct {
 // when everything is encoded; the partial folder is removed last.
 func Run(cfg Config, parts Parts) (*Report, error) {
 	cfg.setDefaults()
-	began := time.Now()
 	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
 		return nil, fmt.Errorf("output folder: %w", err)
 	}
@@ -303,7 +301,6 @@ func Run(cfg Config, parts Parts) (*Report, error) {
 		return nil, err
 	}
 	rep.IndexBytes, rep.BadRows, rep.Manifest = st.Size(), len(bad), m
-	rep.Elapsed = time.Since(began)
 	return rep, nil
 }
 
