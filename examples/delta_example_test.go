@@ -17,10 +17,7 @@ func libneedle(t *testing.T) string {
 	t.Helper()
 	lib, _ := filepath.Abs(filepath.Join("..", "build", "native", "libneedle.so"))
 	if _, err := os.Stat(lib); err != nil {
-		if os.Getenv("NEEDLE_STRICT") == "1" {
-			t.Fatalf("%s is missing; run `make native`", lib)
-		}
-		t.Skipf("%s is missing; run `make native`", lib)
+		testenv.Missing(t, lib)
 	}
 	return lib
 }

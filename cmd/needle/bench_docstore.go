@@ -1,14 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"time"
 
 	"needle/engine/docstore"
@@ -219,17 +217,5 @@ func measure(f func() error) (span, error) {
 // readRSS returns this process's resident set from /proc/self/status: total, anonymous
 // (heap, stacks) and file-backed (mapped corpus/sidecar pages, reclaimable page cache).
 func readRSS() string {
-	f, err := os.Open("/proc/self/status")
-	if err != nil {
-		return "unknown (" + err.Error() + ")"
-	}
-	defer f.Close()
-	fields := map[string]string{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if k, v, ok := strings.Cut(sc.Text(), ":"); ok {
-			fields[k] = strings.TrimSuffix(strings.TrimSpace(v), " kB")
-		}
-	}
-	return fmt.Sprintf("%s kB (anon %s, file %s)", fields["VmRSS"], fields["RssAnon"], fields["RssFile"])
+	return fmt.Sprintf("%d kB (anon %d, file %d)", procStatusKB("VmRSS"), procStatusKB("RssAnon"), procStatusKB("RssFile"))
 }

@@ -3,8 +3,10 @@ package main
 import (
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"runtime"
+	"slices"
 	"time"
 
 	"needle/kernels/cpu"
@@ -53,8 +55,8 @@ func parseRequired(fs *flag.FlagSet, args []string, required map[string]*string)
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	for name, v := range required {
-		if *v == "" {
+	for _, name := range slices.Sorted(maps.Keys(required)) { // the same error on every run
+		if *required[name] == "" {
 			return fmt.Errorf("--%s is required", name)
 		}
 	}

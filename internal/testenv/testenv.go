@@ -19,13 +19,14 @@ func Cache() string {
 	return filepath.Join(home, ".cache", "needle")
 }
 
-// missing skips t, or fails it under NEEDLE_STRICT=1.
-func missing(t testing.TB, what string) {
+// Missing skips t because what is absent, or fails it under NEEDLE_STRICT=1. For resources
+// `make test` provides (setup downloads, `make native` outputs).
+func Missing(t testing.TB, what string) {
 	t.Helper()
 	if os.Getenv("NEEDLE_STRICT") == "1" {
-		t.Fatalf("%s is missing; run `make setup`", what)
+		t.Fatalf("%s is missing; `make test` sets it up", what)
 	}
-	t.Skipf("%s is missing; run `make setup` (or `make test`)", what)
+	t.Skipf("%s is missing; `make test` sets it up", what)
 }
 
 // MiniLMDir returns the folder of sentence-transformers/all-MiniLM-L6-v2 (real weights).
@@ -33,7 +34,7 @@ func MiniLMDir(t testing.TB) string {
 	t.Helper()
 	dir := filepath.Join(Cache(), "models", "all-MiniLM-L6-v2")
 	if _, err := os.Stat(filepath.Join(dir, "model.safetensors")); err != nil {
-		missing(t, "MiniLM model "+dir)
+		Missing(t, "MiniLM model "+dir)
 	}
 	return dir
 }
@@ -44,7 +45,7 @@ func Python(t testing.TB) string {
 	t.Helper()
 	py := filepath.Join(Cache(), "venv", "bin", "python")
 	if _, err := exec.LookPath(py); err != nil {
-		missing(t, "Python venv "+py)
+		Missing(t, "Python venv "+py)
 	}
 	return py
 }
@@ -54,7 +55,7 @@ func WordNetDir(t testing.TB) string {
 	t.Helper()
 	dir := "/usr/share/wordnet"
 	if _, err := os.Stat(filepath.Join(dir, "data.noun")); err != nil {
-		missing(t, "WordNet database "+dir+" (apt wordnet-base)")
+		Missing(t, "WordNet database "+dir+" (apt wordnet-base)")
 	}
 	return dir
 }
