@@ -20,3 +20,13 @@ func BenchmarkEncodeGlosses(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N*len(texts))/b.Elapsed().Seconds(), "texts/s")
 }
+
+// BenchmarkEncodeQuery encodes one short query per iteration: the serve path's latency.
+func BenchmarkEncodeQuery(b *testing.B) {
+	e := loadMiniLM(b)
+	for b.Loop() {
+		if _, err := e.Encode([]string{"a member of the genus Canis that has been domesticated"}, "query: "); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -58,11 +58,15 @@ func Load(dir string, opt Options) (*Encoder, error) {
 	if tok.VocabSize() > cfg.VocabSize {
 		return nil, fmt.Errorf("%s: the tokenizer has %d ids but vocab_size is %d", filepath.Join(dir, "config.json"), tok.VocabSize(), cfg.VocabSize)
 	}
-	w, err := loadWeights(dir, cfg)
+	ops, err := nn.Selected()
 	if err != nil {
 		return nil, err
 	}
-	return newEncoder(cfg, w, tok, opt)
+	w, err := loadWeights(dir, cfg, ops)
+	if err != nil {
+		return nil, err
+	}
+	return newEncoder(cfg, w, tok, ops, opt)
 }
 
 // NewRandom is an encoder of shape cfg with seeded random weights and the given tokenizer,
@@ -74,10 +78,14 @@ func NewRandom(cfg Config, seed int64, tok *wordpiece.Tokenizer, opt Options) (*
 	if tok.VocabSize() > cfg.VocabSize {
 		return nil, fmt.Errorf("the tokenizer has %d ids but vocab_size is %d", tok.VocabSize(), cfg.VocabSize)
 	}
-	return newEncoder(cfg, randomWeights(cfg, seed), tok, opt)
+	ops, err := nn.Selected()
+	if err != nil {
+		return nil, err
+	}
+	return newEncoder(cfg, randomWeights(cfg, seed, ops), tok, ops, opt)
 }
 
-func newEncoder(cfg Config, w *weights, tok *wordpiece.Tokenizer, opt Options) (*Encoder, error) {
+func newEncoder(cfg Config, w *weights, tok *wordpiece.Tokenizer, ops nn.Ops, opt Options) (*Encoder, error) {
 	if opt.MaxLength == 0 {
 		opt.MaxLength = min(256, cfg.MaxPositions)
 	}
@@ -93,7 +101,7 @@ func newEncoder(cfg Config, w *weights, tok *wordpiece.Tokenizer, opt Options) (
 	if opt.BatchSize < 0 || opt.MaxBatchTokens < 0 {
 		return nil, fmt.Errorf("batch size %d and max batch tokens %d must be positive", opt.BatchSize, opt.MaxBatchTokens)
 	}
-	e := &Encoder{cfg: cfg, opt: opt, tok: tok, w: w}
+	e := &Encoder{cfg: cfg, opt: opt, tok: tok, ops: ops, w: w}
 	switch opt.Pooling {
 	case "", "mean":
 		e.pooling, e.opt.Pooling = nn.MeanPool, "mean"
@@ -102,11 +110,6 @@ func newEncoder(cfg Config, w *weights, tok *wordpiece.Tokenizer, opt Options) (
 	default:
 		return nil, fmt.Errorf("pooling %q: want mean or cls", opt.Pooling)
 	}
-	ops, err := nn.Selected()
-	if err != nil {
-		return nil, err
-	}
-	e.ops = ops
 	if opt.Threads > 0 {
 		nn.SetThreads(opt.Threads)
 	}
@@ -120,7 +123,7 @@ func (e *Encoder) Dim() int { return e.cfg.Hidden }
 // Options are the effective options (defaults filled in).
 func (e *Encoder) Options() Options { return e.opt }
 
-// WeightBytes is the fp32 size of the loaded weights.
+// WeightBytes is the size of the loaded weights in memory (fp16 matrices, fp32 the rest).
 func (e *Encoder) WeightBytes() int64 { return e.w.bytes() }
 
 // Tokenizer is the encoder's tokenizer.

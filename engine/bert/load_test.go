@@ -12,6 +12,8 @@ import (
 
 	"needle/engine/wordpiece"
 	"needle/internal/testenv"
+	"needle/kernels/cpu"
+	"needle/kernels/nn"
 	"needle/safetensors"
 )
 
@@ -19,9 +21,17 @@ import (
 var tinyConfig = Config{Layers: 2, Hidden: 8, Heads: 2, Intermediate: 16, MaxPositions: 64,
 	VocabSize: 30522, TypeVocabSize: 2, Eps: 1e-12}
 
-// namedTensors lists the checkpoint tensors of w under HF's BertModel names.
+// namedTensors lists the checkpoint tensors of w under HF's BertModel names (the fp16
+// matrices at their exact float32 values).
 func namedTensors(cfg Config, w *weights) map[string][]float32 {
 	H := cfg.Hidden
+	f32 := func(h []uint16) []float32 {
+		x := make([]float32, len(h))
+		for i := range h {
+			x[i] = safetensors.HalfToFloat32(h[i])
+		}
+		return x
+	}
 	types := append(append([]float32{}, w.type0...), make([]float32, H*(cfg.TypeVocabSize-1))...)
 	m := map[string][]float32{
 		"embeddings.word_embeddings.weight": w.word, "embeddings.position_embeddings.weight": w.pos,
@@ -31,13 +41,13 @@ func namedTensors(cfg Config, w *weights) map[string][]float32 {
 	for l, lw := range w.layers {
 		p := fmt.Sprintf("encoder.layer.%d.", l)
 		for i, qkv := range []string{"query", "key", "value"} {
-			m[p+"attention.self."+qkv+".weight"] = lw.qkvW[i*H*H : (i+1)*H*H]
+			m[p+"attention.self."+qkv+".weight"] = f32(lw.qkvW[i*H*H : (i+1)*H*H])
 			m[p+"attention.self."+qkv+".bias"] = lw.qkvB[i*H : (i+1)*H]
 		}
-		m[p+"attention.output.dense.weight"], m[p+"attention.output.dense.bias"] = lw.attnOutW, lw.attnOutB
+		m[p+"attention.output.dense.weight"], m[p+"attention.output.dense.bias"] = f32(lw.attnOutW), lw.attnOutB
 		m[p+"attention.output.LayerNorm.weight"], m[p+"attention.output.LayerNorm.bias"] = lw.ln1Gamma, lw.ln1Beta
-		m[p+"intermediate.dense.weight"], m[p+"intermediate.dense.bias"] = lw.ffnInW, lw.ffnInB
-		m[p+"output.dense.weight"], m[p+"output.dense.bias"] = lw.ffnOutW, lw.ffnOutB
+		m[p+"intermediate.dense.weight"], m[p+"intermediate.dense.bias"] = f32(lw.ffnInW), lw.ffnInB
+		m[p+"output.dense.weight"], m[p+"output.dense.bias"] = f32(lw.ffnOutW), lw.ffnOutB
 		m[p+"output.LayerNorm.weight"], m[p+"output.LayerNorm.bias"] = lw.ln2Gamma, lw.ln2Beta
 	}
 	return m
@@ -140,9 +150,13 @@ func encodeDir(t *testing.T, dir string) []float32 {
 }
 
 func TestLoadDTypesAndPrefix(t *testing.T) {
-	w := randomWeights(tinyConfig, 7)
+	w := randomWeights(tinyConfig, 7, nn.New(cpu.Ref))
 	want := encodeDir(t, writeTinyModel(t, w, "", "F32", nil))
-	direct, err := newEncoder(tinyConfig, w, mustTokenizer(t), Options{})
+	ops, err := nn.Selected()
+	if err != nil {
+		t.Fatal(err)
+	}
+	direct, err := newEncoder(tinyConfig, w, mustTokenizer(t), ops, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +202,7 @@ func mustTokenizer(t *testing.T) *wordpiece.Tokenizer {
 }
 
 func TestLoadErrorsNameFileAndTensor(t *testing.T) {
-	w := randomWeights(tinyConfig, 8)
+	w := randomWeights(tinyConfig, 8, nn.New(cpu.Ref))
 	const q = "encoder.layer.1.attention.self.query.weight"
 	for _, tc := range []struct {
 		name  string
@@ -206,6 +220,8 @@ func TestLoadErrorsNameFileAndTensor(t *testing.T) {
 			delete(m, "embeddings.word_embeddings.weight")
 		}, []string{"not a BERT checkpoint"}},
 		{"integer dtype", "I32", nil, []string{"dtype I32"}},
+		{"past fp16", "F32", func(m map[string][]float32, s map[string][]int64, c map[string]any) { m[q][5] = 1e6 },
+			[]string{"model.safetensors", q, "index 5", "fp16"}},
 		{"roberta", "F32", func(m map[string][]float32, s map[string][]int64, c map[string]any) { c["model_type"] = "roberta" },
 			[]string{"config.json", "roberta"}},
 		{"relu", "F32", func(m map[string][]float32, s map[string][]int64, c map[string]any) { c["hidden_act"] = "relu" },
@@ -244,7 +260,7 @@ func TestLoadErrorsNameFileAndTensor(t *testing.T) {
 
 // TestConcurrentEncode runs callers in parallel: results must equal the serial ones.
 func TestConcurrentEncode(t *testing.T) {
-	e, err := Load(writeTinyModel(t, randomWeights(tinyConfig, 9), "", "F32", nil), Options{BatchSize: 2})
+	e, err := Load(writeTinyModel(t, randomWeights(tinyConfig, 9, nn.New(cpu.Ref)), "", "F32", nil), Options{BatchSize: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,25 +6,27 @@ import (
 	"path/filepath"
 	"slices"
 
+	"needle/kernels/nn"
 	"needle/safetensors"
 )
 
-// weights are the fp32 parameters of a BertModel (pooler excluded: sentence embeddings
-// pool the last hidden state). Immutable after load; shared by concurrent forward passes.
+// weights are the parameters of a BertModel (pooler excluded: sentence embeddings pool the
+// last hidden state). The Linear matrices are held as fp16 (nn.Linear's format: half the
+// bytes a query streams, and half the RSS; the golden test bounds the rounding), the rest
+// as fp32. Immutable after load; shared by concurrent forward passes.
 type weights struct {
 	word, pos, type0  []float32 // [vocab,H], [positions,H], [H] (token type 0)
 	embGamma, embBeta []float32
 	layers            []layerWeights
 }
 
-// layerWeights: matrices in PyTorch Linear layout [out, in].
+// layerWeights: matrices (fp16 bits) in PyTorch Linear layout [out, in].
 type layerWeights struct {
-	qkvW, qkvB         []float32 // query | key | value stacked: [3H, H], [3H]
-	attnOutW, attnOutB []float32 // [H, H], [H]
-	ln1Gamma, ln1Beta  []float32
-	ffnInW, ffnInB     []float32 // [I, H], [I]
-	ffnOutW, ffnOutB   []float32 // [H, I], [H]
-	ln2Gamma, ln2Beta  []float32
+	qkvW                            []uint16  // query | key | value stacked: [3H, H]
+	attnOutW, ffnInW, ffnOutW       []uint16  // [H, H], [I, H], [H, I]
+	qkvB, attnOutB, ffnInB, ffnOutB []float32 // [3H], [H], [I], [H]
+	ln1Gamma, ln1Beta               []float32
+	ln2Gamma, ln2Beta               []float32
 }
 
 // tensorReader reads named tensors of one safetensors file, checking shapes, with or
@@ -32,10 +34,11 @@ type layerWeights struct {
 type tensorReader struct {
 	f      *safetensors.File
 	prefix string
+	ops    nn.Ops // converts matrices to fp16
 }
 
-func newTensorReader(f *safetensors.File) (*tensorReader, error) {
-	r := &tensorReader{f: f}
+func newTensorReader(f *safetensors.File, ops nn.Ops) (*tensorReader, error) {
+	r := &tensorReader{f: f, ops: ops}
 	const probe = "embeddings.word_embeddings.weight"
 	if _, ok := f.Tensor(probe); !ok {
 		if _, ok := f.Tensor("bert." + probe); !ok {
@@ -59,6 +62,18 @@ func (r *tensorReader) get(name string, shape ...int64) ([]float32, error) {
 	return r.f.Float32(full)
 }
 
+// getHalf reads tensor name of the given shape into dst as fp16.
+func (r *tensorReader) getHalf(dst []uint16, name string, shape ...int64) error {
+	x, err := r.get(name, shape...)
+	if err != nil {
+		return err
+	}
+	if err := r.ops.ToHalf(dst, x); err != nil {
+		return fmt.Errorf("%s: tensor %q: %w", r.f.Path(), r.prefix+name, err)
+	}
+	return nil
+}
+
 // getAll reads several tensors in order, stopping at the first error.
 func (r *tensorReader) getAll(dst []*[]float32, names []string, shapes [][]int64) error {
 	for i, name := range names {
@@ -72,13 +87,13 @@ func (r *tensorReader) getAll(dst []*[]float32, names []string, shapes [][]int64
 }
 
 // loadWeights reads dir/model.safetensors for the shape cfg.
-func loadWeights(dir string, cfg Config) (*weights, error) {
+func loadWeights(dir string, cfg Config, ops nn.Ops) (*weights, error) {
 	f, err := safetensors.Open(filepath.Join(dir, "model.safetensors"))
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close() // every tensor is copied to fp32 below
-	r, err := newTensorReader(f)
+	defer f.Close() // every tensor is copied (fp32 or fp16) below
+	r, err := newTensorReader(f, ops)
 	if err != nil {
 		return nil, err
 	}
@@ -93,24 +108,37 @@ func loadWeights(dir string, cfg Config) (*weights, error) {
 	}
 	w.type0 = types[:H]
 	for l := 0; l < cfg.Layers; l++ {
-		var lw layerWeights
-		var q, k, v, qb, kb, vb []float32
+		lw := layerWeights{qkvW: make([]uint16, 3*H*H), attnOutW: make([]uint16, H*H),
+			ffnInW: make([]uint16, I*H), ffnOutW: make([]uint16, H*I)}
+		var qb, kb, vb []float32
 		p := fmt.Sprintf("encoder.layer.%d.", l)
-		names := []string{"attention.self.query.weight", "attention.self.key.weight", "attention.self.value.weight",
-			"attention.self.query.bias", "attention.self.key.bias", "attention.self.value.bias",
-			"attention.output.dense.weight", "attention.output.dense.bias",
-			"attention.output.LayerNorm.weight", "attention.output.LayerNorm.bias",
-			"intermediate.dense.weight", "intermediate.dense.bias", "output.dense.weight", "output.dense.bias",
-			"output.LayerNorm.weight", "output.LayerNorm.bias"}
+		for _, m := range []struct {
+			dst   []uint16
+			name  string
+			shape []int64
+		}{
+			{lw.qkvW[:H*H], "attention.self.query.weight", []int64{H, H}},
+			{lw.qkvW[H*H : 2*H*H], "attention.self.key.weight", []int64{H, H}},
+			{lw.qkvW[2*H*H:], "attention.self.value.weight", []int64{H, H}},
+			{lw.attnOutW, "attention.output.dense.weight", []int64{H, H}},
+			{lw.ffnInW, "intermediate.dense.weight", []int64{I, H}},
+			{lw.ffnOutW, "output.dense.weight", []int64{H, I}},
+		} {
+			if err := r.getHalf(m.dst, p+m.name, m.shape...); err != nil {
+				return nil, err
+			}
+		}
+		names := []string{"attention.self.query.bias", "attention.self.key.bias", "attention.self.value.bias",
+			"attention.output.dense.bias", "attention.output.LayerNorm.weight", "attention.output.LayerNorm.bias",
+			"intermediate.dense.bias", "output.dense.bias", "output.LayerNorm.weight", "output.LayerNorm.bias"}
 		for i := range names {
 			names[i] = p + names[i]
 		}
-		if err := r.getAll([]*[]float32{&q, &k, &v, &qb, &kb, &vb, &lw.attnOutW, &lw.attnOutB, &lw.ln1Gamma, &lw.ln1Beta,
-			&lw.ffnInW, &lw.ffnInB, &lw.ffnOutW, &lw.ffnOutB, &lw.ln2Gamma, &lw.ln2Beta}, names,
-			[][]int64{{H, H}, {H, H}, {H, H}, {H}, {H}, {H}, {H, H}, {H}, {H}, {H}, {I, H}, {I}, {H, I}, {H}, {H}, {H}}); err != nil {
+		if err := r.getAll([]*[]float32{&qb, &kb, &vb, &lw.attnOutB, &lw.ln1Gamma, &lw.ln1Beta,
+			&lw.ffnInB, &lw.ffnOutB, &lw.ln2Gamma, &lw.ln2Beta}, names,
+			[][]int64{{H}, {H}, {H}, {H}, {H}, {H}, {I}, {H}, {H}, {H}}); err != nil {
 			return nil, err
 		}
-		lw.qkvW = slices.Concat(q, k, v)
 		lw.qkvB = slices.Concat(qb, kb, vb)
 		w.layers = append(w.layers, lw)
 	}
@@ -119,7 +147,7 @@ func loadWeights(dir string, cfg Config) (*weights, error) {
 
 // randomWeights are seeded N(0, 0.02) matrices with unit LayerNorms: a model of cfg's shape
 // whose cost equals a real one's, for benchmarks of checkpoints we cannot download.
-func randomWeights(cfg Config, seed int64) *weights {
+func randomWeights(cfg Config, seed int64, ops nn.Ops) *weights {
 	rng := rand.New(rand.NewSource(seed))
 	normal := func(n int) []float32 {
 		x := make([]float32, n)
@@ -127,6 +155,13 @@ func randomWeights(cfg Config, seed int64) *weights {
 			x[i] = float32(rng.NormFloat64() * 0.02)
 		}
 		return x
+	}
+	half := func(n int) []uint16 {
+		h := make([]uint16, n)
+		if err := ops.ToHalf(h, normal(n)); err != nil {
+			panic(err) // N(0, 0.02) is far inside the fp16 range
+		}
+		return h
 	}
 	ones := func(n int) []float32 {
 		x := make([]float32, n)
@@ -140,21 +175,21 @@ func randomWeights(cfg Config, seed int64) *weights {
 		embGamma: ones(H), embBeta: make([]float32, H)}
 	for l := 0; l < cfg.Layers; l++ {
 		w.layers = append(w.layers, layerWeights{
-			qkvW: normal(3 * H * H), qkvB: normal(3 * H), attnOutW: normal(H * H), attnOutB: normal(H),
-			ln1Gamma: ones(H), ln1Beta: make([]float32, H), ffnInW: normal(I * H), ffnInB: normal(I),
-			ffnOutW: normal(H * I), ffnOutB: normal(H), ln2Gamma: ones(H), ln2Beta: make([]float32, H)})
+			qkvW: half(3 * H * H), qkvB: normal(3 * H), attnOutW: half(H * H), attnOutB: normal(H),
+			ln1Gamma: ones(H), ln1Beta: make([]float32, H), ffnInW: half(I * H), ffnInB: normal(I),
+			ffnOutW: half(H * I), ffnOutB: normal(H), ln2Gamma: ones(H), ln2Beta: make([]float32, H)})
 	}
 	return w
 }
 
-// bytes is the fp32 size of the weights (what RSS must hold).
+// bytes is the size of the weights in memory (what RSS must hold): fp16 matrices, fp32 the rest.
 func (w *weights) bytes() int64 {
-	n := len(w.word) + len(w.pos) + len(w.type0) + len(w.embGamma) + len(w.embBeta)
+	n := 4 * (len(w.word) + len(w.pos) + len(w.type0) + len(w.embGamma) + len(w.embBeta))
 	for _, l := range w.layers {
-		for _, x := range [][]float32{l.qkvW, l.qkvB, l.attnOutW, l.attnOutB, l.ln1Gamma, l.ln1Beta,
-			l.ffnInW, l.ffnInB, l.ffnOutW, l.ffnOutB, l.ln2Gamma, l.ln2Beta} {
-			n += len(x)
+		for _, x := range [][]float32{l.qkvB, l.attnOutB, l.ln1Gamma, l.ln1Beta, l.ffnInB, l.ffnOutB, l.ln2Gamma, l.ln2Beta} {
+			n += 4 * len(x)
 		}
+		n += 2 * (len(l.qkvW) + len(l.attnOutW) + len(l.ffnInW) + len(l.ffnOutW))
 	}
-	return 4 * int64(n)
+	return int64(n)
 }

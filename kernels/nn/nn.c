@@ -1,6 +1,7 @@
 // Drivers of the nn ops: pick the row kernels of a level, loop rows (OpenMP when the work is
 // big enough to pay for waking threads), and call OpenBLAS for the GEMMs.
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include <omp.h>
 #include <cblas.h>
@@ -10,10 +11,10 @@
 // then (0) it follows OpenBLAS's own default (OPENBLAS_NUM_THREADS or all cores).
 static int nn_threads = 0;
 
-// Linear with at most this many rows (a single query's tokens) skips sgemm: for few rows
+// Linear with at most this many rows (a query's tokens) skips sgemm: for few rows
 // OpenBLAS spends most of its time packing the weight matrix (measured: 56% of a query).
 #ifndef SMALL_ROWS
-#define SMALL_ROWS 16
+#define SMALL_ROWS 32
 #endif
 
 // Rows x n below this many floats run on the calling thread only.
@@ -42,22 +43,40 @@ static void sync_threads(void) {
 	if (nn_threads > 0 && omp_get_max_threads() != nn_threads) omp_set_num_threads(nn_threads);
 }
 
-void nn_linear(int level, const float *x, const float *w, const float *b, float *y,
-               int64_t rows, int64_t in, int64_t out, int act) {
-	if (rows == 0 || out == 0) return;
+int nn_linear(int level, const float *x, const uint16_t *w, const float *b, float *y,
+              int64_t rows, int64_t in, int64_t out, int act) {
+	if (rows == 0 || out == 0) return 0;
 	sync_threads();
+	const nn_ops *ops = pick(level);
 	if (rows <= SMALL_ROWS) {
-		const nn_ops *ops = pick(level);
 		const int64_t chunk = 64; // output columns per task
 #pragma omp parallel for num_threads(nn_get_threads()) schedule(static)
 		for (int64_t o0 = 0; o0 < out; o0 += chunk)
 			ops->dot_rows(x, w, y, rows, in, o0, o0 + chunk < out ? o0 + chunk : out, out);
-		nn_bias_act(level, y, b, rows, out, act);
-		return;
+	} else {
+		float *panel = malloc((size_t)(NN_PANEL * (in > 0 ? in : 1)) * sizeof(float));
+		if (!panel) return -1;
+		for (int64_t o0 = 0; o0 < out; o0 += NN_PANEL) {
+			const int64_t n = out - o0 < NN_PANEL ? out - o0 : NN_PANEL;
+#pragma omp parallel for num_threads(nn_get_threads()) if (n * in >= PAR_MIN)
+			for (int64_t r = 0; r < n; r++) ops->half_to_float(panel + r * in, w + (o0 + r) * in, in);
+			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)rows, (blasint)n, (blasint)in,
+			            1.0f, x, (blasint)in, panel, (blasint)in, 0.0f, y + o0, (blasint)out);
+		}
+		free(panel);
 	}
-	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)rows, (blasint)out, (blasint)in,
-	            1.0f, x, (blasint)in, w, (blasint)in, 0.0f, y, (blasint)out);
 	nn_bias_act(level, y, b, rows, out, act);
+	return 0;
+}
+
+int64_t nn_to_half(int level, uint16_t *dst, const float *src, int64_t n) {
+	const nn_ops *ops = pick(level);
+	const int64_t chunk = 1 << 16;
+#pragma omp parallel for num_threads(nn_get_threads()) if (n >= PAR_MIN)
+	for (int64_t i = 0; i < n; i += chunk) ops->float_to_half(dst + i, src + i, n - i < chunk ? n - i : chunk);
+	for (int64_t i = 0; i < n; i++)
+		if ((dst[i] & 0x7c00) == 0x7c00) return i;
+	return -1;
 }
 
 void nn_add_layernorm(int level, float *dst, const float *x, const float *bias, const float *res,

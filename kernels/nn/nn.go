@@ -92,14 +92,37 @@ func firstErr(errs ...error) error {
 	return nil
 }
 
+func hp(x []uint16) *C.uint16_t {
+	if len(x) == 0 {
+		return nil
+	}
+	return (*C.uint16_t)(unsafe.Pointer(&x[0]))
+}
+
 // Linear computes y[rows,out] = act(x[rows,in] * w[out,in]^T + b[out]) (w in PyTorch's
-// Linear layout). b may be nil.
-func (o Ops) Linear(y, x, w, b []float32, rows, in, out int, act Act) error {
+// Linear layout, as IEEE binary16 bits from ToHalf; products and sums are float32). A few
+// rows (a query) are dotted straight against the fp16 rows, reading half the bytes of fp32;
+// more rows go to cblas_sgemm on float32 panels of w. b may be nil.
+func (o Ops) Linear(y, x []float32, w []uint16, b []float32, rows, in, out int, act Act) error {
 	if err := firstErr(need("Linear", "y", len(y), rows*out), need("Linear", "x", len(x), rows*in),
 		need("Linear", "w", len(w), out*in), optional("Linear", "b", b, out)); err != nil {
 		return err
 	}
-	C.nn_linear(C.int(o.level), fp(x), fp(w), fp(b), fp(y), C.int64_t(rows), C.int64_t(in), C.int64_t(out), C.int(act))
+	if C.nn_linear(C.int(o.level), fp(x), hp(w), fp(b), fp(y), C.int64_t(rows), C.int64_t(in), C.int64_t(out), C.int(act)) != 0 {
+		return fmt.Errorf("nn.Linear: no memory for a %d x %d float32 weight panel", C.NN_PANEL, in)
+	}
+	return nil
+}
+
+// ToHalf rounds src to IEEE binary16 (fp16, ties to even) into dst: Linear's weight format.
+// A value that is not finite in fp16 (NaN, ±Inf, |x| >= 65520) is an error naming its index.
+func (o Ops) ToHalf(dst []uint16, src []float32) error {
+	if err := need("ToHalf", "dst", len(dst), len(src)); err != nil {
+		return err
+	}
+	if i := int64(C.nn_to_half(C.int(o.level), hp(dst), fp(src), C.int64_t(len(src)))); i >= 0 {
+		return fmt.Errorf("value %g at index %d is outside the fp16 range (|x| < 65520)", src[i], i)
+	}
 	return nil
 }
 

@@ -1,13 +1,18 @@
 // nn: the elementwise ops and batched GEMMs of a BERT encoder forward pass.
 // Every op exists as a scalar reference (the test oracle) and AVX2 / AVX-512 variants;
 // `level` picks one (0 ref, 1 avx2, 2 avx512; see needle/kernels/cpu). All buffers are
-// caller-owned, row-major float32; callers (Go) validate sizes, so nothing here can fail.
+// caller-owned, row-major float32, except Linear's weights: IEEE binary16 (fp16) bits, which
+// halve the bytes a few-row (query) GEMM streams; every product and sum is float32.
+// Callers (Go) validate sizes; the only failure left is malloc's (nn_linear).
 #ifndef NEEDLE_NN_H
 #define NEEDLE_NN_H
 #include <stdint.h>
 
 enum { NN_ACT_NONE = 0, NN_ACT_GELU = 1 };
 enum { NN_POOL_MEAN = 0, NN_POOL_CLS = 1 };
+// Weight rows per float32 panel on nn_linear's sgemm path: NN_PANEL x in floats per call
+// (3 MB for e5's FFN), where a float32 copy of the whole matrix would double its memory.
+enum { NN_PANEL = 256 };
 
 // Per-level row kernels. n is the row length in floats.
 typedef struct {
@@ -24,17 +29,25 @@ typedef struct {
 	void (*scale)(float *x, int64_t n, float s);
 	// sum of x[i]^2, accumulated in at least float32 lanes
 	float (*sumsq)(const float *x, int64_t n);
-	// y[r*ldy + o] = dot(x[r*in:], w[o*in:]) for r < rows, o in [o0, o1): the few-rows GEMM,
-	// which reads each weight row once instead of packing the whole matrix as sgemm does.
-	void (*dot_rows)(const float *x, const float *w, float *y, int64_t rows, int64_t in,
+	// y[r*ldy + o] = dot(x[r*in:], w[o*in:]) for r < rows, o in [o0, o1) with fp16 w: the
+	// few-rows GEMM, which reads each weight row once instead of packing the whole matrix as sgemm does.
+	void (*dot_rows)(const float *x, const uint16_t *w, float *y, int64_t rows, int64_t in,
 	                 int64_t o0, int64_t o1, int64_t ldy);
+	// dst[i] = the exact float value of the binary16 src[i].
+	void (*half_to_float)(float *dst, const uint16_t *src, int64_t n);
+	// dst[i] = src[i] rounded to binary16, ties to even (|x| >= 65520 -> inf; NaN stays NaN).
+	void (*float_to_half)(uint16_t *dst, const float *src, int64_t n);
 } nn_ops;
 
 extern const nn_ops nn_ops_ref, nn_ops_avx2, nn_ops_avx512;
 
-// y[rows,out] = act(x[rows,in] * w[out,in]^T + b[out]): one cblas_sgemm + one fused pass.
-void nn_linear(int level, const float *x, const float *w, const float *b, float *y,
-               int64_t rows, int64_t in, int64_t out, int act);
+// y[rows,out] = act(x[rows,in] * w[out,in]^T + b[out]) with fp16 w: dot_rows for a few rows,
+// else cblas_sgemm on panels of w converted to float32; then one fused bias/act pass.
+// Returns 0, or -1 when the panel buffer cannot be allocated.
+int nn_linear(int level, const float *x, const uint16_t *w, const float *b, float *y,
+              int64_t rows, int64_t in, int64_t out, int act);
+// dst = src rounded to binary16; returns the index of the first non-finite result, or -1.
+int64_t nn_to_half(int level, uint16_t *dst, const float *src, int64_t n);
 // Row-wise ops over rows x n.
 void nn_add_layernorm(int level, float *dst, const float *x, const float *bias, const float *res,
                       const float *gamma, const float *beta, int64_t rows, int64_t n, float eps);

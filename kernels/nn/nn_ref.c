@@ -1,6 +1,7 @@
 // Scalar reference of the nn row kernels: plain C with libm, double accumulators.
 // This is the oracle the SIMD variants are tested against; clarity over speed.
 #include <math.h>
+#include <string.h>
 #include "nn.h"
 
 static void add_layernorm_ref(float *dst, const float *x, const float *bias, const float *res,
@@ -53,14 +54,54 @@ static float sumsq_ref(const float *x, int64_t n) {
 	return (float)s;
 }
 
-static void dot_rows_ref(const float *x, const float *w, float *y, int64_t rows, int64_t in,
+// half_to_float1 decodes one binary16 by its fields (subnormals as mant * 2^-24).
+static float half_to_float1(uint16_t h) {
+	const uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
+	uint32_t bits;
+	if (exp == 0x1f) bits = sign | 0x7f800000u | mant << 13;
+	else if (exp) bits = sign | (exp + 112) << 23 | mant << 13;
+	else return sign ? -(float)mant * 0x1p-24f : (float)mant * 0x1p-24f;
+	float f;
+	memcpy(&f, &bits, 4);
+	return f;
+}
+
+// float_to_half1 rounds one float to binary16, ties to even, as F16C's vcvtps2ph does
+// (NaN: quiet, top payload bits kept).
+static uint16_t float_to_half1(float f) {
+	uint32_t x;
+	memcpy(&x, &f, 4);
+	const uint16_t sign = (x >> 16) & 0x8000;
+	const uint32_t ax = x & 0x7fffffff;
+	if (ax > 0x7f800000u) return sign | 0x7e00 | ((ax >> 13) & 0x3ff);
+	if (ax >= 0x477ff000u) return sign | 0x7c00; // >= 65520 (and inf) round to inf
+	if (ax < 0x38800000u) { // below 2^-14: a subnormal in units of 2^-24 (the scaling is exact)
+		float a;
+		memcpy(&a, &ax, 4);
+		return sign | (uint16_t)rintf(a * 0x1p24f);
+	}
+	uint32_t h = (ax >> 13) - (112u << 10), rem = ax & 0x1fff; // rebias, keep 10 mantissa bits
+	if (rem > 0x1000 || (rem == 0x1000 && (h & 1))) h++;    // a carry moves into the exponent
+	return sign | (uint16_t)h;
+}
+
+static void half_to_float_ref(float *dst, const uint16_t *src, int64_t n) {
+	for (int64_t i = 0; i < n; i++) dst[i] = half_to_float1(src[i]);
+}
+
+static void float_to_half_ref(uint16_t *dst, const float *src, int64_t n) {
+	for (int64_t i = 0; i < n; i++) dst[i] = float_to_half1(src[i]);
+}
+
+static void dot_rows_ref(const float *x, const uint16_t *w, float *y, int64_t rows, int64_t in,
                          int64_t o0, int64_t o1, int64_t ldy) {
 	for (int64_t o = o0; o < o1; o++)
 		for (int64_t r = 0; r < rows; r++) {
 			double s = 0;
-			for (int64_t i = 0; i < in; i++) s += (double)x[r * in + i] * w[o * in + i];
+			for (int64_t i = 0; i < in; i++) s += (double)x[r * in + i] * half_to_float1(w[o * in + i]);
 			y[r * ldy + o] = (float)s;
 		}
 }
 
-const nn_ops nn_ops_ref = {add_layernorm_ref, bias_act_ref, softmax_ref, add_ref, scale_ref, sumsq_ref, dot_rows_ref};
+const nn_ops nn_ops_ref = {add_layernorm_ref, bias_act_ref, softmax_ref, add_ref, scale_ref, sumsq_ref, dot_rows_ref,
+                           half_to_float_ref, float_to_half_ref};

@@ -3,9 +3,12 @@ package nn
 import (
 	"math"
 	"math/rand"
+	"slices"
+	"strings"
 	"testing"
 
 	"needle/kernels/cpu"
+	"needle/safetensors"
 )
 
 // Row lengths that cover empty, single, below/at/above one AVX2 and AVX-512 vector, and model widths.
@@ -126,7 +129,7 @@ func TestReferenceSemantics(t *testing.T) {
 	}
 }
 
-// naiveLinear is the float64 oracle of Linear.
+// naiveLinear is the float64 oracle of Linear; w holds the fp16 weights' exact values.
 func naiveLinear(x, w, b []float32, rows, in, out int, act Act) []float32 {
 	y := make([]float32, rows*out)
 	for r := 0; r < rows; r++ {
@@ -144,23 +147,122 @@ func naiveLinear(x, w, b []float32, rows, in, out int, act Act) []float32 {
 	return y
 }
 
+// halves rounds w to fp16 with the reference level: the bits for Linear and their values.
+func halves(t testing.TB, w []float32) ([]uint16, []float32) {
+	t.Helper()
+	h := make([]uint16, len(w))
+	if err := New(cpu.Ref).ToHalf(h, w); err != nil {
+		t.Fatal(err)
+	}
+	v := make([]float32, len(w))
+	for i := range h {
+		v[i] = safetensors.HalfToFloat32(h[i])
+	}
+	return h, v
+}
+
 func TestLinear(t *testing.T) {
 	r := rand.New(rand.NewSource(2))
-	for _, shape := range [][3]int{{1, 1, 1}, {5, 17, 9}, {16, 200, 130}, {17, 64, 48}, {33, 64, 48}, {0, 8, 8}} {
+	// Rows on both sides of the few-rows path (<= 32); 300 outputs span two sgemm panels.
+	for _, shape := range [][3]int{{1, 1, 1}, {5, 17, 9}, {16, 200, 130}, {32, 64, 48}, {33, 64, 48}, {40, 33, 300}, {0, 8, 8}} {
 		rows, in, out := shape[0], shape[1], shape[2]
-		x, w, b := randVec(r, rows*in, 1), randVec(r, out*in, 0.2), randVec(r, out, 1)
+		x, b := randVec(r, rows*in, 1), randVec(r, out, 1)
+		w, wv := halves(t, randVec(r, out*in, 0.2))
 		for _, level := range cpu.Levels() {
 			for _, act := range []Act{NoAct, GELU} {
 				y := make([]float32, rows*out)
 				if err := New(level).Linear(y, x, w, b, rows, in, out, act); err != nil {
 					t.Fatal(err)
 				}
-				compare(t, "Linear", level, y, naiveLinear(x, w, b, rows, in, out, act), 1e-4, 1e-4)
+				compare(t, "Linear", level, y, naiveLinear(x, wv, b, rows, in, out, act), 1e-4, 1e-4)
 			}
 		}
 	}
-	if err := New(cpu.Ref).Linear(make([]float32, 3), make([]float32, 4), make([]float32, 4), nil, 2, 2, 2, NoAct); err == nil {
+	if err := New(cpu.Ref).Linear(make([]float32, 3), make([]float32, 4), make([]uint16, 4), nil, 2, 2, 2, NoAct); err == nil {
 		t.Error("Linear accepted a short output buffer")
+	}
+}
+
+// TestLinearDecodesEveryHalf multiplies every finite fp16 weight by 1 on both paths (few
+// rows and sgemm panels): each must come out as its exact value.
+func TestLinearDecodesEveryHalf(t *testing.T) {
+	var w []uint16
+	for h := 0; h < 1<<16; h++ {
+		if h&0x7c00 != 0x7c00 {
+			w = append(w, uint16(h))
+		}
+	}
+	for _, rows := range []int{1, 33} {
+		x := make([]float32, rows)
+		x[0] = 1
+		for _, level := range cpu.Levels() {
+			y := make([]float32, rows*len(w))
+			if err := New(level).Linear(y, x, w, nil, rows, 1, len(w), NoAct); err != nil {
+				t.Fatal(err)
+			}
+			for o, h := range w {
+				if want := safetensors.HalfToFloat32(h); y[o] != want { // -0 sums to +0: a dot product starts at +0
+					t.Fatalf("%s, %d rows: half %#04x decoded as %g, want %g", level, rows, h, y[o], want)
+				}
+			}
+		}
+	}
+}
+
+// nearestHalf is the oracle of ToHalf for |f| < 65520: the binary16 nearest to f, ties to
+// the even mantissa, found by bisecting the ordered positive halves.
+func nearestHalf(f float32) uint16 {
+	a, sign := math.Abs(float64(f)), uint16(0)
+	if math.Signbit(float64(f)) {
+		sign = 0x8000
+	}
+	lo, hi := uint16(0), uint16(0x7bff) // value(lo) <= a < value(hi+1)
+	for lo < hi {
+		mid := lo + (hi-lo+1)/2
+		if float64(safetensors.HalfToFloat32(mid)) <= a {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	if lo == 0x7bff {
+		return sign | lo // a < 65520 rounds down to the largest half
+	}
+	below, above := a-float64(safetensors.HalfToFloat32(lo)), float64(safetensors.HalfToFloat32(lo+1))-a
+	if above < below || (above == below && lo&1 == 1) {
+		lo++
+	}
+	return sign | lo
+}
+
+func TestToHalf(t *testing.T) {
+	var in []float32
+	for h := 0; h < 0x7c00; h++ { // every finite half, both signs, and the midpoints around it
+		v := safetensors.HalfToFloat32(uint16(h))
+		next := safetensors.HalfToFloat32(uint16(h + 1))
+		mid := float32((float64(v) + float64(next)) / 2)
+		in = append(in, v, -v, mid, -mid, math.Nextafter32(mid, 0), math.Nextafter32(mid, 1e9))
+	}
+	r := rand.New(rand.NewSource(7))
+	for range 100000 {
+		in = append(in, float32(r.NormFloat64()*math.Pow(2, float64(r.Intn(40)-30))))
+	}
+	in = slices.DeleteFunc(in, func(f float32) bool { return math.Abs(float64(f)) >= 65520 })
+	for _, level := range cpu.Levels() {
+		got := make([]uint16, len(in))
+		if err := New(level).ToHalf(got, in); err != nil {
+			t.Fatalf("%s: %v", level, err)
+		}
+		for i, f := range in {
+			if want := nearestHalf(f); got[i] != want {
+				t.Fatalf("%s: %g (%#08x) -> %#04x, want %#04x", level, f, math.Float32bits(f), got[i], want)
+			}
+		}
+		for _, bad := range []float32{65520, -70000, float32(math.Inf(1)), float32(math.NaN())} {
+			if err := New(level).ToHalf(make([]uint16, 3), []float32{1, bad, 2}); err == nil || !strings.Contains(err.Error(), "index 1") {
+				t.Errorf("%s: ToHalf(%g) = %v, want an error at index 1", level, bad, err)
+			}
+		}
 	}
 }
 
@@ -274,5 +376,44 @@ func TestEmbedAndPool(t *testing.T) {
 	}
 	if err := o.EmbedLayerNorm(make([]float32, 5*n), []int32{1}, []int32{6}, word, pos, typ, gamma, beta, n, 1e-12); err == nil {
 		t.Error("EmbedLayerNorm accepted position 6 of 6")
+	}
+}
+
+// BenchmarkLinearFewRows is one single-query FFN-in GEMM of MiniLM (12 tokens, 384 -> 1536),
+// the few-rows path a query takes instead of sgemm.
+func BenchmarkLinearFewRows(b *testing.B) {
+	const rows, in, out = 12, 384, 1536
+	r := rand.New(rand.NewSource(5))
+	x, bias := randVec(r, rows*in, 1), randVec(r, out, 0.1)
+	w, _ := halves(b, randVec(r, out*in, 0.05))
+	y := make([]float32, rows*out)
+	ops, err := Selected()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if err := ops.Linear(y, x, w, bias, rows, in, out, GELU); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(2*rows*in*out*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+}
+
+// BenchmarkAttentionQuery is one layer's attention of a 12-token query (12 heads of 32).
+func BenchmarkAttentionQuery(b *testing.B) {
+	const tokens, heads, d = 12, 12, 32
+	r := rand.New(rand.NewSource(6))
+	qkv := randVec(r, tokens*3*heads*d, 1)
+	ctx := make([]float32, tokens*heads*d)
+	start := []int32{0, tokens}
+	scratch := make([]float32, AttentionScratch(start))
+	ops, err := Selected()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if err := ops.Attention(ctx, qkv, start, heads, d, scratch); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
