@@ -21,14 +21,16 @@ import (
 var tinyConfig = Config{Layers: 2, Hidden: 8, Heads: 2, Intermediate: 16, MaxPositions: 64,
 	VocabSize: 30522, TypeVocabSize: 2, Eps: 1e-12}
 
-// namedTensors lists the checkpoint tensors of w under HF's BertModel names (the fp16
-// matrices at their exact float32 values).
+// namedTensors lists the checkpoint tensors of w under HF's BertModel names (the packed fp16
+// matrices unpacked at their exact float32 values).
 func namedTensors(cfg Config, w *weights) map[string][]float32 {
-	H := cfg.Hidden
-	f32 := func(h []uint16) []float32 {
-		x := make([]float32, len(h))
-		for i := range h {
-			x[i] = safetensors.HalfToFloat32(h[i])
+	H, I := cfg.Hidden, cfg.Intermediate
+	f32 := func(h []uint16, out, in int) []float32 {
+		x := make([]float32, out*in)
+		for o := 0; o < out; o++ {
+			for i := 0; i < in; i++ {
+				x[o*in+i] = safetensors.HalfToFloat32(h[(o/16*in+i)*16+o%16])
+			}
 		}
 		return x
 	}
@@ -40,14 +42,15 @@ func namedTensors(cfg Config, w *weights) map[string][]float32 {
 	}
 	for l, lw := range w.layers {
 		p := fmt.Sprintf("encoder.layer.%d.", l)
+		qkvW := f32(lw.qkvW, 3*H, H)
 		for i, qkv := range []string{"query", "key", "value"} {
-			m[p+"attention.self."+qkv+".weight"] = f32(lw.qkvW[i*H*H : (i+1)*H*H])
+			m[p+"attention.self."+qkv+".weight"] = qkvW[i*H*H : (i+1)*H*H]
 			m[p+"attention.self."+qkv+".bias"] = lw.qkvB[i*H : (i+1)*H]
 		}
-		m[p+"attention.output.dense.weight"], m[p+"attention.output.dense.bias"] = f32(lw.attnOutW), lw.attnOutB
+		m[p+"attention.output.dense.weight"], m[p+"attention.output.dense.bias"] = f32(lw.attnOutW, H, H), lw.attnOutB
 		m[p+"attention.output.LayerNorm.weight"], m[p+"attention.output.LayerNorm.bias"] = lw.ln1Gamma, lw.ln1Beta
-		m[p+"intermediate.dense.weight"], m[p+"intermediate.dense.bias"] = f32(lw.ffnInW), lw.ffnInB
-		m[p+"output.dense.weight"], m[p+"output.dense.bias"] = f32(lw.ffnOutW), lw.ffnOutB
+		m[p+"intermediate.dense.weight"], m[p+"intermediate.dense.bias"] = f32(lw.ffnInW, I, H), lw.ffnInB
+		m[p+"output.dense.weight"], m[p+"output.dense.bias"] = f32(lw.ffnOutW, H, I), lw.ffnOutB
 		m[p+"output.LayerNorm.weight"], m[p+"output.LayerNorm.bias"] = lw.ln2Gamma, lw.ln2Beta
 	}
 	return m

@@ -1,6 +1,7 @@
 package bert
 
 import (
+	"errors"
 	"fmt"
 	"math/rand"
 	"path/filepath"
@@ -20,7 +21,7 @@ type weights struct {
 	layers            []layerWeights
 }
 
-// layerWeights: matrices (fp16 bits) in PyTorch Linear layout [out, in].
+// layerWeights: matrices [out, in] (PyTorch's Linear layout) packed as fp16 by nn.PackHalf.
 type layerWeights struct {
 	qkvW                            []uint16  // query | key | value stacked: [3H, H]
 	attnOutW, ffnInW, ffnOutW       []uint16  // [H, H], [I, H], [H, I]
@@ -62,16 +63,28 @@ func (r *tensorReader) get(name string, shape ...int64) ([]float32, error) {
 	return r.f.Float32(full)
 }
 
-// getHalf reads tensor name of the given shape into dst as fp16.
-func (r *tensorReader) getHalf(dst []uint16, name string, shape ...int64) error {
-	x, err := r.get(name, shape...)
-	if err != nil {
-		return err
+// getPacked reads the [rows, in] tensors names, stacks them along the output axis (Q, K and V
+// become one [3H, H] matrix) and packs them as fp16 for nn.Linear.
+func (r *tensorReader) getPacked(rows, in int64, names ...string) ([]uint16, error) {
+	w := make([]float32, 0, int64(len(names))*rows*in)
+	for _, name := range names {
+		x, err := r.get(name, rows, in)
+		if err != nil {
+			return nil, err
+		}
+		w = append(w, x...)
 	}
-	if err := r.ops.ToHalf(dst, x); err != nil {
-		return fmt.Errorf("%s: tensor %q: %w", r.f.Path(), r.prefix+name, err)
+	out := len(names) * int(rows)
+	packed := make([]uint16, nn.PackedLen(out, int(in)))
+	var bad *nn.HalfRangeError
+	if err := r.ops.PackHalf(packed, w, out, int(in)); errors.As(err, &bad) {
+		n := int(rows * in)
+		return nil, fmt.Errorf("%s: tensor %q: value %g at index %d is outside the fp16 range (|x| < 65520) in which needle holds weights",
+			r.f.Path(), r.prefix+names[bad.Index/n], bad.Value, bad.Index%n)
+	} else if err != nil {
+		return nil, err
 	}
-	return nil
+	return packed, nil
 }
 
 // getAll reads several tensors in order, stopping at the first error.
@@ -108,25 +121,21 @@ func loadWeights(dir string, cfg Config, ops nn.Ops) (*weights, error) {
 	}
 	w.type0 = types[:H]
 	for l := 0; l < cfg.Layers; l++ {
-		lw := layerWeights{qkvW: make([]uint16, 3*H*H), attnOutW: make([]uint16, H*H),
-			ffnInW: make([]uint16, I*H), ffnOutW: make([]uint16, H*I)}
+		var lw layerWeights
 		var qb, kb, vb []float32
 		p := fmt.Sprintf("encoder.layer.%d.", l)
-		for _, m := range []struct {
-			dst   []uint16
-			name  string
-			shape []int64
-		}{
-			{lw.qkvW[:H*H], "attention.self.query.weight", []int64{H, H}},
-			{lw.qkvW[H*H : 2*H*H], "attention.self.key.weight", []int64{H, H}},
-			{lw.qkvW[2*H*H:], "attention.self.value.weight", []int64{H, H}},
-			{lw.attnOutW, "attention.output.dense.weight", []int64{H, H}},
-			{lw.ffnInW, "intermediate.dense.weight", []int64{I, H}},
-			{lw.ffnOutW, "output.dense.weight", []int64{H, I}},
-		} {
-			if err := r.getHalf(m.dst, p+m.name, m.shape...); err != nil {
-				return nil, err
-			}
+		var err error
+		if lw.qkvW, err = r.getPacked(H, H, p+"attention.self.query.weight", p+"attention.self.key.weight", p+"attention.self.value.weight"); err != nil {
+			return nil, err
+		}
+		if lw.attnOutW, err = r.getPacked(H, H, p+"attention.output.dense.weight"); err != nil {
+			return nil, err
+		}
+		if lw.ffnInW, err = r.getPacked(I, H, p+"intermediate.dense.weight"); err != nil {
+			return nil, err
+		}
+		if lw.ffnOutW, err = r.getPacked(H, I, p+"output.dense.weight"); err != nil {
+			return nil, err
 		}
 		names := []string{"attention.self.query.bias", "attention.self.key.bias", "attention.self.value.bias",
 			"attention.output.dense.bias", "attention.output.LayerNorm.weight", "attention.output.LayerNorm.bias",
@@ -156,9 +165,9 @@ func randomWeights(cfg Config, seed int64, ops nn.Ops) *weights {
 		}
 		return x
 	}
-	half := func(n int) []uint16 {
-		h := make([]uint16, n)
-		if err := ops.ToHalf(h, normal(n)); err != nil {
+	packed := func(out, in int) []uint16 {
+		h := make([]uint16, nn.PackedLen(out, in))
+		if err := ops.PackHalf(h, normal(out*in), out, in); err != nil {
 			panic(err) // N(0, 0.02) is far inside the fp16 range
 		}
 		return h
@@ -175,9 +184,9 @@ func randomWeights(cfg Config, seed int64, ops nn.Ops) *weights {
 		embGamma: ones(H), embBeta: make([]float32, H)}
 	for l := 0; l < cfg.Layers; l++ {
 		w.layers = append(w.layers, layerWeights{
-			qkvW: half(3 * H * H), qkvB: normal(3 * H), attnOutW: half(H * H), attnOutB: normal(H),
-			ln1Gamma: ones(H), ln1Beta: make([]float32, H), ffnInW: half(I * H), ffnInB: normal(I),
-			ffnOutW: half(H * I), ffnOutB: normal(H), ln2Gamma: ones(H), ln2Beta: make([]float32, H)})
+			qkvW: packed(3*H, H), qkvB: normal(3 * H), attnOutW: packed(H, H), attnOutB: normal(H),
+			ln1Gamma: ones(H), ln1Beta: make([]float32, H), ffnInW: packed(I, H), ffnInB: normal(I),
+			ffnOutW: packed(H, I), ffnOutB: normal(H), ln2Gamma: ones(H), ln2Beta: make([]float32, H)})
 	}
 	return w
 }

@@ -6,6 +6,7 @@
 #include <omp.h>
 #include <cblas.h>
 #include "nn.h"
+#include "team.h"
 
 // nn_threads is the team size of the parallel loops here, set with nn_set_threads; until
 // then (0) it follows OpenBLAS's own default (OPENBLAS_NUM_THREADS or all cores).
@@ -19,6 +20,11 @@ static int nn_threads = 0;
 
 // Rows x n below this many floats run on the calling thread only.
 #define PAR_MIN (1 << 14)
+
+// parallel reports whether a row-wise op over rows x n forks an OpenMP team. A few rows (a
+// query's tokens) stay on the calling thread: the op takes microseconds, a fork's wake-up
+// about as long (only the few-row GEMMs fork, on the spinning team of team.c).
+static int parallel(int64_t rows, int64_t n) { return rows > SMALL_ROWS && rows * n >= PAR_MIN; }
 
 static const nn_ops *pick(int level) {
 	switch (level) {
@@ -43,46 +49,88 @@ static void sync_threads(void) {
 	if (nn_threads > 0 && omp_get_max_threads() != nn_threads) omp_set_num_threads(nn_threads);
 }
 
+// dot_task is one team task of the few-row Linear: DOT_TASK panels (64 outputs).
+#define DOT_TASK 4
+typedef struct {
+	const nn_ops *ops;
+	const float *x, *xt;
+	const uint16_t *w;
+	float *y;
+	int64_t rows, in, out, panels;
+} dot_job;
+
+static void dot_task(void *arg, int64_t t) {
+	const dot_job *j = arg;
+	const int64_t p0 = t * DOT_TASK, p1 = p0 + DOT_TASK < j->panels ? p0 + DOT_TASK : j->panels;
+	j->ops->dot_panels(j->x, j->xt, j->w, j->y, j->rows, j->in, p0, p1, j->out);
+}
+
+// transpose_x writes x[rows,in] into xt in the NN_XT_ROWS block layout of nn.h.
+static void transpose_x(float *xt, const float *x, int64_t rows, int64_t in) {
+	const int64_t blocks = (rows + NN_XT_ROWS - 1) / NN_XT_ROWS;
+	memset(xt, 0, (size_t)(blocks * in * NN_XT_ROWS) * sizeof(float));
+	for (int64_t r = 0; r < rows; r++)
+		for (int64_t i = 0; i < in; i++) xt[((r / NN_XT_ROWS) * in + i) * NN_XT_ROWS + r % NN_XT_ROWS] = x[r * in + i];
+}
+
+static int64_t panels(int64_t out) { return (out + NN_PANEL - 1) / NN_PANEL; }
+
 int nn_linear(int level, const float *x, const uint16_t *w, const float *b, float *y,
               int64_t rows, int64_t in, int64_t out, int act) {
 	if (rows == 0 || out == 0) return 0;
 	sync_threads();
 	const nn_ops *ops = pick(level);
+	const int64_t np = panels(out);
 	if (rows <= SMALL_ROWS) {
-		const int64_t chunk = 64; // output columns per task
-#pragma omp parallel for num_threads(nn_get_threads()) schedule(static)
-		for (int64_t o0 = 0; o0 < out; o0 += chunk)
-			ops->dot_rows(x, w, y, rows, in, o0, o0 + chunk < out ? o0 + chunk : out, out);
+		float *xt = malloc((size_t)((rows + NN_XT_ROWS - 1) / NN_XT_ROWS * NN_XT_ROWS * (in > 0 ? in : 1)) * sizeof(float));
+		if (!xt) return -1;
+		transpose_x(xt, x, rows, in);
+		dot_job j = {ops, x, xt, w, y, rows, in, out, np};
+		team_run((np + DOT_TASK - 1) / DOT_TASK, dot_task, &j, nn_get_threads());
+		free(xt);
 	} else {
-		float *panel = malloc((size_t)(NN_PANEL * (in > 0 ? in : 1)) * sizeof(float));
-		if (!panel) return -1;
-		for (int64_t o0 = 0; o0 < out; o0 += NN_PANEL) {
-			const int64_t n = out - o0 < NN_PANEL ? out - o0 : NN_PANEL;
-#pragma omp parallel for num_threads(nn_get_threads()) if (n * in >= PAR_MIN)
-			for (int64_t r = 0; r < n; r++) ops->half_to_float(panel + r * in, w + (o0 + r) * in, in);
-			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)rows, (blasint)n, (blasint)in,
-			            1.0f, x, (blasint)in, panel, (blasint)in, 0.0f, y + o0, (blasint)out);
+		// sgemm reads float32: w^T[in,out] unpacked from the panels lives for the call.
+		float *wt = malloc((size_t)(np * NN_PANEL * (in > 0 ? in : 1)) * sizeof(float));
+		if (!wt) return -1;
+#pragma omp parallel for num_threads(nn_get_threads()) if (out * in >= PAR_MIN)
+		for (int64_t p = 0; p < np; p++) {
+			const int64_t n = out - p * NN_PANEL < NN_PANEL ? out - p * NN_PANEL : NN_PANEL;
+			float f[NN_PANEL];
+			for (int64_t i = 0; i < in; i++) {
+				ops->half_to_float(f, w + (p * in + i) * NN_PANEL, NN_PANEL);
+				memcpy(wt + i * out + p * NN_PANEL, f, (size_t)n * sizeof(float));
+			}
 		}
-		free(panel);
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)rows, (blasint)out, (blasint)in,
+		            1.0f, x, (blasint)in, wt, (blasint)out, 0.0f, y, (blasint)out);
+		free(wt);
 	}
 	nn_bias_act(level, y, b, rows, out, act);
 	return 0;
 }
 
-int64_t nn_to_half(int level, uint16_t *dst, const float *src, int64_t n) {
+int64_t nn_pack_half(int level, uint16_t *dst, const float *w, int64_t out, int64_t in) {
 	const nn_ops *ops = pick(level);
-	const int64_t chunk = 1 << 16;
-#pragma omp parallel for num_threads(nn_get_threads()) if (n >= PAR_MIN)
-	for (int64_t i = 0; i < n; i += chunk) ops->float_to_half(dst + i, src + i, n - i < chunk ? n - i : chunk);
-	for (int64_t i = 0; i < n; i++)
-		if ((dst[i] & 0x7c00) == 0x7c00) return i;
+	const int64_t np = panels(out);
+#pragma omp parallel for num_threads(nn_get_threads()) if (out * in >= PAR_MIN)
+	for (int64_t p = 0; p < np; p++) {
+		const int64_t n = out - p * NN_PANEL < NN_PANEL ? out - p * NN_PANEL : NN_PANEL;
+		for (int64_t i = 0; i < in; i++) {
+			float f[NN_PANEL] = {0};
+			for (int64_t j = 0; j < n; j++) f[j] = w[(p * NN_PANEL + j) * in + i];
+			ops->float_to_half(dst + (p * in + i) * NN_PANEL, f, NN_PANEL);
+		}
+	}
+	for (int64_t o = 0; o < out; o++) // report in w's order
+		for (int64_t i = 0; i < in; i++)
+			if ((dst[((o / NN_PANEL) * in + i) * NN_PANEL + o % NN_PANEL] & 0x7c00) == 0x7c00) return o * in + i;
 	return -1;
 }
 
 void nn_add_layernorm(int level, float *dst, const float *x, const float *bias, const float *res,
                       const float *gamma, const float *beta, int64_t rows, int64_t n, float eps) {
 	const nn_ops *ops = pick(level);
-#pragma omp parallel for num_threads(nn_get_threads()) if (rows * n >= PAR_MIN)
+#pragma omp parallel for num_threads(nn_get_threads()) if (parallel(rows, n))
 	for (int64_t r = 0; r < rows; r++)
 		ops->add_layernorm(dst + r * n, x + r * n, bias, res ? res + r * n : 0, gamma, beta, n, eps);
 }
@@ -90,13 +138,13 @@ void nn_add_layernorm(int level, float *dst, const float *x, const float *bias, 
 void nn_bias_act(int level, float *x, const float *bias, int64_t rows, int64_t n, int act) {
 	const nn_ops *ops = pick(level);
 	if (!bias && act == NN_ACT_NONE) return;
-#pragma omp parallel for num_threads(nn_get_threads()) if (rows * n >= PAR_MIN)
+#pragma omp parallel for num_threads(nn_get_threads()) if (parallel(rows, n))
 	for (int64_t r = 0; r < rows; r++) ops->bias_act(x + r * n, bias, n, act);
 }
 
 void nn_softmax(int level, float *x, int64_t rows, int64_t n, int64_t valid, float scale) {
 	const nn_ops *ops = pick(level);
-#pragma omp parallel for num_threads(nn_get_threads()) if (rows * n >= PAR_MIN)
+#pragma omp parallel for num_threads(nn_get_threads()) if (parallel(rows, n))
 	for (int64_t r = 0; r < rows; r++) ops->softmax(x + r * n, n, valid, scale);
 }
 
@@ -115,7 +163,7 @@ void nn_embed_layernorm(int level, float *dst, const int32_t *ids, const int32_t
                         const float *word, const float *pos, const float *type0,
                         const float *gamma, const float *beta, int64_t n, float eps) {
 	const nn_ops *ops = pick(level);
-#pragma omp parallel for num_threads(nn_get_threads()) if (ntok * n >= PAR_MIN)
+#pragma omp parallel for num_threads(nn_get_threads()) if (parallel(ntok, n))
 	for (int64_t t = 0; t < ntok; t++)
 		ops->add_layernorm(dst + t * n, word + (int64_t)ids[t] * n, type0, pos + (int64_t)pos_ids[t] * n,
 		                   gamma, beta, n, eps);
@@ -127,8 +175,9 @@ void nn_attention(int level, const float *qkv, float *ctx, const int32_t *start,
 	const int64_t hidden = (int64_t)heads * head_dim, ld = 3 * hidden;
 	const float scale = 1.0f / sqrtf((float)head_dim);
 	const int64_t jobs = (int64_t)nseq * heads;
-	// Inside the parallel region OpenBLAS sees omp_in_parallel() and runs each GEMM on one thread.
-#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+	// Inside the parallel region OpenBLAS sees omp_in_parallel() and runs each GEMM on one
+	// thread. A query's few tokens stay on the calling thread (their GEMMs are tiny).
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (parallel(start[nseq], hidden))
 	for (int64_t j = 0; j < jobs; j++) {
 		const int64_t s = j / heads, h = j % heads;
 		const int64_t L = start[s + 1] - start[s];

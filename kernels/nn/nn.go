@@ -99,29 +99,45 @@ func hp(x []uint16) *C.uint16_t {
 	return (*C.uint16_t)(unsafe.Pointer(&x[0]))
 }
 
-// Linear computes y[rows,out] = act(x[rows,in] * w[out,in]^T + b[out]) (w in PyTorch's
-// Linear layout, as IEEE binary16 bits from ToHalf; products and sums are float32). A few
-// rows (a query) are dotted straight against the fp16 rows, reading half the bytes of fp32;
-// more rows go to cblas_sgemm on float32 panels of w. b may be nil.
+// Linear computes y[rows,out] = act(x[rows,in] * w^T + b[out]), where w is the [out,in]
+// matrix (PyTorch's Linear layout) packed as fp16 by PackHalf; products and sums are
+// float32. A few rows (a query) are dotted straight against the fp16 panels, reading half
+// the bytes of fp32 and each weight once; more rows go to one cblas_sgemm on a float32 copy
+// of w that lives for the call. b may be nil.
 func (o Ops) Linear(y, x []float32, w []uint16, b []float32, rows, in, out int, act Act) error {
 	if err := firstErr(need("Linear", "y", len(y), rows*out), need("Linear", "x", len(x), rows*in),
-		need("Linear", "w", len(w), out*in), optional("Linear", "b", b, out)); err != nil {
+		need("Linear", "w", len(w), PackedLen(out, in)), optional("Linear", "b", b, out)); err != nil {
 		return err
 	}
 	if C.nn_linear(C.int(o.level), fp(x), hp(w), fp(b), fp(y), C.int64_t(rows), C.int64_t(in), C.int64_t(out), C.int(act)) != 0 {
-		return fmt.Errorf("nn.Linear: no memory for a %d x %d float32 weight panel", C.NN_PANEL, in)
+		return fmt.Errorf("nn.Linear: no memory for a %d x %d float32 copy of the weights", out, in)
 	}
 	return nil
 }
 
-// ToHalf rounds src to IEEE binary16 (fp16, ties to even) into dst: Linear's weight format.
-// A value that is not finite in fp16 (NaN, ±Inf, |x| >= 65520) is an error naming its index.
-func (o Ops) ToHalf(dst []uint16, src []float32) error {
-	if err := need("ToHalf", "dst", len(dst), len(src)); err != nil {
+// PackedLen is the length of PackHalf's output for an [out,in] matrix: panels of 16
+// outputs, the last one zero-padded.
+func PackedLen(out, in int) int { return (out + C.NN_PANEL - 1) / C.NN_PANEL * C.NN_PANEL * in }
+
+// HalfRangeError is PackHalf's error for a value that is not finite in fp16.
+type HalfRangeError struct {
+	Index int // in the packed matrix, row-major [out,in]
+	Value float32
+}
+
+func (e *HalfRangeError) Error() string {
+	return fmt.Sprintf("value %g at index %d is outside the fp16 range (|x| < 65520)", e.Value, e.Index)
+}
+
+// PackHalf rounds w[out,in] to IEEE binary16 (fp16, ties to even) into dst in Linear's
+// panel layout (nn.h). A value that is not finite in fp16 (NaN, ±Inf, |x| >= 65520) is a
+// *HalfRangeError.
+func (o Ops) PackHalf(dst []uint16, w []float32, out, in int) error {
+	if err := firstErr(need("PackHalf", "dst", len(dst), PackedLen(out, in)), need("PackHalf", "w", len(w), out*in)); err != nil {
 		return err
 	}
-	if i := int64(C.nn_to_half(C.int(o.level), hp(dst), fp(src), C.int64_t(len(src)))); i >= 0 {
-		return fmt.Errorf("value %g at index %d is outside the fp16 range (|x| < 65520)", src[i], i)
+	if i := int(C.nn_pack_half(C.int(o.level), hp(dst), fp(w), C.int64_t(out), C.int64_t(in))); i >= 0 {
+		return &HalfRangeError{i, w[i]}
 	}
 	return nil
 }

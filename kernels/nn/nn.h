@@ -2,7 +2,8 @@
 // Every op exists as a scalar reference (the test oracle) and AVX2 / AVX-512 variants;
 // `level` picks one (0 ref, 1 avx2, 2 avx512; see needle/kernels/cpu). All buffers are
 // caller-owned, row-major float32, except Linear's weights: IEEE binary16 (fp16) bits, which
-// halve the bytes a few-row (query) GEMM streams; every product and sum is float32.
+// halve the bytes a few-row (query) GEMM streams, packed in panels (below); every product and
+// sum is float32.
 // Callers (Go) validate sizes; the only failure left is malloc's (nn_linear).
 #ifndef NEEDLE_NN_H
 #define NEEDLE_NN_H
@@ -10,9 +11,13 @@
 
 enum { NN_ACT_NONE = 0, NN_ACT_GELU = 1 };
 enum { NN_POOL_MEAN = 0, NN_POOL_CLS = 1 };
-// Weight rows per float32 panel on nn_linear's sgemm path: NN_PANEL x in floats per call
-// (3 MB for e5's FFN), where a float32 copy of the whole matrix would double its memory.
-enum { NN_PANEL = 256 };
+// Packed weights: w[out,in] (PyTorch's Linear layout) is stored as ceil(out/NN_PANEL) panels
+// of NN_PANEL outputs; panel p holds w[p*16 + j][i] at p*in*16 + i*16 + j (zero past out), so
+// the weights of 16 adjacent outputs for one input are one contiguous 32-byte load.
+enum { NN_PANEL = 16 };
+// The few-rows GEMM reads x transposed in blocks of NN_XT_ROWS rows: row b*12 + r, column i
+// at xt[(b*in + i)*12 + r] (zero past the last row), so one pointer reaches a column of rows.
+enum { NN_XT_ROWS = 12 };
 
 // Per-level row kernels. n is the row length in floats.
 typedef struct {
@@ -29,10 +34,11 @@ typedef struct {
 	void (*scale)(float *x, int64_t n, float s);
 	// sum of x[i]^2, accumulated in at least float32 lanes
 	float (*sumsq)(const float *x, int64_t n);
-	// y[r*ldy + o] = dot(x[r*in:], w[o*in:]) for r < rows, o in [o0, o1) with fp16 w: the
-	// few-rows GEMM, which reads each weight row once instead of packing the whole matrix as sgemm does.
-	void (*dot_rows)(const float *x, const uint16_t *w, float *y, int64_t rows, int64_t in,
-	                 int64_t o0, int64_t o1, int64_t ldy);
+	// y[r*out + o] = dot(x[r*in:], w[o, :]) for r < rows and the outputs o < out of panels
+	// [p0, p1) of the packed fp16 w: the few-rows GEMM, which reads each weight once. xt is
+	// x in the NN_XT_ROWS layout (the vector kernels read it, the reference reads x).
+	void (*dot_panels)(const float *x, const float *xt, const uint16_t *w, float *y, int64_t rows,
+	                   int64_t in, int64_t p0, int64_t p1, int64_t out);
 	// dst[i] = the exact float value of the binary16 src[i].
 	void (*half_to_float)(float *dst, const uint16_t *src, int64_t n);
 	// dst[i] = src[i] rounded to binary16, ties to even (|x| >= 65520 -> inf; NaN stays NaN).
@@ -41,13 +47,14 @@ typedef struct {
 
 extern const nn_ops nn_ops_ref, nn_ops_avx2, nn_ops_avx512;
 
-// y[rows,out] = act(x[rows,in] * w[out,in]^T + b[out]) with fp16 w: dot_rows for a few rows,
-// else cblas_sgemm on panels of w converted to float32; then one fused bias/act pass.
-// Returns 0, or -1 when the panel buffer cannot be allocated.
+// y[rows,out] = act(x[rows,in] * w[out,in]^T + b[out]) with packed fp16 w: dot_panels for a
+// few rows, else one cblas_sgemm on a float32 copy of w made for the call; then one fused
+// bias/act pass. Returns 0, or -1 when the float32 copy cannot be allocated.
 int nn_linear(int level, const float *x, const uint16_t *w, const float *b, float *y,
               int64_t rows, int64_t in, int64_t out, int act);
-// dst = src rounded to binary16; returns the index of the first non-finite result, or -1.
-int64_t nn_to_half(int level, uint16_t *dst, const float *src, int64_t n);
+// dst (ceil(out/16)*16*in halves) = w[out,in] rounded to binary16 and packed in panels;
+// returns the index in w of the first value that is not finite in binary16, or -1.
+int64_t nn_pack_half(int level, uint16_t *dst, const float *w, int64_t out, int64_t in);
 // Row-wise ops over rows x n.
 void nn_add_layernorm(int level, float *dst, const float *x, const float *bias, const float *res,
                       const float *gamma, const float *beta, int64_t rows, int64_t n, float eps);

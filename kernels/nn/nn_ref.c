@@ -93,15 +93,17 @@ static void float_to_half_ref(uint16_t *dst, const float *src, int64_t n) {
 	for (int64_t i = 0; i < n; i++) dst[i] = float_to_half1(src[i]);
 }
 
-static void dot_rows_ref(const float *x, const uint16_t *w, float *y, int64_t rows, int64_t in,
-                         int64_t o0, int64_t o1, int64_t ldy) {
-	for (int64_t o = o0; o < o1; o++)
+static void dot_panels_ref(const float *x, const float *xt, const uint16_t *w, float *y, int64_t rows,
+                           int64_t in, int64_t p0, int64_t p1, int64_t out) {
+	(void)xt;
+	for (int64_t o = p0 * NN_PANEL; o < p1 * NN_PANEL && o < out; o++)
 		for (int64_t r = 0; r < rows; r++) {
+			const uint16_t *wo = w + (o / NN_PANEL) * in * NN_PANEL + o % NN_PANEL;
 			double s = 0;
-			for (int64_t i = 0; i < in; i++) s += (double)x[r * in + i] * half_to_float1(w[o * in + i]);
-			y[r * ldy + o] = (float)s;
+			for (int64_t i = 0; i < in; i++) s += (double)x[r * in + i] * half_to_float1(wo[i * NN_PANEL]);
+			y[r * out + o] = (float)s;
 		}
 }
 
-const nn_ops nn_ops_ref = {add_layernorm_ref, bias_act_ref, softmax_ref, add_ref, scale_ref, sumsq_ref, dot_rows_ref,
+const nn_ops nn_ops_ref = {add_layernorm_ref, bias_act_ref, softmax_ref, add_ref, scale_ref, sumsq_ref, dot_panels_ref,
                            half_to_float_ref, float_to_half_ref};

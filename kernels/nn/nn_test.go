@@ -147,27 +147,32 @@ func naiveLinear(x, w, b []float32, rows, in, out int, act Act) []float32 {
 	return y
 }
 
-// halves rounds w to fp16 with the reference level: the bits for Linear and their values.
-func halves(t testing.TB, w []float32) ([]uint16, []float32) {
+// halves packs w[out,in] as fp16 with the reference level: the panels for Linear and the
+// values they hold, in w's order.
+func halves(t testing.TB, w []float32, out, in int) ([]uint16, []float32) {
 	t.Helper()
-	h := make([]uint16, len(w))
-	if err := New(cpu.Ref).ToHalf(h, w); err != nil {
+	h := make([]uint16, PackedLen(out, in))
+	if err := New(cpu.Ref).PackHalf(h, w, out, in); err != nil {
 		t.Fatal(err)
 	}
 	v := make([]float32, len(w))
-	for i := range h {
-		v[i] = safetensors.HalfToFloat32(h[i])
+	for o := 0; o < out; o++ {
+		for i := 0; i < in; i++ {
+			v[o*in+i] = safetensors.HalfToFloat32(h[(o/16*in+i)*16+o%16])
+		}
 	}
 	return h, v
 }
 
 func TestLinear(t *testing.T) {
 	r := rand.New(rand.NewSource(2))
-	// Rows on both sides of the few-rows path (<= 32); 300 outputs span two sgemm panels.
-	for _, shape := range [][3]int{{1, 1, 1}, {5, 17, 9}, {16, 200, 130}, {32, 64, 48}, {33, 64, 48}, {40, 33, 300}, {0, 8, 8}} {
+	// Rows on both sides of the few-rows path (<= 32) and of its row blocks (12 or 6);
+	// outputs that fill panels, leave one partial, or leave an AVX2 vector all padding.
+	for _, shape := range [][3]int{{1, 1, 1}, {5, 17, 9}, {13, 200, 130}, {7, 5, 20}, {25, 64, 48},
+		{32, 64, 80}, {33, 64, 48}, {40, 33, 300}, {0, 8, 8}} {
 		rows, in, out := shape[0], shape[1], shape[2]
 		x, b := randVec(r, rows*in, 1), randVec(r, out, 1)
-		w, wv := halves(t, randVec(r, out*in, 0.2))
+		w, wv := halves(t, randVec(r, out*in, 0.2), out, in)
 		for _, level := range cpu.Levels() {
 			for _, act := range []Act{NoAct, GELU} {
 				y := make([]float32, rows*out)
@@ -184,32 +189,33 @@ func TestLinear(t *testing.T) {
 }
 
 // TestLinearDecodesEveryHalf multiplies every finite fp16 weight by 1 on both paths (few
-// rows and sgemm panels): each must come out as its exact value.
+// rows and sgemm): each must come out as its exact value.
 func TestLinearDecodesEveryHalf(t *testing.T) {
-	var w []uint16
+	var values []float32
 	for h := 0; h < 1<<16; h++ {
 		if h&0x7c00 != 0x7c00 {
-			w = append(w, uint16(h))
+			values = append(values, safetensors.HalfToFloat32(uint16(h)))
 		}
 	}
+	w, _ := halves(t, values, len(values), 1) // one input: the panels hold w in order
 	for _, rows := range []int{1, 33} {
 		x := make([]float32, rows)
 		x[0] = 1
 		for _, level := range cpu.Levels() {
-			y := make([]float32, rows*len(w))
-			if err := New(level).Linear(y, x, w, nil, rows, 1, len(w), NoAct); err != nil {
+			y := make([]float32, rows*len(values))
+			if err := New(level).Linear(y, x, w, nil, rows, 1, len(values), NoAct); err != nil {
 				t.Fatal(err)
 			}
-			for o, h := range w {
-				if want := safetensors.HalfToFloat32(h); y[o] != want { // -0 sums to +0: a dot product starts at +0
-					t.Fatalf("%s, %d rows: half %#04x decoded as %g, want %g", level, rows, h, y[o], want)
+			for o, want := range values {
+				if y[o] != want { // -0 sums to +0: a dot product starts at +0
+					t.Fatalf("%s, %d rows: half %#04x decoded as %g, want %g", level, rows, w[o], y[o], want)
 				}
 			}
 		}
 	}
 }
 
-// nearestHalf is the oracle of ToHalf for |f| < 65520: the binary16 nearest to f, ties to
+// nearestHalf is the oracle of PackHalf's rounding for |f| < 65520: the binary16 nearest to f, ties to
 // the even mantissa, found by bisecting the ordered positive halves.
 func nearestHalf(f float32) uint16 {
 	a, sign := math.Abs(float64(f)), uint16(0)
@@ -235,7 +241,7 @@ func nearestHalf(f float32) uint16 {
 	return sign | lo
 }
 
-func TestToHalf(t *testing.T) {
+func TestPackHalf(t *testing.T) {
 	var in []float32
 	for h := 0; h < 0x7c00; h++ { // every finite half, both signs, and the midpoints around it
 		v := safetensors.HalfToFloat32(uint16(h))
@@ -249,8 +255,8 @@ func TestToHalf(t *testing.T) {
 	}
 	in = slices.DeleteFunc(in, func(f float32) bool { return math.Abs(float64(f)) >= 65520 })
 	for _, level := range cpu.Levels() {
-		got := make([]uint16, len(in))
-		if err := New(level).ToHalf(got, in); err != nil {
+		got := make([]uint16, PackedLen(len(in), 1)) // one input: the panels hold in in order
+		if err := New(level).PackHalf(got, in, len(in), 1); err != nil {
 			t.Fatalf("%s: %v", level, err)
 		}
 		for i, f := range in {
@@ -259,8 +265,10 @@ func TestToHalf(t *testing.T) {
 			}
 		}
 		for _, bad := range []float32{65520, -70000, float32(math.Inf(1)), float32(math.NaN())} {
-			if err := New(level).ToHalf(make([]uint16, 3), []float32{1, bad, 2}); err == nil || !strings.Contains(err.Error(), "index 1") {
-				t.Errorf("%s: ToHalf(%g) = %v, want an error at index 1", level, bad, err)
+			w := make([]float32, 5*7) // [5,7]: the error names the index in w, not in the panels
+			w[3*7+2] = bad
+			if err := New(level).PackHalf(make([]uint16, PackedLen(5, 7)), w, 5, 7); err == nil || !strings.Contains(err.Error(), "index 23") {
+				t.Errorf("%s: PackHalf with %g = %v, want an error at index 23", level, bad, err)
 			}
 		}
 	}
@@ -385,7 +393,7 @@ func BenchmarkLinearFewRows(b *testing.B) {
 	const rows, in, out = 12, 384, 1536
 	r := rand.New(rand.NewSource(5))
 	x, bias := randVec(r, rows*in, 1), randVec(r, out, 0.1)
-	w, _ := halves(b, randVec(r, out*in, 0.05))
+	w, _ := halves(b, randVec(r, out*in, 0.05), out, in)
 	y := make([]float32, rows*out)
 	ops, err := Selected()
 	if err != nil {

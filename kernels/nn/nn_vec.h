@@ -149,82 +149,75 @@ static float F(sumsq)(const float *x, int64_t n) {
 	return hsum(s);
 }
 
-// sum4 writes the lane sums of a, b, c and d to out[0..3]: two shuffle levels halve the
-// lanes of all four at once, then each sum adds its last VW/4 lanes.
-static inline void sum4(vf a, vf b, vf c, vf d, float *out) {
+// The few-rows GEMM on packed fp16 panels (nn.h): a block is DOT_VECS vectors of adjacent
+// outputs (two panels of 16 at 16 lanes, one at 8) by up to DOT_ROWS input rows. For each
+// input column i, the block's weights are loaded and converted once and serve every row,
+// whose x[r, i] is broadcast straight from xt (x transposed by nn_linear, so one pointer
+// reaches all rows): no horizontal sums, no shuffles, and the accumulators fill the registers
+// (24 of 32 zmm, 12 of 16 ymm).
+#define DOT_VECS 2
+#define DOT_ROWS (VW == 16 ? 12 : 6)
+
+// bcast loads *p into every lane (vbroadcastss from memory: a load, no shuffle).
+static inline vf bcast(const float *p) {
 #if VW == 16
-	vf ab = __builtin_shufflevector(a, b, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) +
-	        __builtin_shufflevector(a, b, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
-	vf cd = __builtin_shufflevector(c, d, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) +
-	        __builtin_shufflevector(c, d, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
-	vf q = __builtin_shufflevector(ab, cd, 0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27) +
-	       __builtin_shufflevector(ab, cd, 4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31);
+	return (vf)_mm512_set1_ps(*p);
 #else
-	vf ab = __builtin_shufflevector(a, b, 0, 1, 2, 3, 8, 9, 10, 11) + __builtin_shufflevector(a, b, 4, 5, 6, 7, 12, 13, 14, 15);
-	vf cd = __builtin_shufflevector(c, d, 0, 1, 2, 3, 8, 9, 10, 11) + __builtin_shufflevector(c, d, 4, 5, 6, 7, 12, 13, 14, 15);
-	vf q = __builtin_shufflevector(ab, cd, 0, 1, 4, 5, 8, 9, 12, 13) + __builtin_shufflevector(ab, cd, 2, 3, 6, 7, 10, 11, 14, 15);
+	return (vf)_mm256_set1_ps(*p);
 #endif
-	for (int k = 0; k < 4; k++) {
-		float s = 0;
-		for (int j = 0; j < VW / 4; j++) s += q[k * (VW / 4) + j];
-		out[k] = s;
-	}
 }
 
-// Input rows per dot_block: as many accumulators as the registers hold (32 zmm, 16 ymm).
-#define ROWS_BLOCK (VW == 16 ? 4 : 2)
-
-// dot_step adds x[r, i:i+VW] . w[k, i:i+VW] into acc[r][k] (rem: floats left in the row).
-static inline __attribute__((always_inline)) void F(dot_step)(vf acc[ROWS_BLOCK][4], const float *x,
-		const uint16_t *w, int nr, int no, int64_t in, int64_t i, int64_t rem) {
-	vf wv[4];
-	for (int k = 0; k < no; k++) {
-		wv[k] = loadhp(w + k * in + i, rem);
-		__builtin_prefetch(w + (4 + k) * in + i);
+// dot_block writes y[r*ldy + o] for the nr rows whose transposed columns start at xt (stride
+// NN_XT_ROWS) and the nv vectors of outputs at w, the first being output o0 (outputs at or
+// past out are padding and are not stored). Inlined with constant nr and nv, the
+// accumulators stay in registers.
+static inline __attribute__((always_inline)) void F(dot_block)(const float *xt, const uint16_t *w, float *y,
+		int nr, int nv, int64_t in, int64_t o0, int64_t out, int64_t ldy) {
+	const uint16_t *wv[DOT_VECS]; // vector v: panel (v*VW)/16, lanes from (v*VW)%16
+	for (int v = 0; v < nv; v++) wv[v] = w + (v * VW / NN_PANEL) * in * NN_PANEL + (v * VW) % NN_PANEL;
+	vf acc[DOT_ROWS][DOT_VECS];
+	for (int r = 0; r < nr; r++)
+		for (int v = 0; v < nv; v++) acc[r][v] = splat(0);
+	for (int64_t i = 0; i < in; i++) {
+		vf wi[DOT_VECS];
+		for (int v = 0; v < nv; v++) {
+			wi[v] = loadh(wv[v] + i * NN_PANEL);
+			__builtin_prefetch(wv[v] + (i + 32) * NN_PANEL);
+		}
+		const float *xi = xt + i * NN_XT_ROWS;
+		for (int r = 0; r < nr; r++) {
+			vf xb = bcast(xi + r);
+			for (int v = 0; v < nv; v++) acc[r][v] += xb * wi[v];
+		}
 	}
-	for (int r = 0; r < nr; r++) {
-		vf xv = loadp(x + r * in + i, rem, 0);
-		for (int k = 0; k < no; k++) acc[r][k] += xv * wv[k];
-	}
+	for (int r = 0; r < nr; r++)
+		for (int v = 0; v < nv; v++)
+			if (out - o0 - v * VW > 0) storep(y + r * ldy + o0 + v * VW, acc[r][v], out - o0 - v * VW);
 }
 
-// dot_block writes y[r*ldy + k] = x[r,:] . w[k,:] for nr <= ROWS_BLOCK input rows and
-// no <= 4 weight rows. Inlined with constant nr and no, the accumulators stay in registers
-// and each weight vector loaded serves nr FMAs.
-static inline __attribute__((always_inline)) void F(dot_block)(const float *x, const uint16_t *w, float *y,
-		int nr, int no, int64_t in, int64_t ldy) {
-	vf acc[ROWS_BLOCK][4];
-	for (int r = 0; r < ROWS_BLOCK; r++)
-		for (int k = 0; k < 4; k++) acc[r][k] = splat(0);
-	int64_t i = 0;
-	for (; i + VW <= in; i += VW) F(dot_step)(acc, x, w, nr, no, in, i, VW);
-	if (i < in) F(dot_step)(acc, x, w, nr, no, in, i, in - i);
-	for (int r = 0; r < nr; r++) {
-		float s[4];
-		sum4(acc[r][0], acc[r][1], acc[r][2], acc[r][3], s);
-		for (int k = 0; k < no; k++) y[r * ldy + k] = s[k];
+// dot_rows_of runs the blocks of nv vectors at w over all rows, DOT_ROWS at a time.
+#define DOT_CASE(n) case n: F(dot_block)(xb, w, y + r * out, n, nv, in, o0, out, out); break;
+static inline __attribute__((always_inline)) void F(dot_rows_of)(const float *xt, const uint16_t *w, float *y,
+		int64_t rows, int nv, int64_t in, int64_t o0, int64_t out) {
+	for (int64_t r = 0; r < rows; r += DOT_ROWS) {
+		const float *xb = xt + (r / NN_XT_ROWS) * in * NN_XT_ROWS + r % NN_XT_ROWS;
+		switch (rows - r < DOT_ROWS ? rows - r : DOT_ROWS) { // each row count has its own inlined block
+		DOT_CASE(1) DOT_CASE(2) DOT_CASE(3) DOT_CASE(4) DOT_CASE(5) DOT_CASE(6)
+#if DOT_ROWS > 6
+		DOT_CASE(7) DOT_CASE(8) DOT_CASE(9) DOT_CASE(10) DOT_CASE(11) DOT_CASE(12)
+#endif
+		}
 	}
 }
+#undef DOT_CASE
 
-// dot_rows_of runs dot_block over all input rows for no weight rows at o.
-static inline __attribute__((always_inline)) void F(dot_rows_of)(const float *x, const uint16_t *w, float *y,
-		int64_t rows, int no, int64_t in, int64_t ldy) {
-	int64_t r = 0;
-	for (; r + ROWS_BLOCK <= rows; r += ROWS_BLOCK) F(dot_block)(x + r * in, w, y + r * ldy, ROWS_BLOCK, no, in, ldy);
-	switch (rows - r) { // the leftover rows, each count with its own inlined block
-	case 3: F(dot_block)(x + r * in, w, y + r * ldy, 3 % ROWS_BLOCK, no, in, ldy); break;
-	case 2: F(dot_block)(x + r * in, w, y + r * ldy, 2 % ROWS_BLOCK, no, in, ldy); break;
-	case 1: F(dot_block)(x + r * in, w, y + r * ldy, 1, no, in, ldy); break;
-	}
-}
-
-// dot_rows walks the weight rows four at a time; their 4*in halves stay in L1 (or L2) while
-// every input row is dotted with them, so each weight is read from memory once.
-static void F(dot_rows)(const float *x, const uint16_t *w, float *y, int64_t rows, int64_t in,
-                        int64_t o0, int64_t o1, int64_t ldy) {
-	int64_t o = o0;
-	for (; o + 4 <= o1; o += 4) F(dot_rows_of)(x, w + o * in, y + o, rows, 4, in, ldy);
-	for (; o < o1; o++) F(dot_rows_of)(x, w + o * in, y + o, rows, 1, in, ldy);
+static void F(dot_panels)(const float *x, const float *xt, const uint16_t *w, float *y, int64_t rows,
+                          int64_t in, int64_t p0, int64_t p1, int64_t out) {
+	(void)x; // the vector kernels read xt
+	const int64_t block = DOT_VECS * VW / NN_PANEL; // panels per block
+	int64_t p = p0;
+	for (; p + block <= p1; p += block) F(dot_rows_of)(xt, w + p * in * NN_PANEL, y, rows, DOT_VECS, in, p * NN_PANEL, out);
+	for (; p < p1; p++) F(dot_rows_of)(xt, w + p * in * NN_PANEL, y, rows, NN_PANEL / VW, in, p * NN_PANEL, out);
 }
 
 static void F(half_to_float)(float *dst, const uint16_t *src, int64_t n) {
@@ -244,4 +237,4 @@ static void F(float_to_half)(uint16_t *dst, const float *src, int64_t n) {
 }
 
 const nn_ops CAT(nn_ops, SUFFIX) = {F(add_layernorm), F(bias_act), F(softmax), F(add),           F(scale),
-                                    F(sumsq),         F(dot_rows), F(half_to_float), F(float_to_half)};
+                                    F(sumsq),         F(dot_panels), F(half_to_float), F(float_to_half)};
