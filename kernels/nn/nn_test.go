@@ -1,6 +1,7 @@
 package nn
 
 import (
+	"fmt"
 	"math"
 	"math/rand"
 	"slices"
@@ -185,6 +186,47 @@ func TestLinear(t *testing.T) {
 	}
 	if err := New(cpu.Ref).Linear(make([]float32, 3), make([]float32, 4), make([]uint16, 4), nil, 2, 2, 2, NoAct); err == nil {
 		t.Error("Linear accepted a short output buffer")
+	}
+}
+
+// TestLinearConcurrent runs few-row Linears from many goroutines at 2 threads: one caller
+// at a time gets the team (team.c), the others run alone; all must match the serial result.
+func TestLinearConcurrent(t *testing.T) {
+	r := rand.New(rand.NewSource(8))
+	const rows, in, out = 12, 96, 200
+	x, b := randVec(r, rows*in, 1), randVec(r, out, 1)
+	w, _ := halves(t, randVec(r, out*in, 0.2), out, in)
+	ops, err := Selected()
+	if err != nil {
+		t.Fatal(err)
+	}
+	SetThreads(2)
+	defer SetThreads(1)
+	want := make([]float32, rows*out)
+	if err := ops.Linear(want, x, w, b, rows, in, out, GELU); err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 8)
+	for range 8 {
+		go func() {
+			y := make([]float32, rows*out)
+			for range 200 {
+				if err := ops.Linear(y, x, w, b, rows, in, out, GELU); err != nil {
+					errs <- err
+					return
+				}
+				if !slices.Equal(y, want) {
+					errs <- fmt.Errorf("a concurrent Linear differs from the serial one")
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
