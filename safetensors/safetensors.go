@@ -203,29 +203,42 @@ func (f *File) Bytes(name string) ([]byte, error) {
 
 // Float32 converts an F32, F16 or BF16 tensor into a new float32 slice the caller owns.
 func (f *File) Float32(name string) ([]float32, error) {
+	t, ok := f.Tensor(name)
+	if !ok {
+		return nil, fmt.Errorf("%s: no tensor %q", f.path, name)
+	}
+	out := make([]float32, t.NumElements())
+	return out, f.Float32Into(out, name)
+}
+
+// Float32Into converts an F32, F16 or BF16 tensor into dst, which must hold exactly its
+// elements (callers reuse one buffer for many tensors).
+func (f *File) Float32Into(dst []float32, name string) error {
 	b, err := f.Bytes(name)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	t, _ := f.Tensor(name)
-	out := make([]float32, t.NumElements())
+	if int64(len(dst)) != t.NumElements() {
+		return fmt.Errorf("%s: tensor %q has %d elements, the buffer %d", f.path, name, t.NumElements(), len(dst))
+	}
 	switch t.DType {
 	case "F32":
-		for i := range out {
-			out[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+		for i := range dst {
+			dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
 		}
 	case "BF16":
-		for i := range out {
-			out[i] = math.Float32frombits(uint32(binary.LittleEndian.Uint16(b[2*i:])) << 16)
+		for i := range dst {
+			dst[i] = math.Float32frombits(uint32(binary.LittleEndian.Uint16(b[2*i:])) << 16)
 		}
 	case "F16":
-		for i := range out {
-			out[i] = HalfToFloat32(binary.LittleEndian.Uint16(b[2*i:]))
+		for i := range dst {
+			dst[i] = HalfToFloat32(binary.LittleEndian.Uint16(b[2*i:]))
 		}
 	default:
-		return nil, fmt.Errorf("%s: tensor %q has dtype %s; want F32, F16 or BF16", f.path, name, t.DType)
+		return fmt.Errorf("%s: tensor %q has dtype %s; want F32, F16 or BF16", f.path, name, t.DType)
 	}
-	return out, nil
+	return nil
 }
 
 // HalfToFloat32 converts an IEEE 754 binary16 value exactly (subnormals, inf and NaN included).

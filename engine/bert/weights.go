@@ -33,9 +33,10 @@ type layerWeights struct {
 // tensorReader reads named tensors of one safetensors file, checking shapes, with or
 // without the "bert." prefix.
 type tensorReader struct {
-	f      *safetensors.File
-	prefix string
-	ops    nn.Ops // converts matrices to fp16
+	f       *safetensors.File
+	prefix  string
+	ops     nn.Ops    // converts matrices to fp16
+	scratch []float32 // fp32 staging of getPacked
 }
 
 func newTensorReader(f *safetensors.File, ops nn.Ops) (*tensorReader, error) {
@@ -50,35 +51,47 @@ func newTensorReader(f *safetensors.File, ops nn.Ops) (*tensorReader, error) {
 	return r, nil
 }
 
-// get returns tensor name (under the checkpoint's prefix) as fp32, checking its shape.
-func (r *tensorReader) get(name string, shape ...int64) ([]float32, error) {
+// check returns the full name of tensor name (under the checkpoint's prefix), checking its shape.
+func (r *tensorReader) check(name string, shape ...int64) (string, error) {
 	full := r.prefix + name
 	t, ok := r.f.Tensor(full)
 	if !ok {
-		return nil, fmt.Errorf("%s: missing tensor %q", r.f.Path(), full)
+		return "", fmt.Errorf("%s: missing tensor %q", r.f.Path(), full)
 	}
 	if !slices.Equal(t.Shape, shape) {
-		return nil, fmt.Errorf("%s: tensor %q has shape %v, config.json implies %v", r.f.Path(), full, t.Shape, shape)
+		return "", fmt.Errorf("%s: tensor %q has shape %v, config.json implies %v", r.f.Path(), full, t.Shape, shape)
+	}
+	return full, nil
+}
+
+// get returns tensor name as fp32, checking its shape.
+func (r *tensorReader) get(name string, shape ...int64) ([]float32, error) {
+	full, err := r.check(name, shape...)
+	if err != nil {
+		return nil, err
 	}
 	return r.f.Float32(full)
 }
 
 // getPacked reads the [rows, in] tensors names, stacks them along the output axis (Q, K and V
-// become one [3H, H] matrix) and packs them as fp16 for nn.Linear.
+// become one [3H, H] matrix) and packs them as fp16 for nn.Linear. The fp32 values pass
+// through r.scratch, reused for every matrix, so loading leaves no fp32 copies to collect.
 func (r *tensorReader) getPacked(rows, in int64, names ...string) ([]uint16, error) {
-	w := make([]float32, 0, int64(len(names))*rows*in)
-	for _, name := range names {
-		x, err := r.get(name, rows, in)
+	n := int(rows * in)
+	r.scratch = grow(r.scratch, len(names)*n)
+	for k, name := range names {
+		full, err := r.check(name, rows, in)
 		if err != nil {
 			return nil, err
 		}
-		w = append(w, x...)
+		if err := r.f.Float32Into(r.scratch[k*n:(k+1)*n], full); err != nil {
+			return nil, err
+		}
 	}
 	out := len(names) * int(rows)
 	packed := make([]uint16, nn.PackedLen(out, int(in)))
 	var bad *nn.HalfRangeError
-	if err := r.ops.PackHalf(packed, w, out, int(in)); errors.As(err, &bad) {
-		n := int(rows * in)
+	if err := r.ops.PackHalf(packed, r.scratch, out, int(in)); errors.As(err, &bad) {
 		return nil, fmt.Errorf("%s: tensor %q: value %g at index %d is outside the fp16 range (|x| < 65520) in which needle holds weights",
 			r.f.Path(), r.prefix+names[bad.Index/n], bad.Value, bad.Index%n)
 	} else if err != nil {
@@ -165,9 +178,14 @@ func randomWeights(cfg Config, seed int64, ops nn.Ops) *weights {
 		}
 		return x
 	}
+	var scratch []float32 // fp32 staging of every matrix, so no fp32 copies are left to collect
 	packed := func(out, in int) []uint16 {
+		scratch = grow(scratch, out*in)
+		for i := range scratch {
+			scratch[i] = float32(rng.NormFloat64() * 0.02)
+		}
 		h := make([]uint16, nn.PackedLen(out, in))
-		if err := ops.PackHalf(h, normal(out*in), out, in); err != nil {
+		if err := ops.PackHalf(h, scratch, out, in); err != nil {
 			panic(err) // N(0, 0.02) is far inside the fp16 range
 		}
 		return h
