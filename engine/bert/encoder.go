@@ -22,8 +22,9 @@ type Options struct {
 	// which bounds the workspace: about MaxBatchTokens * (2*hidden + max(3*hidden,
 	// intermediate)) * 4 bytes per concurrent caller. Default 4096.
 	MaxBatchTokens int
-	// Threads sets the OpenBLAS/OpenMP team size (process-wide, see nn.SetThreads); 0 keeps it.
-	// Each concurrent Encode call runs its own team, so callers x Threads threads compete.
+	// Threads sets the threads of a forward pass (process-wide, see nn.SetThreads); 0 keeps it.
+	// Concurrent Encode calls each run their own OpenMP team for batches, so callers x Threads
+	// threads compete; a query's GEMMs share one team, one caller at a time.
 	Threads int
 }
 

@@ -1,5 +1,6 @@
 // Drivers of the nn ops: pick the row kernels of a level, loop rows (OpenMP when the work is
-// big enough to pay for waking threads), and call OpenBLAS for the GEMMs.
+// big enough to pay for waking threads), and run the GEMMs: a few rows on dot_panels over the
+// team of team.c, more rows through OpenBLAS.
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,8 +13,9 @@
 // then (0) it follows OpenBLAS's own default (OPENBLAS_NUM_THREADS or all cores).
 static int nn_threads = 0;
 
-// Linear with at most this many rows (a query's tokens) skips sgemm: for few rows
-// OpenBLAS spends most of its time packing the weight matrix (measured: 56% of a query).
+// Linear with at most this many rows (a query's tokens) skips sgemm: for few rows OpenBLAS
+// spends most of its time packing the weight matrix (measured: 56% of a query). 32 is where
+// sgemm caught up with the few-rows GEMM for MiniLM's and e5's shapes (measured on AVX-512).
 #ifndef SMALL_ROWS
 #define SMALL_ROWS 32
 #endif

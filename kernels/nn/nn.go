@@ -1,10 +1,11 @@
-// Package nn holds the ops of a BERT encoder forward pass: GEMMs through OpenBLAS
-// (cblas_sgemm, one call per batched matrix) fused with bias/GELU, LayerNorm with residual,
-// masked softmax, packed-sequence attention, embeddings, pooling and L2 normalization.
-// Each elementwise op has a scalar C reference and AVX2/AVX-512 variants; an Ops value
-// runs one level. Every call is one cgo call for a whole batch. Buffers are caller-owned,
-// row-major float32; sizes are checked here, so bad sizes are errors, never crashes.
-// All methods are safe for concurrent use on distinct output buffers.
+// Package nn holds the ops of a BERT encoder forward pass: Linear on fp16 weights packed in
+// panels (a query's few rows on a GEMM of its own, batches through OpenBLAS cblas_sgemm) fused
+// with bias/GELU, LayerNorm with residual, masked softmax, packed-sequence attention,
+// embeddings, pooling and L2 normalization. Each op has a scalar C reference and AVX2/AVX-512
+// variants; an Ops value runs one level. Every call is one cgo call for a whole batch. Buffers
+// are caller-owned, row-major float32 (weights: see Linear); sizes are checked here, so bad
+// sizes are errors, never crashes. All methods are safe for concurrent use on distinct output
+// buffers.
 package nn
 
 /*
@@ -54,8 +55,10 @@ func Selected() (Ops, error) {
 // Level is the SIMD level these ops run.
 func (o Ops) Level() cpu.Level { return o.level }
 
-// SetThreads sets the OpenBLAS and OpenMP thread count of every op (process-wide). Concurrent
-// callers each get a team of this size, so n * callers threads can compete for the cores.
+// SetThreads sets the thread count of every op (process-wide): OpenBLAS's and OpenMP's for
+// batches, and the few-row Linear's own team (team.c). Concurrent callers each get an OpenMP
+// team of this size, so n * callers threads can compete for the cores; the few-row team
+// serves one caller at a time and the others run their few-row Linears alone.
 func SetThreads(n int) { C.nn_set_threads(C.int(n)) }
 
 // Threads is the thread count set by SetThreads (until then, OpenBLAS's default).
