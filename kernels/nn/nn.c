@@ -13,20 +13,23 @@
 // then (0) it follows OpenBLAS's own default (OPENBLAS_NUM_THREADS or all cores).
 static int nn_threads = 0;
 
-// Linear with at most this many rows (a query's tokens) skips sgemm: for few rows OpenBLAS
-// spends most of its time packing the weight matrix (measured: 56% of a query). 32 is where
-// sgemm caught up with the few-rows GEMM for MiniLM's and e5's shapes (measured on AVX-512).
+// Linear with at most this many rows skips sgemm for dot_panels: for few rows OpenBLAS spends
+// most of its time packing the weight matrix, and the fp32 copy sgemm needs costs more than the
+// GEMM. Measured on AVX-512 (2 threads, MiniLM and e5 shapes): dot_panels ahead up to about
+// 128 rows, even at 256, behind from 512 (where sgemm runs at ~250 GFLOP/s).
 #ifndef SMALL_ROWS
-#define SMALL_ROWS 32
+#define SMALL_ROWS 128
 #endif
+
+// Row-wise ops over at most this many rows (a query's tokens) run on the calling thread: they
+// take microseconds, an OpenMP fork's wake-up about as long.
+#define FEW_ROWS 32
 
 // Rows x n below this many floats run on the calling thread only.
 #define PAR_MIN (1 << 14)
 
-// parallel reports whether a row-wise op over rows x n forks an OpenMP team. A few rows (a
-// query's tokens) stay on the calling thread: the op takes microseconds, a fork's wake-up
-// about as long (only the few-row GEMMs fork, on the spinning team of team.c).
-static int parallel(int64_t rows, int64_t n) { return rows > SMALL_ROWS && rows * n >= PAR_MIN; }
+// parallel reports whether a row-wise op over rows x n forks an OpenMP team.
+static int parallel(int64_t rows, int64_t n) { return rows > FEW_ROWS && rows * n >= PAR_MIN; }
 
 static const nn_ops *pick(int level) {
 	switch (level) {

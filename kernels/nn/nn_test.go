@@ -167,10 +167,10 @@ func halves(t testing.TB, w []float32, out, in int) ([]uint16, []float32) {
 
 func TestLinear(t *testing.T) {
 	r := rand.New(rand.NewSource(2))
-	// Rows on both sides of the few-rows path (<= 32) and of its row blocks (12 or 6);
+	// Rows on both sides of the few-rows path (<= 128) and of its row blocks (12 or 6);
 	// outputs that fill panels, leave one partial, or leave an AVX2 vector all padding.
 	for _, shape := range [][3]int{{1, 1, 1}, {5, 17, 9}, {13, 200, 130}, {7, 5, 20}, {25, 64, 48},
-		{32, 64, 80}, {33, 64, 48}, {40, 33, 300}, {0, 8, 8}} {
+		{32, 64, 80}, {33, 64, 48}, {40, 33, 300}, {128, 20, 40}, {129, 20, 40}, {0, 8, 8}} {
 		rows, in, out := shape[0], shape[1], shape[2]
 		x, b := randVec(r, rows*in, 1), randVec(r, out, 1)
 		w, wv := halves(t, randVec(r, out*in, 0.2), out, in)
@@ -240,7 +240,7 @@ func TestLinearDecodesEveryHalf(t *testing.T) {
 		}
 	}
 	w, _ := halves(t, values, len(values), 1) // one input: the panels hold w in order
-	for _, rows := range []int{1, 33} {
+	for _, rows := range []int{1, 129} {
 		x := make([]float32, rows)
 		x[0] = 1
 		for _, level := range cpu.Levels() {
