@@ -16,7 +16,7 @@ static int nn_threads = 0;
 // Linear with at most this many rows skips sgemm for dot_panels: for few rows OpenBLAS spends
 // most of its time packing the weight matrix, and the fp32 copy sgemm needs costs more than the
 // GEMM. Measured on AVX-512 (2 threads, MiniLM and e5 shapes): dot_panels ahead up to about
-// 128 rows, even at 256, behind from 512 (where sgemm runs at ~250 GFLOP/s).
+// 128 rows, level at 256, behind from 512 (sgemm: 176 GFLOP/s on the e5 shape, copy included).
 #ifndef SMALL_ROWS
 #define SMALL_ROWS 128
 #endif
