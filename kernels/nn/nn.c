@@ -70,10 +70,12 @@ static void dot_task(void *arg, int64_t t) {
 	j->ops->dot_panels(j->x, j->xt, j->w, j->y, j->rows, j->in, p0, p1, j->out);
 }
 
-// transpose_x writes x[rows,in] into xt in the NN_XT_ROWS block layout of nn.h.
+// xt_len is the floats of x[rows,in] in the NN_XT_ROWS block layout of nn.h.
+static int64_t xt_len(int64_t rows, int64_t in) { return (rows + NN_XT_ROWS - 1) / NN_XT_ROWS * NN_XT_ROWS * in; }
+
+// transpose_x writes x[rows,in] into xt in the NN_XT_ROWS block layout.
 static void transpose_x(float *xt, const float *x, int64_t rows, int64_t in) {
-	const int64_t blocks = (rows + NN_XT_ROWS - 1) / NN_XT_ROWS;
-	memset(xt, 0, (size_t)(blocks * in * NN_XT_ROWS) * sizeof(float));
+	memset(xt, 0, (size_t)xt_len(rows, in) * sizeof(float));
 	for (int64_t r = 0; r < rows; r++)
 		for (int64_t i = 0; i < in; i++) xt[((r / NN_XT_ROWS) * in + i) * NN_XT_ROWS + r % NN_XT_ROWS] = x[r * in + i];
 }
@@ -87,7 +89,7 @@ int nn_linear(int level, const float *x, const uint16_t *w, const float *b, floa
 	const nn_ops *ops = pick(level);
 	const int64_t np = panels(out);
 	if (rows <= SMALL_ROWS) {
-		float *xt = malloc((size_t)((rows + NN_XT_ROWS - 1) / NN_XT_ROWS * NN_XT_ROWS * (in > 0 ? in : 1)) * sizeof(float));
+		float *xt = malloc((size_t)(in > 0 ? xt_len(rows, in) : 1) * sizeof(float));
 		if (!xt) return -1;
 		transpose_x(xt, x, rows, in);
 		dot_job j = {ops, x, xt, w, y, rows, in, out, np};
@@ -95,7 +97,7 @@ int nn_linear(int level, const float *x, const uint16_t *w, const float *b, floa
 		free(xt);
 	} else {
 		// sgemm reads float32: w^T[in,out] unpacked from the panels lives for the call.
-		float *wt = malloc((size_t)(np * NN_PANEL * (in > 0 ? in : 1)) * sizeof(float));
+		float *wt = malloc((size_t)(in > 0 ? out * in : 1) * sizeof(float));
 		if (!wt) return -1;
 #pragma omp parallel for num_threads(nn_get_threads()) if (out * in >= PAR_MIN)
 		for (int64_t p = 0; p < np; p++) {

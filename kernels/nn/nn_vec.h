@@ -167,12 +167,12 @@ static inline vf bcast(const float *p) {
 #endif
 }
 
-// dot_block writes y[r*ldy + o] for the nr rows whose transposed columns start at xt (stride
+// dot_block writes y[r*out + o] for the nr rows whose transposed columns start at xt (stride
 // NN_XT_ROWS) and the nv vectors of outputs at w, the first being output o0 (outputs at or
 // past out are padding and are not stored). Inlined with constant nr and nv, the
 // accumulators stay in registers.
 static inline __attribute__((always_inline)) void F(dot_block)(const float *xt, const uint16_t *w, float *y,
-		int nr, int nv, int64_t in, int64_t o0, int64_t out, int64_t ldy) {
+		int nr, int nv, int64_t in, int64_t o0, int64_t out) {
 	const uint16_t *wv[DOT_VECS]; // vector v: panel (v*VW)/16, lanes from (v*VW)%16
 	for (int v = 0; v < nv; v++) wv[v] = w + (v * VW / NN_PANEL) * in * NN_PANEL + (v * VW) % NN_PANEL;
 	vf acc[DOT_ROWS][DOT_VECS];
@@ -192,11 +192,11 @@ static inline __attribute__((always_inline)) void F(dot_block)(const float *xt, 
 	}
 	for (int r = 0; r < nr; r++)
 		for (int v = 0; v < nv; v++)
-			if (out - o0 - v * VW > 0) storep(y + r * ldy + o0 + v * VW, acc[r][v], out - o0 - v * VW);
+			if (out - o0 - v * VW > 0) storep(y + r * out + o0 + v * VW, acc[r][v], out - o0 - v * VW);
 }
 
 // dot_rows_of runs the blocks of nv vectors at w over all rows, DOT_ROWS at a time.
-#define DOT_CASE(n) case n: F(dot_block)(xb, w, y + r * out, n, nv, in, o0, out, out); break;
+#define DOT_CASE(n) case n: F(dot_block)(xb, w, y + r * out, n, nv, in, o0, out); break;
 static inline __attribute__((always_inline)) void F(dot_rows_of)(const float *xt, const uint16_t *w, float *y,
 		int64_t rows, int nv, int64_t in, int64_t o0, int64_t out) {
 	for (int64_t r = 0; r < rows; r += DOT_ROWS) {
