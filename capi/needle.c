@@ -1,12 +1,12 @@
 // libneedle.so entry points: SIMD level selection without Go, and the logprob functions over the
-// C kernels of kernels/logprob (the same sources the Go package compiles).
+// C kernels of kernels/trainer/logprob (the same sources the Go package compiles).
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "capi_internal.h"
-#include "logprob/logprob.h"
+#include "trainer/logprob/logprob.h"
 #include "needle.h"
 
 static const char* level_names[] = {"ref", "avx2", "avx512"};

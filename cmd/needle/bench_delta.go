@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"fmt"
 
-	"needle/kernels/delta"
+	"needle/kernels/trainer/delta"
 )
 
 // Delta cases of `needle bench kernels` (ANCHORS.md §6): a 1 GiB bf16 tensor with 0.5%, 1%

@@ -14,7 +14,7 @@ import (
 	"needle/engine/bert"
 	"needle/engine/wordpiece"
 	"needle/internal/atomicfile"
-	"needle/kernels/nn"
+	"needle/kernels/retrieval/nn"
 )
 
 func init() {

@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"needle/cuda"
-	"needle/kernels/cpu"
-	"needle/kernels/logprob"
-	"needle/kernels/membw"
+	"needle/kernels/platform/cpu"
+	"needle/kernels/trainer/logprob"
+	"needle/kernels/platform/membw"
 )
 
 // kernelCase is one `needle bench kernels` measurement. Other files add theirs with

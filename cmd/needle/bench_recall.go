@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 
 	"needle/engine/bert"
-	"needle/engine/build"
+	"needle/engine/indexbuild"
 	"needle/faissgo"
 )
 
@@ -30,14 +30,14 @@ func runBenchRecall(args []string) error {
 	if *dir == "" || *queriesPath == "" {
 		return errors.New("--index and --queries are required (see --help)")
 	}
-	m, err := build.ReadManifest(*dir)
+	m, err := indexbuild.ReadManifest(*dir)
 	if err != nil {
 		return err
 	}
 	if *model == "" {
 		*model = m.Model
 	}
-	queries, err := build.ReadQueries(*queriesPath)
+	queries, err := indexbuild.ReadQueries(*queriesPath)
 	if err != nil {
 		return err
 	}
@@ -69,7 +69,7 @@ func runBenchRecall(args []string) error {
 	if err != nil {
 		return err
 	}
-	r, err := build.Recall(idx, emb, enc.Dim(), gold, []int{1, 5})
+	r, err := indexbuild.Recall(idx, emb, enc.Dim(), gold, []int{1, 5})
 	if err != nil {
 		return err
 	}

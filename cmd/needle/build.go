@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"needle/engine/bert"
-	"needle/engine/build"
+	"needle/engine/indexbuild"
 	"needle/engine/docstore"
 	"needle/faissgo"
 	"needle/internal/progress"
@@ -20,7 +20,7 @@ func init() {
 
 func runBuild(args []string) error {
 	fs := newFlagSet("build", "--corpus C.jsonl --model DIR --out DIR [flags]")
-	var cfg build.Config
+	var cfg indexbuild.Config
 	fs.StringVar(&cfg.Corpus, "corpus", "", "corpus JSONL, one {\"id\", \"contents\": \"\\\"Title\\\"\\ntext\", ...} per line; line i becomes index row i (required)")
 	fs.StringVar(&cfg.Model, "model", "", "encoder model folder (config.json, model.safetensors, vocab.txt/tokenizer.json); required unless --embeddings")
 	fs.StringVar(&cfg.Out, "out", "", "output folder: index.faiss, manifest.json, corpus offsets sidecar, optional emb.memmap; partial/ holds shards while building (required)")
@@ -35,7 +35,7 @@ func runBuild(args []string) error {
 	fs.IntVar(&cfg.Dim, "dim", 0, "embedding width of a headerless --embeddings file (default: dimension from a manifest.json beside it)")
 	fs.IntVar(&cfg.TrainSize, "train-size", 0, "rows sampled to train IVF/PQ/SQ factories (0 = min(rows, 100000)); ignored by Flat and HNSW")
 	fs.Int64Var(&cfg.Seed, "seed", 0, "seed of the --train-size sample")
-	fs.Int64Var(&cfg.ShardRows, "shard-rows", build.DefaultShardRows, "rows per embeddings shard: the most work an interruption loses")
+	fs.Int64Var(&cfg.ShardRows, "shard-rows", indexbuild.DefaultShardRows, "rows per embeddings shard: the most work an interruption loses")
 	fs.IntVar(&cfg.EncodeRows, "encode-rows", 512, "passages handed to the encoder at once (it sorts them by length into batches); the progress bar moves per chunk")
 	fs.BoolVar(&cfg.SaveEmbeddings, "save-embeddings", false, "also write emb.memmap (headerless float32 N x dim, like the anchors' emb_e5.memmap)")
 	fs.BoolVar(&cfg.Restart, "restart", false, "discard a partial or finished build of other arguments in --out instead of refusing")
@@ -61,7 +61,7 @@ func runBuild(args []string) error {
 	cfg.Version = needleVersion()
 	cfg.Log = os.Stderr
 
-	if done, err := build.UpToDate(cfg); err != nil {
+	if done, err := indexbuild.UpToDate(cfg); err != nil {
 		return err
 	} else if done != nil {
 		fmt.Fprintf(os.Stderr, "needle build: %s is up to date (%d rows, %s, built from these arguments); nothing to do\n",
@@ -79,9 +79,9 @@ func runBuild(args []string) error {
 	}
 	defer corpus.Close()
 	faissgo.Init(*threads)
-	parts := build.Parts{
+	parts := indexbuild.Parts{
 		Corpus: corpusPassages{corpus},
-		NewIndex: func(dim int) (build.Index, error) {
+		NewIndex: func(dim int) (indexbuild.Index, error) {
 			return faissgo.New(dim, cfg.Factory, m)
 		},
 	}
@@ -95,7 +95,7 @@ func runBuild(args []string) error {
 		parts.Pooling = enc.Options().Pooling
 		parts.Encoder = enc
 	}
-	rep, err := build.Run(cfg, parts)
+	rep, err := indexbuild.Run(cfg, parts)
 	if err != nil {
 		return err
 	}
@@ -119,7 +119,7 @@ func openCorpusWithProgress(path, out string) (*docstore.Corpus, error) {
 	return c, err
 }
 
-// corpusPassages adapts docstore.Corpus to build.Corpus: a bad line is reported with its
+// corpusPassages adapts docstore.Corpus to indexbuild.Corpus: a bad line is reported with its
 // reason, not as an error, so it keeps its row.
 type corpusPassages struct{ c *docstore.Corpus }
 
@@ -134,10 +134,10 @@ func (p corpusPassages) Passage(i int64) (string, string, error) {
 	return s, "", err
 }
 
-func printBuildSummary(cfg build.Config, rep *build.Report, total time.Duration) {
+func printBuildSummary(cfg indexbuild.Config, rep *indexbuild.Report, total time.Duration) {
 	w := os.Stderr
 	fmt.Fprintf(w, "needle build: done in %s: %d rows (%d bad, indexed as empty text), index %s = %.1f MiB\n",
-		progress.Duration(total), rep.Rows, rep.BadRows, cfg.Out+"/"+build.IndexFileName, float64(rep.IndexBytes)/(1<<20))
+		progress.Duration(total), rep.Rows, rep.BadRows, cfg.Out+"/"+indexbuild.IndexFileName, float64(rep.IndexBytes)/(1<<20))
 	if rep.Encoded > 0 {
 		fmt.Fprintf(w, "needle build: encoded %d passages in %s = %.1f passages/s (%.1f passages/s end to end)\n",
 			rep.Encoded, progress.Duration(rep.EncodeTime), float64(rep.Encoded)/rep.EncodeTime.Seconds(),

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"needle/engine/bert"
-	"needle/engine/build"
+	"needle/engine/indexbuild"
 	"needle/faissgo"
 	"needle/internal/testenv"
 )
@@ -100,7 +100,7 @@ func TestBuildResumeAfterKill(t *testing.T) {
 	}
 	cmd.Process.Signal(syscall.SIGKILL)
 	<-exited
-	for _, name := range []string{build.IndexFileName, build.ManifestName, build.EmbeddingsFileName} {
+	for _, name := range []string{indexbuild.IndexFileName, indexbuild.ManifestName, indexbuild.EmbeddingsFileName} {
 		if _, err := os.Stat(filepath.Join(killed, name)); !errors.Is(err, os.ErrNotExist) {
 			t.Fatalf("killed build left %s behind", name)
 		}
@@ -109,11 +109,11 @@ func TestBuildResumeAfterKill(t *testing.T) {
 	if !strings.Contains(out, "resuming after") {
 		t.Fatalf("rerun did not resume:\n%s", out)
 	}
-	want := readBytes(t, filepath.Join(whole, build.IndexFileName))
-	if !bytes.Equal(readBytes(t, filepath.Join(killed, build.IndexFileName)), want) {
+	want := readBytes(t, filepath.Join(whole, indexbuild.IndexFileName))
+	if !bytes.Equal(readBytes(t, filepath.Join(killed, indexbuild.IndexFileName)), want) {
 		t.Fatal("index of the killed-and-resumed build differs from the uninterrupted one")
 	}
-	m, err := build.ReadManifest(killed)
+	m, err := indexbuild.ReadManifest(killed)
 	if err != nil || m.Count != 600 || m.Dimension != 384 || m.Pooling != "mean" {
 		t.Fatalf("manifest %+v, %v", m, err)
 	}
@@ -140,8 +140,8 @@ print("ok")
 `
 	pyDir := t.TempDir()
 	refIP, refL2 := filepath.Join(pyDir, "ip.faiss"), filepath.Join(pyDir, "l2.faiss")
-	pyOut, err := exec.Command(py, "-c", script, filepath.Join(whole, build.IndexFileName),
-		filepath.Join(whole, build.EmbeddingsFileName), refIP, refL2).CombinedOutput()
+	pyOut, err := exec.Command(py, "-c", script, filepath.Join(whole, indexbuild.IndexFileName),
+		filepath.Join(whole, indexbuild.EmbeddingsFileName), refIP, refL2).CombinedOutput()
 	if err != nil || strings.TrimSpace(string(pyOut)) != "ok" {
 		t.Fatalf("python faiss interop: %v\n%s", err, pyOut)
 	}
@@ -150,14 +150,14 @@ print("ok")
 		t.Fatal("our Flat IP index differs from faiss.write_index(IndexFlatIP) of the same vectors")
 	}
 	l2 := filepath.Join(t.TempDir(), "l2")
-	tools.run("build", "--corpus", corpus, "--out", l2, "--metric", "l2", "--embeddings", filepath.Join(whole, build.EmbeddingsFileName))
-	if !bytes.Equal(readBytes(t, filepath.Join(l2, build.IndexFileName)), readBytes(t, refL2)) {
+	tools.run("build", "--corpus", corpus, "--out", l2, "--metric", "l2", "--embeddings", filepath.Join(whole, indexbuild.EmbeddingsFileName))
+	if !bytes.Equal(readBytes(t, filepath.Join(l2, indexbuild.IndexFileName)), readBytes(t, refL2)) {
 		t.Fatal("our Flat L2 index differs from faiss.write_index(IndexFlatL2) of the same vectors")
 	}
 
 	fromEmb := filepath.Join(t.TempDir(), "from-emb")
-	tools.run("build", "--corpus", corpus, "--out", fromEmb, "--embeddings", filepath.Join(whole, build.EmbeddingsFileName))
-	if !bytes.Equal(readBytes(t, filepath.Join(fromEmb, build.IndexFileName)), want) {
+	tools.run("build", "--corpus", corpus, "--out", fromEmb, "--embeddings", filepath.Join(whole, indexbuild.EmbeddingsFileName))
+	if !bytes.Equal(readBytes(t, filepath.Join(fromEmb, indexbuild.IndexFileName)), want) {
 		t.Fatal("--embeddings build differs from the encoded build")
 	}
 }
@@ -174,9 +174,9 @@ func TestBuildWordNetRecall(t *testing.T) {
 		"--prefix", "", "--save-embeddings")
 	hnsw := filepath.Join(t.TempDir(), "hnsw")
 	tools.run("build", "--corpus", filepath.Join(data, "corpus.jsonl"), "--out", hnsw, "--factory", "HNSW32",
-		"--embeddings", filepath.Join(flat, build.EmbeddingsFileName))
+		"--embeddings", filepath.Join(flat, indexbuild.EmbeddingsFileName))
 
-	queries, err := build.ReadQueries(filepath.Join(data, "queries.jsonl"))
+	queries, err := indexbuild.ReadQueries(filepath.Join(data, "queries.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,11 +195,11 @@ func TestBuildWordNetRecall(t *testing.T) {
 	}
 	recall := map[string][]float64{}
 	for name, dir := range map[string]string{"Flat": flat, "HNSW32": hnsw} {
-		idx, err := faissgo.Read(filepath.Join(dir, build.IndexFileName), false)
+		idx, err := faissgo.Read(filepath.Join(dir, indexbuild.IndexFileName), false)
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := build.Recall(idx, emb, enc.Dim(), gold, []int{1, 5})
+		r, err := indexbuild.Recall(idx, emb, enc.Dim(), gold, []int{1, 5})
 		idx.Close()
 		if err != nil {
 			t.Fatal(err)
@@ -256,19 +256,19 @@ func TestBuildDiskFull(t *testing.T) {
 		"--prefix", "", "--shard-rows", "50", "--encode-rows", "50"}
 	// Shards (50 x 384 floats = 77 KB) fit under 100 KB; the 460 KB index does not.
 	msg, err := exec.Command(prlimit, append([]string{"--fsize=100000", tools.needle}, args...)...).CombinedOutput()
-	if err == nil || !strings.Contains(strings.ToLower(string(msg)), "file too large") || !strings.Contains(string(msg), build.IndexFileName) {
+	if err == nil || !strings.Contains(strings.ToLower(string(msg)), "file too large") || !strings.Contains(string(msg), indexbuild.IndexFileName) {
 		t.Fatalf("build under a 100 KB file limit: err %v, output:\n%s", err, msg)
 	}
 	entries, _ := os.ReadDir(out)
 	for _, e := range entries {
-		if name := e.Name(); name == build.IndexFileName || name == build.ManifestName || strings.Contains(name, ".tmp") {
+		if name := e.Name(); name == indexbuild.IndexFileName || name == indexbuild.ManifestName || strings.Contains(name, ".tmp") {
 			t.Fatalf("failed build left %s in the output folder", name)
 		}
 	}
 	if out := tools.run(args...); !strings.Contains(out, "resuming after 300 finished rows") {
 		t.Fatalf("rerun did not reuse the written shards:\n%s", out)
 	}
-	if _, err := build.ReadManifest(out); err != nil {
+	if _, err := indexbuild.ReadManifest(out); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -9,9 +9,9 @@ import (
 	"slices"
 	"time"
 
-	"needle/kernels/cpu"
-	"needle/kernels/delta"
-	"needle/kernels/delta/deltafile"
+	"needle/kernels/platform/cpu"
+	"needle/kernels/trainer/delta"
+	"needle/kernels/trainer/delta/deltafile"
 )
 
 func init() {

@@ -7,7 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"needle/engine/build"
+	"needle/engine/indexbuild"
 	"needle/faissgo"
 	"needle/internal/progress"
 )
@@ -52,11 +52,11 @@ type inspectArgs struct {
 // after the whole report is written.
 func inspect(w io.Writer, a inspectArgs) error {
 	indexFile, sidecarDir := a.index, ""
-	var manifest *build.Manifest
+	var manifest *indexbuild.Manifest
 	if st, err := os.Stat(a.index); err != nil {
 		return err
 	} else if st.IsDir() {
-		if manifest, err = build.ReadManifest(a.index); err != nil {
+		if manifest, err = indexbuild.ReadManifest(a.index); err != nil {
 			return err
 		}
 		indexFile, sidecarDir = filepath.Join(a.index, manifest.IndexFile), a.index

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"needle/engine/build"
+	"needle/engine/indexbuild"
 	"needle/faissgo"
 )
 
@@ -83,9 +83,9 @@ func TestInspectMismatch(t *testing.T) {
 func TestInspectBuildFolder(t *testing.T) {
 	index, corpus := inspectFixture(t, 5, 5)
 	dir := filepath.Dir(index)
-	m := &build.Manifest{Model: "m", Dimension: 4, Count: 5, Factory: "Flat", Metric: "ip",
-		IndexFile: "index.faiss", Corpus: build.CorpusInfo{Path: corpus}}
-	if err := build.WriteManifest(dir, m); err != nil {
+	m := &indexbuild.Manifest{Model: "m", Dimension: 4, Count: 5, Factory: "Flat", Metric: "ip",
+		IndexFile: "index.faiss", Corpus: indexbuild.CorpusInfo{Path: corpus}}
+	if err := indexbuild.WriteManifest(dir, m); err != nil {
 		t.Fatal(err)
 	}
 	out, err := runInspectTo(t, inspectArgs{index: dir})
@@ -95,7 +95,7 @@ func TestInspectBuildFolder(t *testing.T) {
 	wantLines(t, out, `manifest:    factory Flat, model "m", count 5, dimension 4`, "corpus rows: 5", "match:       yes (index count = corpus rows)")
 
 	m.Count = 6
-	if err := build.WriteManifest(dir, m); err != nil {
+	if err := indexbuild.WriteManifest(dir, m); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := runInspectTo(t, inspectArgs{index: dir}); err == nil || !strings.Contains(err.Error(), "manifest says 6 vectors") {

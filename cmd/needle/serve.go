@@ -19,7 +19,7 @@ import (
 
 	"needle/engine"
 	"needle/engine/bert"
-	"needle/engine/build"
+	"needle/engine/indexbuild"
 	"needle/engine/docstore"
 	"needle/faissgo"
 	"needle/internal/atomicfile"
@@ -108,7 +108,7 @@ func parseServeFlags(args []string) (*serveFlags, error) {
 // servedFiles are the resolved inputs of one `needle serve`.
 type servedFiles struct {
 	indexFile, corpus, model, prefix string
-	manifest                         *build.Manifest // nil for a bare index file
+	manifest                         *indexbuild.Manifest // nil for a bare index file
 }
 
 // resolveFiles reads the build manifest when --index is a folder and fills in what the
@@ -118,7 +118,7 @@ func resolveFiles(f *serveFlags) (servedFiles, error) {
 	if info, err := os.Stat(f.index); err != nil {
 		return sf, fmt.Errorf("--index: %w", err)
 	} else if info.IsDir() {
-		m, err := build.ReadManifest(f.index)
+		m, err := indexbuild.ReadManifest(f.index)
 		if err != nil {
 			return sf, fmt.Errorf("--index: %w", err)
 		}

@@ -6,16 +6,16 @@ import (
 	"strings"
 	"testing"
 
-	"needle/engine/build"
+	"needle/engine/indexbuild"
 )
 
 // writeManifest makes dir a minimal `needle build` output folder with passage prefix prefix.
 func writeManifest(t *testing.T, dir, prefix string) {
 	t.Helper()
-	m := &build.Manifest{Model: "/models/m", Dimension: 4, Count: 1, Factory: "Flat", Metric: "ip", Prefix: prefix,
+	m := &indexbuild.Manifest{Model: "/models/m", Dimension: 4, Count: 1, Factory: "Flat", Metric: "ip", Prefix: prefix,
 		MaxLength: 256, Pooling: "mean", Normalize: true, IndexFile: "index.faiss",
-		Corpus: build.CorpusInfo{Path: "/data/corpus.jsonl"}}
-	if err := build.WriteManifest(dir, m); err != nil {
+		Corpus: indexbuild.CorpusInfo{Path: "/data/corpus.jsonl"}}
+	if err := indexbuild.WriteManifest(dir, m); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -7,7 +7,7 @@ import (
 	"sync"
 
 	"needle/engine/wordpiece"
-	"needle/kernels/nn"
+	"needle/kernels/retrieval/nn"
 )
 
 // Options tune an Encoder; zero values take the defaults.

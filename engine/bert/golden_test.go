@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"needle/internal/testenv"
-	"needle/kernels/cpu"
-	"needle/kernels/nn"
+	"needle/kernels/platform/cpu"
+	"needle/kernels/retrieval/nn"
 )
 
 // readJSONL reads one JSON value per line of testdata/name into a []T.

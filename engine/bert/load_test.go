@@ -12,8 +12,8 @@ import (
 
 	"needle/engine/wordpiece"
 	"needle/internal/testenv"
-	"needle/kernels/cpu"
-	"needle/kernels/nn"
+	"needle/kernels/platform/cpu"
+	"needle/kernels/retrieval/nn"
 	"needle/safetensors"
 )
 

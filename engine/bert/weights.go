@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 
-	"needle/kernels/nn"
+	"needle/kernels/retrieval/nn"
 	"needle/safetensors"
 )
 

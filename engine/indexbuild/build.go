@@ -1,0 +1,372 @@
+package indexbuild
+
+import (
+	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"needle/internal/atomicfile"
+	"needle/internal/progress"
+)
+
+// Encoder turns passages into embeddings (engine/bert.Encoder): len(texts)*Dim() floats in
+// input order, prefix prepended to every text.
+type Encoder interface {
+	Dim() int
+	Encode(texts []string, prefix string) ([]float32, error)
+}
+
+// Corpus gives the text of each row (an adapter over engine/docstore.Corpus).
+type Corpus interface {
+	Len() int64
+	// Passage returns row i's contents. A line that is not a valid corpus row returns
+	// bad = the reason and err = nil; it is indexed as empty text. err is an I/O failure.
+	Passage(i int64) (text, bad string, err error)
+}
+
+// Index is the FAISS index being built (faissgo.Index).
+type Index interface {
+	IsTrained() bool
+	Train(x []float32) error
+	Add(x []float32) error
+	Ntotal() int64
+	// WriteFile writes the index to path atomically (temp + fsync + rename).
+	WriteFile(path string) error
+	Close()
+}
+
+// Config holds the arguments of one build.
+type Config struct {
+	Corpus string // corpus JSONL
+	Out    string // output folder
+	Model  string // model folder ("" when Embeddings is set)
+	// Embeddings, if set, is an existing float32 memmap or .npy to index instead of encoding;
+	// Dim gives a memmap's width.
+	Embeddings string
+	Dim        int
+
+	Prefix    string // prepended to each passage ("passage: " for e5)
+	MaxLength int    // tokens per passage, specials included
+	Pooling   string // "mean" or "cls" as asked; "" = the model's default (see Parts.Pooling)
+	Normalize bool   // embeddings L2-normalized, as the encoder was loaded
+
+	Factory   string // FAISS index_factory string
+	Metric    string // "ip" or "l2"
+	TrainSize int    // training sample of factories that need training (0 = min(rows, 100000))
+	Seed      int64  // training sample seed
+
+	ShardRows      int64 // rows per embeddings shard (0 = DefaultShardRows)
+	EncodeRows     int   // rows per Encoder.Encode call (0 = 512); progress moves per call
+	SaveEmbeddings bool  // also write emb.memmap
+	Restart        bool  // discard a partial or complete build of other arguments in Out
+	Version        string
+	Log            io.Writer // progress bars and notes (stderr); nil = discard
+}
+
+const (
+	// DefaultShardRows bounds the work lost to an interruption and the memory of one shard
+	// (32768 x 768 float32 = 96 MiB).
+	DefaultShardRows = 32768
+	defaultTrainSize = 100000
+	// IndexFileName and EmbeddingsFileName are the output files in Config.Out.
+	IndexFileName      = "index.faiss"
+	EmbeddingsFileName = "emb.memmap"
+	partialDirName     = "partial"
+	stateFileName      = "state.json"
+)
+
+// Report is what a build did, for the final summary.
+type Report struct {
+	UpToDate   bool  // Out already held this build; nothing was done
+	Rows       int64 // index rows
+	BadRows    int
+	Encoded    int64         // rows encoded by this run (the rest came from an earlier run's shards)
+	EncodeTime time.Duration // of the Encoded rows
+	IndexBytes int64
+	Manifest   *Manifest
+}
+
+func (c *Config) setDefaults() {
+	if c.ShardRows <= 0 {
+		c.ShardRows = DefaultShardRows
+	}
+	if c.EncodeRows <= 0 {
+		c.EncodeRows = 512
+	}
+	if c.Log == nil {
+		c.Log = io.Discard
+	}
+	// A headerless embeddings file written by `needle build --save-embeddings` has its
+	// width in the manifest beside it.
+	if c.Embeddings != "" && c.Dim == 0 && !strings.EqualFold(filepath.Ext(c.Embeddings), ".npy") {
+		if m, err := ReadManifest(filepath.Dir(c.Embeddings)); err == nil {
+			c.Dim = m.Dimension
+		}
+	}
+}
+
+// outputState is everything that decides the output folder, cheap to compute (the corpus is
+// identified by path, size and mtime): its hash is Manifest.ArgsHash and makes a rerun of a
+// finished build a no-op. The needle version is left out: a new binary reuses an index.
+type outputState struct {
+	CorpusPath  string `json:"corpus_path"`
+	CorpusSize  int64  `json:"corpus_size"`
+	CorpusMtime int64  `json:"corpus_mtime"`
+	Model       string `json:"model"` // modelFingerprint, or the embeddings file's path/size/mtime
+	Prefix      string `json:"prefix"`
+	MaxLength   int    `json:"max_length"`
+	Pooling     string `json:"pooling"`
+	Normalize   bool   `json:"normalize"`
+	Factory     string `json:"factory"`
+	Metric      string `json:"metric"`
+	TrainSize   int    `json:"train_size"`
+	Seed        int64  `json:"seed"`
+	SaveEmb     bool   `json:"save_embeddings"`
+}
+
+func (c *Config) outputState() (outputState, error) {
+	abs, err := filepath.Abs(c.Corpus)
+	if err != nil {
+		return outputState{}, err
+	}
+	st, err := os.Stat(abs)
+	if err != nil {
+		return outputState{}, fmt.Errorf("corpus: %w", err)
+	}
+	var model string
+	if c.Embeddings != "" {
+		est, err := os.Stat(c.Embeddings)
+		if err != nil {
+			return outputState{}, fmt.Errorf("embeddings: %w", err)
+		}
+		model = fmt.Sprintf("embeddings %s %d %d dim %d", c.Embeddings, est.Size(), est.ModTime().UnixNano(), c.Dim)
+	} else if model, err = modelFingerprint(c.Model); err != nil {
+		return outputState{}, err
+	}
+	return outputState{
+		CorpusPath: abs, CorpusSize: st.Size(), CorpusMtime: st.ModTime().UnixNano(), Model: model,
+		Prefix: c.Prefix, MaxLength: c.MaxLength, Pooling: c.Pooling, Normalize: c.Normalize,
+		Factory: c.Factory, Metric: c.Metric, TrainSize: c.TrainSize, Seed: c.Seed,
+		SaveEmb: c.SaveEmbeddings,
+	}, nil
+}
+
+func (s outputState) hash() string {
+	b, _ := json.Marshal(s)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// UpToDate returns the manifest of Out when Out already holds a complete build of these
+// arguments (same corpus path, size and mtime, model files, settings), so the caller can
+// skip loading the model. It returns nil, nil when a build is needed.
+func UpToDate(cfg Config) (*Manifest, error) {
+	cfg.setDefaults()
+	m, err := ReadManifest(cfg.Out)
+	if err != nil {
+		return nil, nil
+	}
+	st, err := cfg.outputState()
+	if err != nil {
+		return nil, err
+	}
+	if !complete(cfg.Out, m, st.hash()) {
+		return nil, nil
+	}
+	return m, nil
+}
+
+// complete reports whether m (read from dir) records a build with arguments hash argsHash
+// whose index file is there.
+func complete(dir string, m *Manifest, argsHash string) bool {
+	if m.ArgsHash != argsHash {
+		return false
+	}
+	_, err := os.Stat(filepath.Join(dir, m.IndexFile))
+	return err == nil
+}
+
+func upToDateReport(m *Manifest) *Report {
+	return &Report{UpToDate: true, Rows: m.Count, BadRows: len(m.BadRows), Manifest: m}
+}
+
+// Parts are the loaded components a build runs with.
+type Parts struct {
+	Corpus   Corpus
+	Encoder  Encoder // nil when Config.Embeddings is set
+	Pooling  string  // the pooling Encoder applies, for the manifest ("" = Config.Pooling)
+	NewIndex func(dim int) (Index, error)
+}
+
+// Run builds cfg.Out. It resumes from the shards of an interrupted run with the same
+// arguments, and writes index, embeddings and manifest (in that order, each atomically) only
+// when everything is encoded; the partial folder is removed last.
+func Run(cfg Config, parts Parts) (*Report, error) {
+	cfg.setDefaults()
+	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
+		return nil, fmt.Errorf("output folder: %w", err)
+	}
+	unlock, err := lockDir(cfg.Out)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	out, err := cfg.outputState()
+	if err != nil {
+		return nil, err
+	}
+	old, _ := ReadManifest(cfg.Out) // nil: no finished build there
+	if old != nil && complete(cfg.Out, old, out.hash()) {
+		return upToDateReport(old), nil
+	}
+	info := CorpusInfo{Path: out.CorpusPath, Size: out.CorpusSize, Mtime: out.CorpusMtime}
+	if info.Hash, err = hashFile(cfg.Corpus, cfg.Log); err != nil {
+		return nil, err
+	}
+	if old != nil {
+		if ok, err := refreshManifest(cfg.Out, old, out, info); err != nil || ok {
+			if err != nil {
+				return nil, err
+			}
+			return upToDateReport(old), nil
+		}
+	}
+	if err := clearOldOutput(cfg); err != nil {
+		return nil, err
+	}
+
+	rep := &Report{Rows: parts.Corpus.Len()}
+	var vecs vectors
+	var bad []BadRow
+	if cfg.Embeddings != "" {
+		e, err := openEmbeddings(cfg.Embeddings, cfg.Dim)
+		if err != nil {
+			return nil, err
+		}
+		defer e.Close()
+		if e.Len() != rep.Rows {
+			return nil, fmt.Errorf("%s holds %d rows but the corpus %s has %d lines (row i must be line i)",
+				cfg.Embeddings, e.Len(), cfg.Corpus, rep.Rows)
+		}
+		if bad, err = scanBadRows(parts.Corpus, cfg.Log); err != nil {
+			return nil, err
+		}
+		vecs = e
+	} else {
+		enc := encodeState{
+			CorpusSize: info.Size, CorpusHash: info.Hash, Model: out.Model, Prefix: cfg.Prefix,
+			MaxLength: cfg.MaxLength, Pooling: cfg.Pooling, Normalize: cfg.Normalize,
+			Dim: parts.Encoder.Dim(), ShardRows: cfg.ShardRows,
+		}
+		set, b, err := encodeShards(cfg, enc, parts, rep)
+		if err != nil {
+			return nil, err
+		}
+		vecs, bad = set, b
+	}
+
+	m := &Manifest{
+		Model: cfg.Model, Dimension: vecs.Dim(), Count: rep.Rows, Factory: cfg.Factory, Metric: cfg.Metric,
+		Prefix: cfg.Prefix, MaxLength: cfg.MaxLength, Pooling: cmp.Or(parts.Pooling, cfg.Pooling), Normalize: cfg.Normalize,
+		IndexFile: IndexFileName, Corpus: info, BadRows: bad, ArgsHash: out.hash(),
+		NeedleVersion: cfg.Version, TrainSize: cfg.TrainSize, Seed: cfg.Seed,
+	}
+	if m.BadRows == nil {
+		m.BadRows = []BadRow{}
+	}
+	if cfg.SaveEmbeddings {
+		m.EmbeddingsFile = EmbeddingsFileName
+	}
+	if err := assemble(cfg, vecs, parts.NewIndex); err != nil {
+		return nil, err
+	}
+	if err := WriteManifest(cfg.Out, m); err != nil {
+		return nil, err
+	}
+	if err := os.RemoveAll(filepath.Join(cfg.Out, partialDirName)); err != nil {
+		return nil, fmt.Errorf("remove finished shards: %w", err)
+	}
+	st, err := os.Stat(filepath.Join(cfg.Out, IndexFileName))
+	if err != nil {
+		return nil, err
+	}
+	rep.IndexBytes, rep.BadRows, rep.Manifest = st.Size(), len(bad), m
+	return rep, nil
+}
+
+// refreshManifest handles a finished build whose corpus was rewritten with the same bytes
+// or moved (a new mtime or path, the same content hash): the manifest is updated to the
+// corpus's new identity (m, read from dir, is updated in place), ok is true and nothing is
+// rebuilt. ok is false when m records no such build.
+func refreshManifest(dir string, m *Manifest, now outputState, info CorpusInfo) (ok bool, err error) {
+	if m.Corpus.Hash != info.Hash || m.Corpus.Size != info.Size {
+		return false, nil
+	}
+	then := now
+	then.CorpusPath, then.CorpusMtime = m.Corpus.Path, m.Corpus.Mtime
+	if !complete(dir, m, then.hash()) {
+		return false, nil
+	}
+	m.Corpus, m.ArgsHash = info, now.hash()
+	return true, WriteManifest(dir, m)
+}
+
+// clearOldOutput refuses (or, with Restart, removes) a complete build of other arguments in
+// Out. The manifest goes first, so an interrupted removal never leaves a folder that looks
+// complete.
+func clearOldOutput(cfg Config) error {
+	path := filepath.Join(cfg.Out, ManifestName)
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if !cfg.Restart {
+		return fmt.Errorf("%s holds a build of other arguments (corpus, model or settings differ); use --restart to replace it, or another --out", cfg.Out)
+	}
+	for _, name := range []string{ManifestName, IndexFileName, EmbeddingsFileName} {
+		if err := os.Remove(filepath.Join(cfg.Out, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	return atomicfile.SyncDir(cfg.Out)
+}
+
+// lockDir takes an exclusive lock on dir so two builds never write one folder.
+func lockDir(dir string) (unlock func(), err error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: another needle build is running in this folder (%v)", dir, err)
+	}
+	return func() { f.Close() }, nil
+}
+
+// scanBadRows lists the bad rows of the corpus (the --embeddings path, which encodes nothing).
+func scanBadRows(c Corpus, log io.Writer) ([]BadRow, error) {
+	bar := progress.Start(log, progress.Options{Label: "rows checked", Total: c.Len()})
+	defer bar.Finish()
+	var bad []BadRow
+	for i := int64(0); i < c.Len(); i++ {
+		_, reason, err := c.Passage(i)
+		if err != nil {
+			return nil, err
+		}
+		if reason != "" {
+			bad = append(bad, BadRow{Line: i + 1, Reason: reason})
+		}
+		bar.Add(1)
+	}
+	return bad, nil
+}

@@ -1,0 +1,497 @@
+package indexbuild
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"needle/internal/atomicfile"
+)
+
+// fakeCorpus rows are "passage i"; rows in bad are bad lines.
+type fakeCorpus struct {
+	n   int64
+	bad map[int64]string
+}
+
+func (c *fakeCorpus) Len() int64 { return c.n }
+func (c *fakeCorpus) Passage(i int64) (string, string, error) {
+	if r, ok := c.bad[i]; ok {
+		return "", r, nil
+	}
+	return fmt.Sprintf("passage %d", i), "", nil
+}
+
+// fakeEncoder maps each prefixed text to a deterministic vector; failAfter > 0 makes the
+// call after that many calls fail (an interrupted build).
+type fakeEncoder struct {
+	dim       int
+	calls     int
+	failAfter int
+	texts     int
+}
+
+func (e *fakeEncoder) Dim() int { return e.dim }
+func (e *fakeEncoder) Encode(texts []string, prefix string) ([]float32, error) {
+	e.calls++
+	if e.failAfter > 0 && e.calls > e.failAfter {
+		return nil, errors.New("killed")
+	}
+	e.texts += len(texts)
+	out := make([]float32, 0, len(texts)*e.dim)
+	for _, t := range texts {
+		h := fnv.New64a()
+		h.Write([]byte(prefix + t))
+		seed := h.Sum64()
+		for j := 0; j < e.dim; j++ {
+			seed = seed*6364136223846793005 + 1442695040888963407
+			out = append(out, float32(seed>>40)/float32(1<<24))
+		}
+	}
+	return out, nil
+}
+
+// fakeIndex keeps the added rows and writes them as its file; needTrain makes it an
+// IVF-like index that must be trained first.
+type fakeIndex struct {
+	dim       int
+	needTrain bool
+	trained   []float32
+	rows      []float32
+	failWrite bool
+}
+
+func (x *fakeIndex) IsTrained() bool { return !x.needTrain || x.trained != nil }
+func (x *fakeIndex) Train(v []float32) error {
+	x.trained = slices.Clone(v)
+	return nil
+}
+func (x *fakeIndex) Add(v []float32) error {
+	if !x.IsTrained() {
+		return errors.New("not trained")
+	}
+	x.rows = append(x.rows, v...)
+	return nil
+}
+func (x *fakeIndex) Ntotal() int64 { return int64(len(x.rows) / x.dim) }
+func (x *fakeIndex) WriteFile(path string) error {
+	if x.failWrite {
+		return errors.New("no space left on device")
+	}
+	b := make([]byte, 4*len(x.rows))
+	putFloats(b, x.rows)
+	return atomicfile.Write(path, b)
+}
+func (x *fakeIndex) Close() {}
+
+// flatHeaderBytes is the size of a FAISS Flat index file before its vectors.
+const flatHeaderBytes = 4 + 4 + 8 + 8 + 8 + 1 + 4 + 8
+
+type fixture struct {
+	cfg    Config
+	corpus *fakeCorpus
+	enc    *fakeEncoder
+	index  *fakeIndex
+}
+
+// newFixture writes a corpus file (its bytes only identify it; fakeCorpus gives the rows)
+// and a model folder, and returns a config building into a fresh folder.
+func newFixture(t *testing.T, rows int64) *fixture {
+	dir := t.TempDir()
+	corpus := filepath.Join(dir, "corpus.jsonl")
+	os.WriteFile(corpus, []byte(strings.Repeat("{}\n", int(rows))), 0o644)
+	model := filepath.Join(dir, "model")
+	os.Mkdir(model, 0o755)
+	os.WriteFile(filepath.Join(model, "model.safetensors"), []byte("weights"), 0o644)
+	return &fixture{
+		cfg: Config{
+			Corpus: corpus, Out: filepath.Join(dir, "out"), Model: model, Prefix: "passage: ",
+			MaxLength: 256, Pooling: "mean", Normalize: true, Factory: "Flat", Metric: "ip",
+			ShardRows: 10, EncodeRows: 4, Version: "test",
+		},
+		corpus: &fakeCorpus{n: rows, bad: map[int64]string{3: "not JSON", 17: "no contents"}},
+		enc:    &fakeEncoder{dim: 3},
+	}
+}
+
+func (f *fixture) run() (*Report, error) {
+	f.index = nil
+	return Run(f.cfg, Parts{Corpus: f.corpus, Encoder: f.enc, NewIndex: func(dim int) (Index, error) {
+		f.index = &fakeIndex{dim: dim, needTrain: f.cfg.Factory != "Flat"}
+		return f.index, nil
+	}})
+}
+
+func readFile(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestBuildAndUpToDate(t *testing.T) {
+	f := newFixture(t, 25)
+	f.cfg.SaveEmbeddings = true
+	rep, err := f.run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Rows != 25 || rep.Encoded != 25 || rep.BadRows != 2 || rep.IndexBytes != flatHeaderBytes+25*3*4 {
+		t.Fatalf("report %+v", rep)
+	}
+	m, err := ReadManifest(f.cfg.Out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Count != 25 || m.Dimension != 3 || len(m.BadRows) != 2 || m.BadRows[1] != (BadRow{Line: 18, Reason: "no contents"}) ||
+		!strings.HasPrefix(m.Corpus.Hash, "sha256:") || m.EmbeddingsFile != EmbeddingsFileName {
+		t.Fatalf("manifest %+v", m)
+	}
+	// Bad rows keep their row and are encoded as empty text: row 3 is the vector of "".
+	emb := readFile(t, filepath.Join(f.cfg.Out, EmbeddingsFileName))
+	want, _ := f.enc.Encode([]string{""}, "passage: ")
+	wantRaw := make([]byte, 12)
+	putFloats(wantRaw, want)
+	if !bytes.Equal(emb[3*12:4*12], wantRaw) {
+		t.Fatalf("row 3 = %v, want the empty text's vector %v", emb[36:48], wantRaw)
+	}
+	if index := readFile(t, filepath.Join(f.cfg.Out, IndexFileName)); !bytes.Equal(emb, index[flatHeaderBytes:]) {
+		t.Fatal("emb.memmap differs from the vectors of the Flat index")
+	}
+	if _, err := os.Stat(filepath.Join(f.cfg.Out, partialDirName)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("partial folder left after a finished build: %v", err)
+	}
+	// The same arguments again: nothing is encoded or written.
+	calls := f.enc.calls
+	rep, err = f.run()
+	if err != nil || !rep.UpToDate || f.enc.calls != calls || f.index != nil {
+		t.Fatalf("rerun: report %+v err %v, encoder calls %d -> %d", rep, err, calls, f.enc.calls)
+	}
+	if m, err := UpToDate(f.cfg); m == nil || err != nil {
+		t.Fatalf("UpToDate = %v, %v", m, err)
+	}
+	// Other arguments on a finished folder: refused, then replaced with Restart.
+	f.cfg.Factory = "IVF4,Flat"
+	if _, err := f.run(); err == nil || !strings.Contains(err.Error(), "--restart") {
+		t.Fatalf("other factory on a finished folder: err %v", err)
+	}
+	f.cfg.Restart = true
+	if _, err := f.run(); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.index.trained) != 25*3 {
+		t.Fatalf("IVF trained on %d floats, want all 25 rows", len(f.index.trained))
+	}
+}
+
+// A corpus rewritten with the same bytes (new mtime) is recognized by its hash: the
+// manifest is refreshed, nothing is encoded, and the next check is the fast path again.
+func TestTouchedCorpusIsUpToDate(t *testing.T) {
+	f := newFixture(t, 12)
+	if _, err := f.run(); err != nil {
+		t.Fatal(err)
+	}
+	later := time.Now().Add(time.Hour)
+	if err := os.Chtimes(f.cfg.Corpus, later, later); err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := UpToDate(f.cfg); m != nil {
+		t.Fatal("UpToDate ignored a new corpus mtime")
+	}
+	calls := f.enc.calls
+	rep, err := f.run()
+	if err != nil || !rep.UpToDate || f.enc.calls != calls {
+		t.Fatalf("touched corpus: report %+v err %v, encoder calls %d -> %d", rep, err, calls, f.enc.calls)
+	}
+	if m, _ := UpToDate(f.cfg); m == nil || m.Corpus.Mtime != later.UnixNano() {
+		t.Fatalf("manifest not refreshed: %+v", m)
+	}
+}
+
+// An interrupted build resumes after its last finished shard and produces the same bytes.
+func TestResumeIsIdentical(t *testing.T) {
+	whole := newFixture(t, 25)
+	if _, err := whole.run(); err != nil {
+		t.Fatal(err)
+	}
+	want := readFile(t, filepath.Join(whole.cfg.Out, IndexFileName))
+
+	f := newFixture(t, 25)
+	f.enc.failAfter = 4 // shard 0 = 3 calls of 4,4,2 rows; dies inside shard 1
+	if _, err := f.run(); err == nil || !strings.Contains(err.Error(), "killed") {
+		t.Fatalf("interrupted run: err %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(f.cfg.Out, IndexFileName)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatal("an interrupted build left an index file")
+	}
+	if _, err := os.Stat(filepath.Join(f.cfg.Out, ManifestName)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatal("an interrupted build left a manifest")
+	}
+	f.enc.failAfter = 0
+	rep, err := f.run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Encoded != 15 || rep.BadRows != 2 {
+		t.Fatalf("resumed run encoded %d rows with %d bad, want 15 (rows 10..24) and 2", rep.Encoded, rep.BadRows)
+	}
+	if got := readFile(t, filepath.Join(f.cfg.Out, IndexFileName)); !bytes.Equal(got, want) {
+		t.Fatal("resumed index differs from an uninterrupted build")
+	}
+}
+
+// A partial build of other arguments or another corpus is refused with the differing
+// field named; Restart discards it.
+func TestResumeRefusesChangedArguments(t *testing.T) {
+	f := newFixture(t, 25)
+	f.enc.failAfter = 4
+	f.run()
+	f.enc.failAfter = 0
+	f.cfg.Prefix = ""
+	_, err := f.run()
+	if err == nil || !strings.Contains(err.Error(), `prefix: "passage: " -> ""`) || !strings.Contains(err.Error(), "--restart") {
+		t.Fatalf("changed prefix: err %v", err)
+	}
+	f.cfg.Prefix = "passage: "
+	os.WriteFile(f.cfg.Corpus, []byte(strings.Repeat("[]\n", 25)), 0o644)
+	if _, err := f.run(); err == nil || !strings.Contains(err.Error(), "corpus_hash") {
+		t.Fatalf("changed corpus: err %v", err)
+	}
+	f.cfg.Restart = true
+	rep, err := f.run()
+	if err != nil || rep.Encoded != 25 {
+		t.Fatalf("restart: report %+v err %v", rep, err)
+	}
+}
+
+// A damaged shard is encoded again rather than trusted.
+func TestDamagedShardIsReencoded(t *testing.T) {
+	f := newFixture(t, 25)
+	f.enc.failAfter = 7 // shards 0 and 1 finished
+	f.run()
+	path := shardPath(filepath.Join(f.cfg.Out, partialDirName), 1)
+	b := readFile(t, path)
+	b[shardHeader+5] ^= 0xff
+	os.WriteFile(path, b, 0o644)
+	var log bytes.Buffer
+	f.cfg.Log = &log
+	f.enc.failAfter = 0
+	rep, err := f.run()
+	if err != nil || rep.Encoded != 15 || !strings.Contains(log.String(), "checksum mismatch") {
+		t.Fatalf("report %+v err %v log %q", rep, err, log.String())
+	}
+}
+
+func TestOutputErrors(t *testing.T) {
+	f := newFixture(t, 5)
+	os.WriteFile(f.cfg.Out, []byte("a file"), 0o644)
+	if _, err := f.run(); err == nil || !strings.Contains(err.Error(), "output folder") {
+		t.Fatalf("--out is a file: err %v", err)
+	}
+	f = newFixture(t, 5)
+	f.cfg.Factory = "HNSW32"
+	_, err := Run(f.cfg, Parts{Corpus: f.corpus, Encoder: f.enc, NewIndex: func(dim int) (Index, error) {
+		return &fakeIndex{dim: dim, failWrite: true}, nil
+	}})
+	if err == nil || !strings.Contains(err.Error(), "no space left") {
+		t.Fatalf("index write failure: err %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(f.cfg.Out, ManifestName)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatal("manifest written although the index was not")
+	}
+	f.corpus.n = 0
+	f.cfg.Restart = true
+	if _, err := f.run(); err == nil || !strings.Contains(err.Error(), "no rows") {
+		t.Fatalf("empty corpus: err %v", err)
+	}
+}
+
+// --embeddings: the same vectors as a memmap or .npy give the same index, without encoding.
+func TestBuildFromEmbeddings(t *testing.T) {
+	f := newFixture(t, 25)
+	f.cfg.SaveEmbeddings = true
+	if _, err := f.run(); err != nil {
+		t.Fatal(err)
+	}
+	memmap := filepath.Join(f.cfg.Out, EmbeddingsFileName)
+	want := readFile(t, filepath.Join(f.cfg.Out, IndexFileName))
+	npy := filepath.Join(t.TempDir(), "emb.npy")
+	header := "{'descr': '<f4', 'fortran_order': False, 'shape': (25, 3), }"
+	header += strings.Repeat(" ", 63-(10+len(header))%64) + "\n"
+	var b bytes.Buffer
+	b.WriteString("\x93NUMPY\x01\x00")
+	binary.Write(&b, binary.LittleEndian, uint16(len(header)))
+	b.WriteString(header)
+	b.Write(readFile(t, memmap))
+	os.WriteFile(npy, b.Bytes(), 0o644)
+
+	for _, emb := range []string{memmap, npy} { // the memmap's dim comes from the manifest beside it
+		g := newFixture(t, 25)
+		g.cfg.Embeddings, g.cfg.Model = emb, ""
+		rep, err := g.run()
+		if err != nil {
+			t.Fatalf("%s: %v", emb, err)
+		}
+		if g.enc.calls != 0 || rep.BadRows != 2 {
+			t.Fatalf("%s: %d encoder calls, %d bad rows", emb, g.enc.calls, rep.BadRows)
+		}
+		if got := readFile(t, filepath.Join(g.cfg.Out, IndexFileName)); !bytes.Equal(got, want) {
+			t.Fatalf("%s: index differs from the encoded build", emb)
+		}
+	}
+	g := newFixture(t, 24)
+	g.cfg.Embeddings = memmap
+	if _, err := g.run(); err == nil || !strings.Contains(err.Error(), "holds 25 rows") {
+		t.Fatalf("row count mismatch: err %v", err)
+	}
+	g = newFixture(t, 25)
+	g.cfg.Embeddings, g.cfg.Dim = npy, 4
+	if _, err := g.run(); err == nil || !strings.Contains(err.Error(), "--dim is 4") {
+		t.Fatalf("dim mismatch: err %v", err)
+	}
+}
+
+func TestParseNpyHeader(t *testing.T) {
+	mk := func(version byte, dict string) []byte {
+		b := []byte("\x93NUMPY")
+		b = append(b, version, 0)
+		if version == 1 {
+			b = binary.LittleEndian.AppendUint16(b, uint16(len(dict)))
+		} else {
+			b = binary.LittleEndian.AppendUint32(b, uint32(len(dict)))
+		}
+		return append(b, dict...)
+	}
+	v1 := "{'descr': '<f4', 'fortran_order': False, 'shape': (7, 384), }   \n"
+	h, err := parseNpyHeader(mk(1, v1))
+	if err != nil || h.rows != 7 || h.cols != 384 || h.dataStart != int64(10+len(v1)) {
+		t.Fatalf("v1: %+v %v", h, err)
+	}
+	v2 := "{'shape': (0, 2), 'fortran_order': False, 'descr': '<f4'}"
+	if h, err := parseNpyHeader(mk(2, v2)); err != nil || h.dataStart != int64(12+len(v2)) {
+		t.Fatalf("v2: %+v %v", h, err)
+	}
+	for dict, want := range map[string]string{
+		"{'descr': '<f8', 'fortran_order': False, 'shape': (7, 3), }":  "descr",
+		"{'descr': '>f4', 'fortran_order': False, 'shape': (7, 3), }":  "descr",
+		"{'descr': '<f4', 'fortran_order': True, 'shape': (7, 3), }":   "fortran_order",
+		"{'descr': '<f4', 'fortran_order': False, 'shape': (7,), }":    "shape",
+		"{'descr': '<f4', 'fortran_order': False, 'shape': (7, 3, 2)}": "shape",
+	} {
+		if _, err := parseNpyHeader(mk(1, dict)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: err %v, want one naming %s", dict, err, want)
+		}
+	}
+	if _, err := parseNpyHeader([]byte("PK\x03\x04 not npy")); err == nil {
+		t.Error("accepted a non-npy file")
+	}
+}
+
+func FuzzParseNpyHeader(f *testing.F) {
+	f.Add([]byte("\x93NUMPY\x01\x00\x3a\x00{'descr': '<f4', 'fortran_order': False, 'shape': (7, 3), }"))
+	f.Add([]byte("\x93NUMPY\x03\x00\xff\xff\xff\xff"))
+	f.Add([]byte("\x93NUMPY\x01\x00"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		h, err := parseNpyHeader(b)
+		if err == nil && (h.cols <= 0 || h.rows < 0 || h.dataStart > int64(len(b))) {
+			t.Fatalf("accepted header %+v", h)
+		}
+	})
+}
+
+func TestSampleRows(t *testing.T) {
+	for _, c := range []struct{ n, k int64 }{{10, 10}, {1000, 7}, {5, 0}, {1 << 40, 100}} {
+		got := sampleRows(c.n, c.k, 42)
+		if int64(len(got)) != c.k || !slices.IsSorted(got) {
+			t.Fatalf("sampleRows(%d, %d) = %v", c.n, c.k, got)
+		}
+		for i, r := range got {
+			if r < 0 || r >= c.n || (i > 0 && got[i-1] == r) {
+				t.Fatalf("sampleRows(%d, %d): bad or repeated row %d", c.n, c.k, r)
+			}
+		}
+		if !slices.Equal(got, sampleRows(c.n, c.k, 42)) {
+			t.Fatal("same seed, different sample")
+		}
+	}
+	if slices.Equal(sampleRows(1000, 10, 1), sampleRows(1000, 10, 2)) {
+		t.Fatal("different seeds, same sample")
+	}
+}
+
+// bruteForce is an exact inner-product Searcher over rows: the oracle for Recall.
+type bruteForce struct {
+	rows []float32
+	dim  int
+}
+
+func (b bruteForce) Search(x []float32, k int, dist []float32, labels []int64) error {
+	n := len(b.rows) / b.dim
+	for q := 0; q < len(x)/b.dim; q++ {
+		order := make([]int, n)
+		score := make([]float32, n)
+		for i := range order {
+			order[i] = i
+			for j := 0; j < b.dim; j++ {
+				score[i] += x[q*b.dim+j] * b.rows[i*b.dim+j]
+			}
+		}
+		slices.SortStableFunc(order, func(a, c int) int { return -cmpFloat(score[a], score[c]) })
+		for i := 0; i < k; i++ {
+			labels[q*k+i], dist[q*k+i] = int64(order[i]), score[order[i]]
+		}
+	}
+	return nil
+}
+
+func cmpFloat(a, b float32) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func TestRecall(t *testing.T) {
+	// Rows are the unit axes of R^3 plus a diagonal; queries lean towards one axis each.
+	s := bruteForce{dim: 3, rows: []float32{1, 0, 0, 0, 1, 0, 0, 0, 1, 0.6, 0.6, 0}}
+	q := []float32{0.9, 0.1, 0, 0.1, 0.2, 0.9, 0.5, 0.5, 0}
+	got, err := Recall(s, q, 3, []int64{0, 1, 3}, []int{1, 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// q0 -> 0 first (hit@1); q1 -> 2, 1 (hit@2); q2 -> 3 first (hit@1).
+	if got[0] != 2.0/3 || got[1] != 1 {
+		t.Fatalf("Recall = %v, want [2/3 1]", got)
+	}
+	if _, err := Recall(s, q[:4], 3, []int64{0, 1}, []int{1}); err == nil {
+		t.Fatal("Recall accepted a ragged embedding buffer")
+	}
+}
+
+func TestReadQueries(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "q.jsonl")
+	os.WriteFile(path, []byte("{\"query\":\"a b\",\"gold\":4,\"synset\":\"n1\"}\n{\"query\":\"c\",\"gold\":0}\n"), 0o644)
+	qs, err := ReadQueries(path)
+	if err != nil || len(qs) != 2 || qs[0] != (Query{"a b", 4}) || qs[1].Gold != 0 {
+		t.Fatalf("ReadQueries = %+v, %v", qs, err)
+	}
+	for _, bad := range []string{`{"query":"x"}`, `{"gold":1}`, `[1]`} {
+		os.WriteFile(path, []byte("{\"query\":\"ok\",\"gold\":1}\n"+bad+"\n"), 0o644)
+		if _, err := ReadQueries(path); err == nil || !strings.Contains(err.Error(), "line 2") {
+			t.Errorf("%s: err %v, want one naming line 2", bad, err)
+		}
+	}
+}

@@ -1,0 +1,115 @@
+package indexbuild
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"needle/internal/atomicfile"
+)
+
+// ManifestName is the file `needle build` writes last into its output folder; its presence
+// means the folder is complete.
+const ManifestName = "manifest.json"
+
+// Manifest describes a finished `needle build` output folder: everything `needle serve --index
+// DIR` needs besides the model weights. File names are relative to the folder.
+type Manifest struct {
+	Model          string     `json:"model"`           // model folder the passages were encoded with ("" for --embeddings)
+	Dimension      int        `json:"dimension"`       // embedding width
+	Count          int64      `json:"count"`           // index rows = corpus lines
+	Factory        string     `json:"factory"`         // FAISS index_factory string, e.g. "Flat", "HNSW32"
+	Metric         string     `json:"metric"`          // "ip" or "l2"
+	Prefix         string     `json:"prefix"`          // prepended to each passage before encoding
+	MaxLength      int        `json:"max_length"`      // tokens per passage, specials included
+	Pooling        string     `json:"pooling"`         // "mean" or "cls"
+	Normalize      bool       `json:"normalize"`       // embeddings L2-normalized
+	IndexFile      string     `json:"index_file"`      // "index.faiss"
+	EmbeddingsFile string     `json:"embeddings_file"` // "emb.memmap" (headerless float32 Count x Dimension) or ""
+	Corpus         CorpusInfo `json:"corpus"`
+	BadRows        []BadRow   `json:"bad_rows"`  // corpus lines indexed as empty text
+	ArgsHash       string     `json:"args_hash"` // hash of the build arguments (see Args.Hash)
+	NeedleVersion  string     `json:"needle_version"`
+	TrainSize      int        `json:"train_size,omitempty"` // training sample size of IVF/PQ/SQ factories
+	Seed           int64      `json:"seed,omitempty"`       // training sample seed
+}
+
+// CorpusInfo identifies the corpus file an index was built from.
+type CorpusInfo struct {
+	Path  string `json:"path"`  // absolute path at build time
+	Size  int64  `json:"size"`  // bytes
+	Mtime int64  `json:"mtime"` // modification time, Unix nanoseconds
+	Hash  string `json:"hash"`  // "sha256:<hex>" of the whole file
+}
+
+// BadRow is a corpus line that is not a JSON object with a string "contents"; it keeps its
+// row and is encoded as empty text.
+type BadRow struct {
+	Line   int64  `json:"line"` // 1-based line number (row = Line-1)
+	Reason string `json:"reason"`
+}
+
+// ReadManifest reads DIR/manifest.json and checks the fields serve relies on.
+func ReadManifest(dir string) (*Manifest, error) {
+	path := filepath.Join(dir, ManifestName)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("%s: no manifest (not a complete `needle build` output folder)", path)
+		}
+		return nil, err
+	}
+	var m Manifest
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if err := m.validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &m, nil
+}
+
+func (m *Manifest) validate() error {
+	switch {
+	case m.Dimension <= 0:
+		return fmt.Errorf("field dimension: %d, want > 0", m.Dimension)
+	case m.Count < 0:
+		return fmt.Errorf("field count: %d, want >= 0", m.Count)
+	case m.Metric != "ip" && m.Metric != "l2":
+		return fmt.Errorf("field metric: %q, want \"ip\" or \"l2\"", m.Metric)
+	case m.Factory == "":
+		return errors.New("field factory: empty")
+	case !localName(m.IndexFile):
+		return fmt.Errorf("field index_file: %q, want a file name inside the folder", m.IndexFile)
+	case m.EmbeddingsFile != "" && !localName(m.EmbeddingsFile):
+		return fmt.Errorf("field embeddings_file: %q, want a file name inside the folder", m.EmbeddingsFile)
+	case m.Pooling != "" && m.Pooling != "mean" && m.Pooling != "cls":
+		return fmt.Errorf("field pooling: %q, want \"mean\" or \"cls\"", m.Pooling)
+	}
+	for i, b := range m.BadRows {
+		if b.Line < 1 || b.Line > m.Count {
+			return fmt.Errorf("field bad_rows[%d].line: %d, want 1..%d", i, b.Line, m.Count)
+		}
+	}
+	return nil
+}
+
+// localName reports whether name is a plain file name (no folder part), so a manifest can
+// never point serve outside its folder.
+func localName(name string) bool {
+	return name != "" && name != "." && name != ".." && filepath.Base(name) == name
+}
+
+// WriteManifest writes m as DIR/manifest.json atomically (temp + fsync + rename).
+func WriteManifest(dir string, m *Manifest) error {
+	if err := m.validate(); err != nil {
+		return fmt.Errorf("manifest: %w", err)
+	}
+	data, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return err
+	}
+	return atomicfile.Write(filepath.Join(dir, ManifestName), append(data, '\n'))
+}

@@ -1,0 +1,108 @@
+package indexbuild
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+
+	"needle/internal/progress"
+)
+
+// encodeState is everything that decides the embeddings of a build: two runs with equal
+// encodeStates produce the same shards, so a rerun may resume from the shards of an
+// interrupted one. It is saved as partial/state.json.
+type encodeState struct {
+	CorpusSize int64  `json:"corpus_size"`
+	CorpusHash string `json:"corpus_hash"` // of the whole file: a corpus edited in place is caught
+	Model      string `json:"model"`       // fingerprint of the model folder (modelFingerprint)
+	Prefix     string `json:"prefix"`
+	MaxLength  int    `json:"max_length"`
+	Pooling    string `json:"pooling"`
+	Normalize  bool   `json:"normalize"`
+	Dim        int    `json:"dimension"`
+	ShardRows  int64  `json:"shard_rows"`
+}
+
+func (s encodeState) key() [32]byte {
+	b, _ := json.Marshal(s)
+	return sha256.Sum256(b)
+}
+
+// diff names the fields where s and old differ, as "field: old -> new".
+func (s encodeState) diff(old encodeState) []string {
+	var out []string
+	a, b := reflect.ValueOf(old), reflect.ValueOf(s)
+	for i := 0; i < a.NumField(); i++ {
+		if x, y := a.Field(i).Interface(), b.Field(i).Interface(); x != y {
+			name := strings.Split(a.Type().Field(i).Tag.Get("json"), ",")[0]
+			out = append(out, fmt.Sprintf("%s: %q -> %q", name, fmt.Sprint(x), fmt.Sprint(y)))
+		}
+	}
+	return out
+}
+
+// hashFile returns "sha256:<hex>" of the file at path, reporting progress in bytes to log.
+func hashFile(path string, log io.Writer) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return "", err
+	}
+	bar := progress.Start(log, progress.Options{Label: "bytes hashed of " + filepath.Base(path), Total: st.Size()})
+	defer bar.Finish()
+	h := sha256.New()
+	buf := make([]byte, 4<<20)
+	for {
+		n, err := f.Read(buf)
+		h.Write(buf[:n])
+		bar.Add(int64(n))
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return "", fmt.Errorf("read %s: %w", path, err)
+		}
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// modelFingerprint identifies a model folder's content cheaply: name, size and mtime of each
+// regular file at its top level and in its subfolders one level down (1_Pooling/).
+func modelFingerprint(dir string) (string, error) {
+	var lines []string
+	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, path)
+		if d.IsDir() && strings.Count(rel, string(filepath.Separator)) >= 1 {
+			return filepath.SkipDir
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		lines = append(lines, fmt.Sprintf("%s %d %d", rel, info.Size(), info.ModTime().UnixNano()))
+		return nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("model folder: %w", err)
+	}
+	sort.Strings(lines)
+	sum := sha256.Sum256([]byte(strings.Join(lines, "\n")))
+	return hex.EncodeToString(sum[:16]), nil
+}

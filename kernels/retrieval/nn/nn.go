@@ -1,0 +1,299 @@
+// Package nn holds the ops of a BERT encoder forward pass: Linear on fp16 weights packed in
+// panels (a query's few rows on a GEMM of its own, batches through OpenBLAS cblas_sgemm) fused
+// with bias/GELU, LayerNorm with residual, masked softmax, packed-sequence attention,
+// embeddings, pooling and L2 normalization. Each op has a scalar C reference and AVX2/AVX-512
+// variants; an Ops value runs one level. Every call is one cgo call for a whole batch. Buffers
+// are caller-owned, row-major float32 (weights: see Linear); sizes are checked here, so bad
+// sizes are errors, never crashes. All methods are safe for concurrent use on distinct output
+// buffers.
+package nn
+
+/*
+#cgo CFLAGS: -O3 -fopenmp -Wno-psabi -I/usr/include/x86_64-linux-gnu/openblas-openmp
+#cgo LDFLAGS: -fopenmp -lopenblas -lm
+#include <stdlib.h>
+#include "nn.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"unsafe"
+
+	_ "needle/kernels/platform/blascore" // OpenBLAS kernels of this ISA, before any sgemm
+	"needle/kernels/platform/cpu"
+)
+
+// Act is the activation fused after a bias add.
+type Act int
+
+const (
+	NoAct Act = C.NN_ACT_NONE
+	GELU  Act = C.NN_ACT_GELU // erf GELU, as BERT's "gelu"
+)
+
+// Pooling turns a sequence's token vectors into one vector.
+type Pooling int
+
+const (
+	MeanPool Pooling = C.NN_POOL_MEAN // mean over all tokens ([CLS] and [SEP] included)
+	CLSPool  Pooling = C.NN_POOL_CLS  // the [CLS] token's vector
+)
+
+// Ops runs the ops at one SIMD level.
+type Ops struct{ level cpu.Level }
+
+// New returns the ops of level (callers pick a level from needle/kernels/platform/cpu).
+func New(level cpu.Level) Ops { return Ops{level} }
+
+// Selected returns the ops of the level needle/kernels/platform/cpu selects (NEEDLE_SIMD or the best).
+func Selected() (Ops, error) {
+	l, err := cpu.Selected()
+	return Ops{l}, err
+}
+
+// Level is the SIMD level these ops run.
+func (o Ops) Level() cpu.Level { return o.level }
+
+// SetThreads sets the thread count of every op (process-wide): OpenBLAS's and OpenMP's for
+// batches, and the few-row Linear's own team (team.c). Concurrent callers each get an OpenMP
+// team of this size, so n * callers threads can compete for the cores; the few-row team
+// serves one caller at a time and the others run their few-row Linears alone.
+func SetThreads(n int) { C.nn_set_threads(C.int(n)) }
+
+// Threads is the thread count set by SetThreads (until then, OpenBLAS's default).
+func Threads() int { return int(C.nn_get_threads()) }
+
+func fp(x []float32) *C.float {
+	if len(x) == 0 {
+		return nil
+	}
+	return (*C.float)(unsafe.Pointer(&x[0]))
+}
+
+func ip(x []int32) *C.int32_t {
+	if len(x) == 0 {
+		return nil
+	}
+	return (*C.int32_t)(unsafe.Pointer(&x[0]))
+}
+
+// need checks that buffer name of op holds at least n floats.
+func need(op, name string, have, n int) error {
+	if n < 0 || have < n {
+		return fmt.Errorf("nn.%s: %s has %d elements, needs %d", op, name, have, n)
+	}
+	return nil
+}
+
+func firstErr(errs ...error) error {
+	for _, e := range errs {
+		if e != nil {
+			return e
+		}
+	}
+	return nil
+}
+
+func hp(x []uint16) *C.uint16_t {
+	if len(x) == 0 {
+		return nil
+	}
+	return (*C.uint16_t)(unsafe.Pointer(&x[0]))
+}
+
+// Linear computes y[rows,out] = act(x[rows,in] * w^T + b[out]), where w is the [out,in]
+// matrix (PyTorch's Linear layout) packed as fp16 by PackHalf; products and sums are
+// float32. A few rows (a query) are dotted straight against the fp16 panels, reading half
+// the bytes of fp32 and each weight once; more rows go to one cblas_sgemm on a float32 copy
+// of w that lives for the call. b may be nil.
+func (o Ops) Linear(y, x []float32, w []uint16, b []float32, rows, in, out int, act Act) error {
+	if err := firstErr(need("Linear", "y", len(y), rows*out), need("Linear", "x", len(x), rows*in),
+		need("Linear", "w", len(w), PackedLen(out, in)), optional("Linear", "b", b, out)); err != nil {
+		return err
+	}
+	if C.nn_linear(C.int(o.level), fp(x), hp(w), fp(b), fp(y), C.int64_t(rows), C.int64_t(in), C.int64_t(out), C.int(act)) != 0 {
+		return fmt.Errorf("nn.Linear: no memory for a %d x %d float32 copy of the weights", out, in)
+	}
+	return nil
+}
+
+// PackedLen is the length of PackHalf's output for an [out,in] matrix: panels of 16
+// outputs, the last one zero-padded.
+func PackedLen(out, in int) int { return (out + C.NN_PANEL - 1) / C.NN_PANEL * C.NN_PANEL * in }
+
+// HalfRangeError is PackHalf's error for a value that is not finite in fp16.
+type HalfRangeError struct {
+	Index int // in the packed matrix, row-major [out,in]
+	Value float32
+}
+
+func (e *HalfRangeError) Error() string {
+	return fmt.Sprintf("value %g at index %d is outside the fp16 range (|x| < 65520)", e.Value, e.Index)
+}
+
+// PackHalf rounds w[out,in] to IEEE binary16 (fp16, ties to even) into dst in Linear's
+// panel layout (nn.h). A value that is not finite in fp16 (NaN, ±Inf, |x| >= 65520) is a
+// *HalfRangeError.
+func (o Ops) PackHalf(dst []uint16, w []float32, out, in int) error {
+	if err := firstErr(need("PackHalf", "dst", len(dst), PackedLen(out, in)), need("PackHalf", "w", len(w), out*in)); err != nil {
+		return err
+	}
+	if i := int(C.nn_pack_half(C.int(o.level), hp(dst), fp(w), C.int64_t(out), C.int64_t(in))); i >= 0 {
+		return &HalfRangeError{i, w[i]}
+	}
+	return nil
+}
+
+// optional checks a buffer that may be nil.
+func optional(op, name string, x []float32, n int) error {
+	if x == nil {
+		return nil
+	}
+	return need(op, name, len(x), n)
+}
+
+// AddLayerNorm computes dst = LayerNorm(x + bias + res) * gamma + beta row by row
+// (biased variance, like torch). bias ([n]) and res ([rows,n]) may be nil; dst may be x or res.
+func (o Ops) AddLayerNorm(dst, x, bias, res, gamma, beta []float32, rows, n int, eps float32) error {
+	if err := firstErr(need("AddLayerNorm", "dst", len(dst), rows*n), need("AddLayerNorm", "x", len(x), rows*n),
+		optional("AddLayerNorm", "bias", bias, n), optional("AddLayerNorm", "res", res, rows*n),
+		need("AddLayerNorm", "gamma", len(gamma), n), need("AddLayerNorm", "beta", len(beta), n)); err != nil {
+		return err
+	}
+	if n == 0 {
+		return nil
+	}
+	C.nn_add_layernorm(C.int(o.level), fp(dst), fp(x), fp(bias), fp(res), fp(gamma), fp(beta), C.int64_t(rows), C.int64_t(n), C.float(eps))
+	return nil
+}
+
+// BiasAct computes x = act(x + bias) row by row; bias ([n]) may be nil.
+func (o Ops) BiasAct(x, bias []float32, rows, n int, act Act) error {
+	if err := firstErr(need("BiasAct", "x", len(x), rows*n), optional("BiasAct", "bias", bias, n)); err != nil {
+		return err
+	}
+	C.nn_bias_act(C.int(o.level), fp(x), fp(bias), C.int64_t(rows), C.int64_t(n), C.int(act))
+	return nil
+}
+
+// Softmax replaces each row's first valid elements by softmax(scale * x) and zeroes the rest
+// (the padding mask).
+func (o Ops) Softmax(x []float32, rows, n, valid int, scale float32) error {
+	if err := need("Softmax", "x", len(x), rows*n); err != nil {
+		return err
+	}
+	if valid < 0 || valid > n {
+		return fmt.Errorf("nn.Softmax: valid %d outside [0, %d]", valid, n)
+	}
+	C.nn_softmax(C.int(o.level), fp(x), C.int64_t(rows), C.int64_t(n), C.int64_t(valid), C.float(scale))
+	return nil
+}
+
+// L2Normalize scales each row to unit norm (rows of norm < 1e-12 are divided by 1e-12).
+func (o Ops) L2Normalize(x []float32, rows, n int) error {
+	if err := need("L2Normalize", "x", len(x), rows*n); err != nil {
+		return err
+	}
+	C.nn_l2_normalize(C.int(o.level), fp(x), C.int64_t(rows), C.int64_t(n))
+	return nil
+}
+
+// EmbedLayerNorm writes, for each token t, dst[t] = LayerNorm(word[ids[t]] + pos[posIDs[t]] +
+// type0) * gamma + beta: BERT's embeddings for token type 0. word and pos are [*, n] tables.
+func (o Ops) EmbedLayerNorm(dst []float32, ids, posIDs []int32, word, pos, type0, gamma, beta []float32, n int, eps float32) error {
+	if n <= 0 {
+		return fmt.Errorf("nn.EmbedLayerNorm: width %d", n)
+	}
+	ntok := len(ids)
+	if err := firstErr(need("EmbedLayerNorm", "dst", len(dst), ntok*n), need("EmbedLayerNorm", "posIDs", len(posIDs), ntok),
+		need("EmbedLayerNorm", "type0", len(type0), n), need("EmbedLayerNorm", "gamma", len(gamma), n),
+		need("EmbedLayerNorm", "beta", len(beta), n)); err != nil {
+		return err
+	}
+	vocab, npos := int32(len(word)/n), int32(len(pos)/n)
+	for t := range ids {
+		if ids[t] < 0 || ids[t] >= vocab {
+			return fmt.Errorf("nn.EmbedLayerNorm: token id %d outside the vocabulary of %d", ids[t], vocab)
+		}
+		if posIDs[t] < 0 || posIDs[t] >= npos {
+			return fmt.Errorf("nn.EmbedLayerNorm: position %d outside the %d position embeddings", posIDs[t], npos)
+		}
+	}
+	C.nn_embed_layernorm(C.int(o.level), fp(dst), ip(ids), ip(posIDs), C.int64_t(ntok), fp(word), fp(pos),
+		fp(type0), fp(gamma), fp(beta), C.int64_t(n), C.float(eps))
+	return nil
+}
+
+// checkStarts validates packed-sequence boundaries: start[0] = 0, non-decreasing, and
+// start[len-1] = tokens. It returns the longest sequence.
+func checkStarts(op string, start []int32, tokens int) (int, error) {
+	if len(start) == 0 || start[0] != 0 || int(start[len(start)-1]) != tokens {
+		return 0, fmt.Errorf("nn.%s: sequence starts must run from 0 to the %d tokens", op, tokens)
+	}
+	longest := 0
+	for s := 1; s < len(start); s++ {
+		l := int(start[s] - start[s-1])
+		if l < 0 {
+			return 0, fmt.Errorf("nn.%s: sequence %d has negative length", op, s-1)
+		}
+		longest = max(longest, l)
+	}
+	return longest, nil
+}
+
+// AttentionScratch is the scratch size (floats) Attention needs for these sequences.
+func AttentionScratch(start []int32) int {
+	longest := 0
+	for s := 1; s < len(start); s++ {
+		longest = max(longest, int(start[s]-start[s-1]))
+	}
+	return Threads() * longest * longest
+}
+
+// Attention is multi-head self-attention over packed sequences with no padding: sequence s
+// is tokens [start[s], start[s+1]). qkv is [T, 3*heads*headDim] (Q | K | V with biases
+// applied), ctx receives [T, heads*headDim]. scratch holds AttentionScratch(start) floats.
+func (o Ops) Attention(ctx, qkv []float32, start []int32, heads, headDim int, scratch []float32) error {
+	if heads <= 0 || headDim <= 0 {
+		return fmt.Errorf("nn.Attention: %d heads of width %d", heads, headDim)
+	}
+	hidden := heads * headDim
+	tokens := len(qkv) / (3 * hidden)
+	longest, err := checkStarts("Attention", start, tokens)
+	if err != nil {
+		return err
+	}
+	threads := Threads()
+	if err := firstErr(need("Attention", "qkv", len(qkv), tokens*3*hidden), need("Attention", "ctx", len(ctx), tokens*hidden),
+		need("Attention", "scratch", len(scratch), threads*longest*longest)); err != nil {
+		return err
+	}
+	if tokens == 0 {
+		return nil
+	}
+	C.nn_attention(C.int(o.level), fp(qkv), fp(ctx), ip(start), C.int32_t(len(start)-1), C.int32_t(heads),
+		C.int32_t(headDim), fp(scratch), C.int64_t(longest*longest), C.int(threads))
+	return nil
+}
+
+// Pool writes one vector of width n per packed sequence of x into dst ([len(start)-1, n]),
+// L2-normalized if normalize. An empty sequence pools to zeros.
+func (o Ops) Pool(dst, x []float32, start []int32, n int, mode Pooling, normalize bool) error {
+	if n <= 0 {
+		return fmt.Errorf("nn.Pool: width %d", n)
+	}
+	if _, err := checkStarts("Pool", start, len(x)/n); err != nil {
+		return err
+	}
+	nseq := len(start) - 1
+	if err := need("Pool", "dst", len(dst), nseq*n); err != nil {
+		return err
+	}
+	norm := 0
+	if normalize {
+		norm = 1
+	}
+	C.nn_pool(C.int(o.level), fp(dst), fp(x), ip(start), C.int32_t(nseq), C.int64_t(n), C.int(mode), C.int(norm))
+	return nil
+}

@@ -1,0 +1,469 @@
+package nn
+
+import (
+	"fmt"
+	"math"
+	"math/rand"
+	"slices"
+	"strings"
+	"testing"
+
+	"needle/kernels/platform/cpu"
+	"needle/safetensors"
+)
+
+// Row lengths that cover empty, single, below/at/above one AVX2 and AVX-512 vector, and model widths.
+var widths = []int{0, 1, 3, 7, 8, 9, 15, 16, 17, 31, 33, 384, 1001}
+
+func randVec(r *rand.Rand, n int, scale float64) []float32 {
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32(r.NormFloat64() * scale)
+	}
+	return x
+}
+
+// withSpecials plants NaN, +inf and -inf in copies of x (when long enough).
+func withSpecials(x []float32) [][]float32 {
+	out := [][]float32{x}
+	for _, v := range []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))} {
+		if len(x) > 2 {
+			y := append([]float32{}, x...)
+			y[len(y)/2] = v
+			out = append(out, y)
+		}
+	}
+	return out
+}
+
+// close32 reports whether got matches the reference want: both NaN, equal (inf), or within
+// abs + rel*|want|.
+func close32(got, want float32, abs, rel float64) bool {
+	g, w := float64(got), float64(want)
+	if math.IsNaN(w) || math.IsNaN(g) {
+		return math.IsNaN(w) && math.IsNaN(g)
+	}
+	if math.IsInf(w, 0) || math.IsInf(g, 0) {
+		return g == w
+	}
+	return math.Abs(g-w) <= abs+rel*math.Abs(w)
+}
+
+func compare(t *testing.T, what string, level cpu.Level, got, want []float32, abs, rel float64) {
+	t.Helper()
+	for i := range want {
+		if !close32(got[i], want[i], abs, rel) {
+			t.Fatalf("%s at %s: [%d] = %g, reference %g", what, level, i, got[i], want[i])
+		}
+	}
+}
+
+// simdLevels are the levels compared with Ref on this CPU.
+func simdLevels() []cpu.Level { return cpu.Levels()[1:] }
+
+func TestRowOpsMatchReference(t *testing.T) {
+	r := rand.New(rand.NewSource(1))
+	ref := New(cpu.Ref)
+	for _, n := range widths {
+		rows := 3
+		for _, x := range withSpecials(randVec(r, rows*n, 3)) {
+			bias, res := randVec(r, n, 1), randVec(r, rows*n, 1)
+			gamma, beta := randVec(r, n, 1), randVec(r, n, 1)
+			for _, level := range simdLevels() {
+				o := New(level)
+				want, got := make([]float32, rows*n), make([]float32, rows*n)
+				ref.AddLayerNorm(want, x, bias, res, gamma, beta, rows, n, 1e-12)
+				o.AddLayerNorm(got, x, bias, res, gamma, beta, rows, n, 1e-12)
+				compare(t, "AddLayerNorm", level, got, want, 1e-4, 1e-4)
+
+				for _, act := range []Act{NoAct, GELU} {
+					want, got = append([]float32{}, x...), append([]float32{}, x...)
+					ref.BiasAct(want, bias, rows, n, act)
+					o.BiasAct(got, bias, rows, n, act)
+					compare(t, "BiasAct", level, got, want, 1e-6, 1e-6)
+				}
+				for _, valid := range []int{n, n / 2} {
+					want, got = append([]float32{}, x...), append([]float32{}, x...)
+					ref.Softmax(want, rows, n, valid, 0.125)
+					o.Softmax(got, rows, n, valid, 0.125)
+					compare(t, "Softmax", level, got, want, 1e-7, 1e-5)
+				}
+				want, got = append([]float32{}, x...), append([]float32{}, x...)
+				ref.L2Normalize(want, rows, n)
+				o.L2Normalize(got, rows, n)
+				compare(t, "L2Normalize", level, got, want, 1e-7, 1e-5)
+			}
+		}
+	}
+}
+
+// TestReferenceSemantics pins the scalar reference to the math it stands for, in float64.
+func TestReferenceSemantics(t *testing.T) {
+	ref := New(cpu.Ref)
+	x := []float32{-3, -0.5, 0, 0.5, 3}
+	g := append([]float32{}, x...)
+	ref.BiasAct(g, nil, 1, len(x), GELU)
+	for i, v := range x {
+		want := 0.5 * float64(v) * (1 + math.Erf(float64(v)/math.Sqrt2))
+		if math.Abs(float64(g[i])-want) > 1e-6 {
+			t.Errorf("gelu(%g) = %g, want %g", v, g[i], want)
+		}
+	}
+	s := []float32{1, 2, 3, 99}
+	ref.Softmax(s, 1, 4, 3, 1)
+	den := math.Exp(1) + math.Exp(2) + math.Exp(3)
+	for i := 0; i < 3; i++ {
+		if math.Abs(float64(s[i])-math.Exp(float64(i+1))/den) > 1e-6 {
+			t.Errorf("softmax[%d] = %g", i, s[i])
+		}
+	}
+	if s[3] != 0 {
+		t.Errorf("masked softmax entry = %g, want 0", s[3])
+	}
+	ln := make([]float32, 4)
+	ones, zeros := []float32{1, 1, 1, 1}, make([]float32, 4)
+	ref.AddLayerNorm(ln, []float32{1, 2, 3, 4}, nil, nil, ones, zeros, 1, 4, 0)
+	for i, want := range []float64{-1.3416408, -0.4472136, 0.4472136, 1.3416408} {
+		if math.Abs(float64(ln[i])-want) > 1e-6 {
+			t.Errorf("layernorm[%d] = %g, want %g", i, ln[i], want)
+		}
+	}
+}
+
+// naiveLinear is the float64 oracle of Linear; w holds the fp16 weights' exact values.
+func naiveLinear(x, w, b []float32, rows, in, out int, act Act) []float32 {
+	y := make([]float32, rows*out)
+	for r := 0; r < rows; r++ {
+		for o := 0; o < out; o++ {
+			s := float64(b[o])
+			for k := 0; k < in; k++ {
+				s += float64(x[r*in+k]) * float64(w[o*in+k])
+			}
+			if act == GELU {
+				s = 0.5 * s * (1 + math.Erf(s/math.Sqrt2))
+			}
+			y[r*out+o] = float32(s)
+		}
+	}
+	return y
+}
+
+// halves packs w[out,in] as fp16 with the reference level: the panels for Linear and the
+// values they hold, in w's order.
+func halves(t testing.TB, w []float32, out, in int) ([]uint16, []float32) {
+	t.Helper()
+	h := make([]uint16, PackedLen(out, in))
+	if err := New(cpu.Ref).PackHalf(h, w, out, in); err != nil {
+		t.Fatal(err)
+	}
+	v := make([]float32, len(w))
+	for o := 0; o < out; o++ {
+		for i := 0; i < in; i++ {
+			v[o*in+i] = safetensors.HalfToFloat32(h[(o/16*in+i)*16+o%16])
+		}
+	}
+	return h, v
+}
+
+func TestLinear(t *testing.T) {
+	r := rand.New(rand.NewSource(2))
+	// Rows on both sides of the few-rows path (<= 128) and of its row blocks (12 or 6);
+	// outputs that fill panels, leave one partial, or leave an AVX2 vector all padding.
+	for _, shape := range [][3]int{{1, 1, 1}, {5, 17, 9}, {13, 200, 130}, {7, 5, 20}, {25, 64, 48},
+		{32, 64, 80}, {33, 64, 48}, {40, 33, 300}, {128, 20, 40}, {129, 20, 40}, {0, 8, 8}} {
+		rows, in, out := shape[0], shape[1], shape[2]
+		x, b := randVec(r, rows*in, 1), randVec(r, out, 1)
+		w, wv := halves(t, randVec(r, out*in, 0.2), out, in)
+		for _, level := range cpu.Levels() {
+			for _, act := range []Act{NoAct, GELU} {
+				y := make([]float32, rows*out)
+				if err := New(level).Linear(y, x, w, b, rows, in, out, act); err != nil {
+					t.Fatal(err)
+				}
+				compare(t, "Linear", level, y, naiveLinear(x, wv, b, rows, in, out, act), 1e-4, 1e-4)
+			}
+		}
+	}
+	if err := New(cpu.Ref).Linear(make([]float32, 3), make([]float32, 4), make([]uint16, 4), nil, 2, 2, 2, NoAct); err == nil {
+		t.Error("Linear accepted a short output buffer")
+	}
+}
+
+// TestLinearConcurrent runs few-row Linears from many goroutines at 2 threads: one caller
+// at a time gets the team (team.c), the others run alone; all must match the serial result.
+func TestLinearConcurrent(t *testing.T) {
+	r := rand.New(rand.NewSource(8))
+	const rows, in, out = 12, 96, 200
+	x, b := randVec(r, rows*in, 1), randVec(r, out, 1)
+	w, _ := halves(t, randVec(r, out*in, 0.2), out, in)
+	ops, err := Selected()
+	if err != nil {
+		t.Fatal(err)
+	}
+	SetThreads(2)
+	defer SetThreads(1)
+	want := make([]float32, rows*out)
+	if err := ops.Linear(want, x, w, b, rows, in, out, GELU); err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 8)
+	for range 8 {
+		go func() {
+			y := make([]float32, rows*out)
+			for range 200 {
+				if err := ops.Linear(y, x, w, b, rows, in, out, GELU); err != nil {
+					errs <- err
+					return
+				}
+				if !slices.Equal(y, want) {
+					errs <- fmt.Errorf("a concurrent Linear differs from the serial one")
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestLinearDecodesEveryHalf multiplies every finite fp16 weight by 1 on both paths (few
+// rows and sgemm): each must come out as its exact value.
+func TestLinearDecodesEveryHalf(t *testing.T) {
+	var values []float32
+	for h := 0; h < 1<<16; h++ {
+		if h&0x7c00 != 0x7c00 {
+			values = append(values, safetensors.HalfToFloat32(uint16(h)))
+		}
+	}
+	w, _ := halves(t, values, len(values), 1) // one input: the panels hold w in order
+	for _, rows := range []int{1, 129} {
+		x := make([]float32, rows)
+		x[0] = 1
+		for _, level := range cpu.Levels() {
+			y := make([]float32, rows*len(values))
+			if err := New(level).Linear(y, x, w, nil, rows, 1, len(values), NoAct); err != nil {
+				t.Fatal(err)
+			}
+			for o, want := range values {
+				if y[o] != want { // -0 sums to +0: a dot product starts at +0
+					t.Fatalf("%s, %d rows: half %#04x decoded as %g, want %g", level, rows, w[o], y[o], want)
+				}
+			}
+		}
+	}
+}
+
+// nearestHalf is the oracle of PackHalf's rounding for |f| < 65520: the binary16 nearest to f, ties to
+// the even mantissa, found by bisecting the ordered positive halves.
+func nearestHalf(f float32) uint16 {
+	a, sign := math.Abs(float64(f)), uint16(0)
+	if math.Signbit(float64(f)) {
+		sign = 0x8000
+	}
+	lo, hi := uint16(0), uint16(0x7bff) // value(lo) <= a < value(hi+1)
+	for lo < hi {
+		mid := lo + (hi-lo+1)/2
+		if float64(safetensors.HalfToFloat32(mid)) <= a {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	if lo == 0x7bff {
+		return sign | lo // a < 65520 rounds down to the largest half
+	}
+	below, above := a-float64(safetensors.HalfToFloat32(lo)), float64(safetensors.HalfToFloat32(lo+1))-a
+	if above < below || (above == below && lo&1 == 1) {
+		lo++
+	}
+	return sign | lo
+}
+
+func TestPackHalf(t *testing.T) {
+	var in []float32
+	for h := 0; h < 0x7c00; h++ { // every finite half, both signs, and the midpoints around it
+		v := safetensors.HalfToFloat32(uint16(h))
+		next := safetensors.HalfToFloat32(uint16(h + 1))
+		mid := float32((float64(v) + float64(next)) / 2)
+		in = append(in, v, -v, mid, -mid, math.Nextafter32(mid, 0), math.Nextafter32(mid, 1e9))
+	}
+	r := rand.New(rand.NewSource(7))
+	for range 100000 {
+		in = append(in, float32(r.NormFloat64()*math.Pow(2, float64(r.Intn(40)-30))))
+	}
+	in = slices.DeleteFunc(in, func(f float32) bool { return math.Abs(float64(f)) >= 65520 })
+	for _, level := range cpu.Levels() {
+		got := make([]uint16, PackedLen(len(in), 1)) // one input: the panels hold in in order
+		if err := New(level).PackHalf(got, in, len(in), 1); err != nil {
+			t.Fatalf("%s: %v", level, err)
+		}
+		for i, f := range in {
+			if want := nearestHalf(f); got[i] != want {
+				t.Fatalf("%s: %g (%#08x) -> %#04x, want %#04x", level, f, math.Float32bits(f), got[i], want)
+			}
+		}
+		for _, bad := range []float32{65520, -70000, float32(math.Inf(1)), float32(math.NaN())} {
+			w := make([]float32, 5*7) // [5,7]: the error names the index in w, not in the panels
+			w[3*7+2] = bad
+			if err := New(level).PackHalf(make([]uint16, PackedLen(5, 7)), w, 5, 7); err == nil || !strings.Contains(err.Error(), "index 23") {
+				t.Errorf("%s: PackHalf with %g = %v, want an error at index 23", level, bad, err)
+			}
+		}
+	}
+}
+
+// naiveAttention is the float64 oracle of Attention for one packed batch.
+func naiveAttention(qkv []float32, start []int32, heads, d int) []float32 {
+	hidden := heads * d
+	ctx := make([]float32, int(start[len(start)-1])*hidden)
+	for s := 0; s+1 < len(start); s++ {
+		a, b := int(start[s]), int(start[s+1])
+		for h := 0; h < heads; h++ {
+			for i := a; i < b; i++ {
+				scores := make([]float64, b-a)
+				m := math.Inf(-1)
+				for j := a; j < b; j++ {
+					dot := 0.0
+					for k := 0; k < d; k++ {
+						dot += float64(qkv[i*3*hidden+h*d+k]) * float64(qkv[j*3*hidden+hidden+h*d+k])
+					}
+					scores[j-a] = dot / math.Sqrt(float64(d))
+					m = math.Max(m, scores[j-a])
+				}
+				sum := 0.0
+				for j := range scores {
+					scores[j] = math.Exp(scores[j] - m)
+					sum += scores[j]
+				}
+				for k := 0; k < d; k++ {
+					acc := 0.0
+					for j := a; j < b; j++ {
+						acc += scores[j-a] / sum * float64(qkv[j*3*hidden+2*hidden+h*d+k])
+					}
+					ctx[i*hidden+h*d+k] = float32(acc)
+				}
+			}
+		}
+	}
+	return ctx
+}
+
+func TestAttention(t *testing.T) {
+	r := rand.New(rand.NewSource(3))
+	heads, d := 3, 8
+	start := []int32{0, 1, 1, 8, 25} // lengths 1, 0, 7, 17
+	qkv := randVec(r, 25*3*heads*d, 1)
+	want := naiveAttention(qkv, start, heads, d)
+	for _, threads := range []int{1, 2} {
+		SetThreads(threads)
+		for _, level := range cpu.Levels() {
+			ctx := make([]float32, 25*heads*d)
+			if err := New(level).Attention(ctx, qkv, start, heads, d, make([]float32, AttentionScratch(start))); err != nil {
+				t.Fatal(err)
+			}
+			compare(t, "Attention", level, ctx, want, 1e-5, 1e-4)
+		}
+	}
+	SetThreads(1)
+	for _, bad := range [][]int32{{1, 25}, {0, 24}, {0, 9, 8, 25}} {
+		if err := New(cpu.Ref).Attention(make([]float32, 25*heads*d), qkv, bad, heads, d, make([]float32, 1000)); err == nil {
+			t.Errorf("Attention accepted starts %v", bad)
+		}
+	}
+}
+
+func TestEmbedAndPool(t *testing.T) {
+	r := rand.New(rand.NewSource(4))
+	n := 20
+	word, pos, typ := randVec(r, 10*n, 1), randVec(r, 6*n, 1), randVec(r, n, 1)
+	gamma, beta := randVec(r, n, 1), randVec(r, n, 1)
+	ids, posIDs := []int32{2, 9, 0, 5, 5}, []int32{0, 1, 0, 1, 2}
+	start := []int32{0, 2, 5}
+	for _, level := range cpu.Levels() {
+		o := New(level)
+		got := make([]float32, len(ids)*n)
+		if err := o.EmbedLayerNorm(got, ids, posIDs, word, pos, typ, gamma, beta, n, 1e-12); err != nil {
+			t.Fatal(err)
+		}
+		for i := range ids {
+			want := make([]float32, n)
+			New(cpu.Ref).AddLayerNorm(want, word[int(ids[i])*n:], typ, pos[int(posIDs[i])*n:], gamma, beta, 1, n, 1e-12)
+			compare(t, "EmbedLayerNorm", level, got[i*n:(i+1)*n], want, 1e-5, 1e-5)
+		}
+		for _, mode := range []Pooling{MeanPool, CLSPool} {
+			dst := make([]float32, 2*n)
+			if err := o.Pool(dst, got, start, n, mode, true); err != nil {
+				t.Fatal(err)
+			}
+			for s := 0; s < 2; s++ {
+				want := make([]float64, n)
+				a, b := int(start[s]), int(start[s+1])
+				if mode == CLSPool {
+					b = a + 1
+				}
+				norm := 0.0
+				for j := 0; j < n; j++ {
+					for tk := a; tk < b; tk++ {
+						want[j] += float64(got[tk*n+j]) / float64(b-a)
+					}
+					norm += want[j] * want[j]
+				}
+				for j := 0; j < n; j++ {
+					if math.Abs(want[j]/math.Sqrt(norm)-float64(dst[s*n+j])) > 1e-5 {
+						t.Fatalf("Pool(%d) at %s: seq %d [%d] = %g, want %g", mode, level, s, j, dst[s*n+j], want[j]/math.Sqrt(norm))
+					}
+				}
+			}
+		}
+	}
+	o := New(cpu.Ref)
+	if err := o.EmbedLayerNorm(make([]float32, 5*n), []int32{10}, []int32{0}, word, pos, typ, gamma, beta, n, 1e-12); err == nil {
+		t.Error("EmbedLayerNorm accepted token id 10 of a 10-word vocabulary")
+	}
+	if err := o.EmbedLayerNorm(make([]float32, 5*n), []int32{1}, []int32{6}, word, pos, typ, gamma, beta, n, 1e-12); err == nil {
+		t.Error("EmbedLayerNorm accepted position 6 of 6")
+	}
+}
+
+// BenchmarkLinearFewRows is one single-query FFN-in GEMM of MiniLM (12 tokens, 384 -> 1536),
+// the few-rows path a query takes instead of sgemm.
+func BenchmarkLinearFewRows(b *testing.B) {
+	const rows, in, out = 12, 384, 1536
+	r := rand.New(rand.NewSource(5))
+	x, bias := randVec(r, rows*in, 1), randVec(r, out, 0.1)
+	w, _ := halves(b, randVec(r, out*in, 0.05), out, in)
+	y := make([]float32, rows*out)
+	ops, err := Selected()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if err := ops.Linear(y, x, w, bias, rows, in, out, GELU); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(2*rows*in*out*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+}
+
+// BenchmarkAttentionQuery is one layer's attention of a 12-token query (12 heads of 32).
+func BenchmarkAttentionQuery(b *testing.B) {
+	const tokens, heads, d = 12, 12, 32
+	r := rand.New(rand.NewSource(6))
+	qkv := randVec(r, tokens*3*heads*d, 1)
+	ctx := make([]float32, tokens*heads*d)
+	start := []int32{0, tokens}
+	scratch := make([]float32, AttentionScratch(start))
+	ops, err := Selected()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if err := ops.Attention(ctx, qkv, start, heads, d, scratch); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,47 @@
+/* Delta-weight kernels: find the elements whose bit patterns differ between two tensors
+ * (encode) and write new bits at listed positions (apply). Elements are 2 bytes (bf16, fp16)
+ * or 4 bytes (fp32) compared as raw bits, so NaN payloads and -0.0 count as changes.
+ * Indices are little-endian u32 or u64 (idx_size 4 or 8), strictly increasing.
+ * All buffers are caller-owned; no function allocates, aborts or keeps a pointer.
+ * Errors: a function that can fail returns a negative value and copies a NUL-terminated
+ * message into err[0..errlen) in the same call. Thread-safe: no shared state. */
+#ifndef NL_DELTA_H
+#define NL_DELTA_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* SIMD levels, as in Go package needle/kernels/platform/cpu. */
+enum { NL_DELTA_REF = 0, NL_DELTA_AVX2 = 1, NL_DELTA_AVX512 = 2 };
+
+/* nl_delta_encode compares n elements of old_bits and new_bits. For each element i
+ * whose bits differ it writes index first+i to idx (idx_size bytes each) and the element's
+ * new bits to vals, in increasing i. idx needs room for n indices and vals for n elements.
+ * Returns the number of changed elements, or -1 (bad elem_size/idx_size/level, or an
+ * index that does not fit idx_size). */
+int64_t nl_delta_encode(int32_t level, const void *old_bits, const void *new_bits,
+                            int64_t n, int32_t elem_size, uint64_t first, void *idx,
+                            int32_t idx_size, void *vals, char *err, int64_t errlen);
+
+/* nl_delta_check verifies that nnz indices are strictly increasing and below n.
+ * Returns 0, or -1 with err naming the first bad entry. */
+int32_t nl_delta_check(int32_t level, const void *idx, int32_t idx_size, int64_t nnz,
+                           uint64_t n, char *err, int64_t errlen);
+
+/* nl_delta_scatter writes vals[k] at element idx[k] of base for k < nnz. It trusts the
+ * indices: call nl_delta_check first. */
+void nl_delta_scatter(void *base, int32_t elem_size, const void *idx, int32_t idx_size,
+                          const void *vals, int64_t nnz);
+
+/* nl_delta_apply = check, then scatter: on error base is untouched. Returns 0 or -1. */
+int32_t nl_delta_apply(int32_t level, void *base, int64_t n, int32_t elem_size,
+                           const void *idx, int32_t idx_size, const void *vals, int64_t nnz,
+                           char *err, int64_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
