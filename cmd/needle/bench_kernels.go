@@ -1,231 +1,31 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
-	"io"
-	"math"
 	"os"
 	"runtime"
-	"strconv"
-	"strings"
-	"syscall"
-	"text/tabwriter"
 	"time"
 
-	"needle/cuda"
-	"needle/kernels/platform/cpu"
-	"needle/kernels/trainer/logprob"
-	"needle/kernels/platform/membw"
+	"needle/bench"
 )
-
-// kernelCase is one `needle bench kernels` measurement. Other files add theirs with
-// registerKernelCase from init (e.g. bench_delta.go); cases run in registration order.
-type kernelCase struct {
-	name  string // what and which shape, e.g. "logprob bf16 N=1024 V=151936"
-	bytes int64  // bytes one run must read at least (its bandwidth-bound floor)
-	elems int64  // elements one run processes
-	// prepare allocates the inputs once (it may be slow) and returns run, one complete run with
-	// the given number of threads, and free, which drops the inputs.
-	prepare func() (run func(threads int) error, free func(), err error)
-}
-
-var kernelCases []kernelCase
-
-func registerKernelCase(c kernelCase) { kernelCases = append(kernelCases, c) }
 
 func init() {
 	registerBench(benchmark{name: "kernels", summary: "memory bandwidth, then logprob (and delta) kernels: GB/s, elements/s", run: runBenchKernels})
 }
 
-// kernelResult is one case at one thread count (the --json record).
-type kernelResult struct {
-	Name         string  `json:"name"`
-	Threads      int     `json:"threads"`
-	Seconds      float64 `json:"seconds"`      // best run, wall time
-	CPUSeconds   float64 `json:"cpu_seconds"`  // process CPU time (user + system) of that run
-	GBps         float64 `json:"gb_per_s"`     // bytes / seconds / 1e9
-	GElemsPerSec float64 `json:"gelems_per_s"` // elements / seconds / 1e9
-	PerThread    float64 `json:"gelems_per_s_per_thread"`
-	PerCPUSecond float64 `json:"gelems_per_cpu_s"`   // elements / CPU seconds: the per-core rate, robust to a busy machine
-	BWFraction   float64 `json:"bandwidth_fraction"` // GBps / read bandwidth at this thread count
-}
-
-type kernelReport struct {
-	SIMD       string             `json:"simd"`
-	CUDA       string             `json:"cuda"`
-	ReadGBps   map[string]float64 `json:"read_bandwidth_gb_per_s"` // by thread count
-	MembwBytes int64              `json:"membw_buffer_bytes"`
-	Results    []kernelResult     `json:"results"`
-}
-
-// logprobRows and logprobVocab are the bench shapes (ANCHORS.md §5: Qwen2.5 vocab, bf16).
-var (
-	logprobRows  = []int{1024, 2048}
-	logprobVocab = 151936
-)
-
-func init() {
-	for _, n := range logprobRows {
-		registerKernelCase(logprobCase(n, logprobVocab))
-	}
-}
-
-func logprobCase(n, v int) kernelCase {
-	return kernelCase{
-		name:  fmt.Sprintf("logprob bf16 N=%d V=%d", n, v),
-		bytes: int64(n)*int64(v)*2 + int64(n)*8,
-		elems: int64(n) * int64(v),
-		prepare: func() (func(int) error, func(), error) {
-			x := logprob.Logits{DType: logprob.BF16, Rows: n, Vocab: v, Data: randomBF16(n*v, 3)}
-			labels := make([]int64, n)
-			for i := range labels {
-				labels[i] = int64(i*7919) % int64(v)
-			}
-			out := logprob.Output{Logprob: make([]float32, n), Entropy: make([]float32, n), LSE: make([]float32, n)}
-			run := func(threads int) error {
-				opt := logprob.DefaultOptions()
-				opt.Threads = threads
-				return logprob.Compute(x, labels, opt, out)
-			}
-			return run, func() { x.Data = nil }, nil
-		},
-	}
-}
-
-// randomBF16 returns n bf16 values ~ scale * uniform(-1, 1), from a fixed xorshift stream.
-func randomBF16(n int, scale float32) []byte {
-	b := make([]byte, 2*n)
-	s := uint64(0x9e3779b97f4a7c15)
-	for i := 0; i < n; i++ {
-		f := scale * (float32(xorshift(&s)>>40)/float32(1<<24)*2 - 1)
-		bits := math.Float32bits(f)
-		b[2*i], b[2*i+1] = byte(bits>>16), byte(bits>>24)
-	}
-	return b
-}
-
-// xorshift advances the xorshift64 state s and returns it.
-func xorshift(s *uint64) uint64 {
-	*s ^= *s << 13
-	*s ^= *s >> 7
-	*s ^= *s << 17
-	return *s
-}
-
 func runBenchKernels(args []string) error {
+	var o bench.KernelsOptions
 	fs := newFlagSet("bench kernels", "[--json] [--threads N] [--min-time D] [--membw-mib M] [--only TEXT]")
-	asJSON := fs.Bool("json", false, "print one JSON object (results per case and thread count) instead of a table")
-	threads := fs.Int("threads", runtime.NumCPU(), "the 'all threads' count; every case also runs with 1 thread")
-	minTime := fs.Duration("min-time", time.Second, "keep repeating a measurement for at least this long (at least 3 runs); the best run counts")
-	membwMiB := fs.Int("membw-mib", 512, "size in MiB of the buffer read to measure memory bandwidth (keep it well above the L3 size)")
-	only := fs.String("only", "", "run only the kernel cases whose name contains this text (membw always runs)")
+	fs.BoolVar(&o.JSON, "json", false, "print one JSON object (results per case and thread count) instead of a table")
+	fs.IntVar(&o.Threads, "threads", runtime.NumCPU(), "the 'all threads' count; every case also runs with 1 thread")
+	fs.DurationVar(&o.MinTime, "min-time", time.Second, "keep repeating a measurement for at least this long (at least 3 runs); the best run counts")
+	fs.IntVar(&o.MembwMiB, "membw-mib", 512, "size in MiB of the buffer read to measure memory bandwidth (keep it well above the L3 size)")
+	fs.StringVar(&o.Only, "only", "", "run only the kernel cases whose name contains this text (membw always runs)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	if *threads < 1 || *membwMiB < 1 || *minTime <= 0 {
-		return fmt.Errorf("--threads, --membw-mib and --min-time must be positive")
-	}
-	level, err := cpu.Selected()
-	if err != nil {
-		return err
-	}
-	rep := kernelReport{SIMD: level.String(), ReadGBps: map[string]float64{}}
-	if dev, err := cuda.Open(0); err != nil {
-		rep.CUDA = err.Error() + "; CPU kernels only"
-	} else {
-		rep.CUDA = "device " + dev.Name() + " present; this bench measures the CPU kernels only"
-		dev.Close()
-	}
-	counts := []int{1}
-	if *threads > 1 {
-		counts = append(counts, *threads)
-	}
-	buf, err := membw.NewBuffer(*membwMiB << 20)
-	if err != nil {
-		return err
-	}
-	rep.MembwBytes = buf.Bytes()
-	bw := map[int]float64{}
-	for _, t := range counts {
-		bw[t] = buf.Bandwidth(t, 5)
-		rep.ReadGBps[strconv.Itoa(t)] = bw[t] / 1e9
-	}
-	buf = nil
-	for _, c := range kernelCases {
-		if !strings.Contains(c.name, *only) {
-			continue
-		}
-		run, free, err := c.prepare()
-		if err != nil {
-			return fmt.Errorf("%s: %w", c.name, err)
-		}
-		for _, t := range counts {
-			best, cpuTime, err := bestRun(run, t, *minTime)
-			if err != nil {
-				return fmt.Errorf("%s: %w", c.name, err)
-			}
-			s := best.Seconds()
-			rep.Results = append(rep.Results, kernelResult{
-				Name: c.name, Threads: t, Seconds: s, CPUSeconds: cpuTime.Seconds(),
-				PerCPUSecond: float64(c.elems) / cpuTime.Seconds() / 1e9,
-				GBps:         float64(c.bytes) / s / 1e9, GElemsPerSec: float64(c.elems) / s / 1e9,
-				PerThread: float64(c.elems) / s / 1e9 / float64(t), BWFraction: float64(c.bytes) / s / bw[t],
-			})
-		}
-		free()
-	}
-	if *asJSON {
-		enc := json.NewEncoder(os.Stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
-	}
-	printKernelReport(os.Stdout, rep, counts)
-	return nil
-}
-
-// bestRun runs once to warm up, then repeats until minTime has passed and 3 runs are done. It
-// returns the best wall time and the process CPU time of that same run.
-func bestRun(run func(int) error, threads int, minTime time.Duration) (wall, cpu time.Duration, err error) {
-	if err := run(threads); err != nil {
-		return 0, 0, err
-	}
-	wall, total := time.Duration(1<<63-1), time.Duration(0)
-	for n := 0; n < 3 || total < minTime; n++ {
-		start, cpuStart := time.Now(), processCPU()
-		if err := run(threads); err != nil {
-			return 0, 0, err
-		}
-		d, c := time.Since(start), processCPU()-cpuStart
-		total += d
-		if d < wall {
-			wall, cpu = d, c
-		}
-	}
-	return wall, cpu, nil
-}
-
-// processCPU is the user + system CPU time of this process so far.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-func printKernelReport(w io.Writer, rep kernelReport, counts []int) {
-	fmt.Fprintf(w, "SIMD level: %s\nCUDA: %s\n", rep.SIMD, rep.CUDA)
-	for _, t := range counts {
-		fmt.Fprintf(w, "memory read bandwidth, %d thread(s): %.1f GB/s (%d MiB buffer)\n", t, rep.ReadGBps[strconv.Itoa(t)], rep.MembwBytes>>20)
-	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "kernel\tthreads\tbest ms\tGB/s\tG elem/s\tG elem/s/thread\tG elem/CPU-s\tof bandwidth\t")
-	for _, r := range rep.Results {
-		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.2f\t%.3f\t%.3f\t%.3f\t%.0f%%\t\n", r.Name, r.Threads, r.Seconds*1e3, r.GBps, r.GElemsPerSec, r.PerThread, r.PerCPUSecond, 100*r.BWFraction)
-	}
-	tw.Flush()
+	return bench.Kernels(os.Stdout, o)
 }

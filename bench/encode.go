@@ -1,0 +1,189 @@
+package bench
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"needle/engine/bert"
+	"needle/engine/wordpiece"
+	"needle/internal/atomicfile"
+	"needle/kernels/retrieval/nn"
+)
+
+// EncodeOptions are the flags of `needle bench encode`.
+type EncodeOptions struct {
+	Model     string // MiniLM model folder; its tokenizer also serves the e5 shape
+	Shape     string // both, minilm or e5
+	Passages  int    // passages per run
+	Queries   int    // single queries timed one by one
+	BatchSize int    // texts per forward pass
+	Threads   int    // OpenBLAS/OpenMP threads
+	Repeat    int    // passage runs per model; the best counts
+	WordNet   string // WordNet noun data file the texts come from
+	Dump      string // if set, write the texts as JSON {passages, queries} here and stop
+	JSON      bool   // one JSON object instead of a table
+}
+
+// benchTexts are the inputs of `needle bench encode`, also dumped for bench/encode_pytorch.py.
+type benchTexts struct {
+	Passages []string `json:"passages"`
+	Queries  []string `json:"queries"`
+}
+
+// wordnetBenchTexts builds real English passages of mixed length from WordNet glosses:
+// passage i joins 1 + (7i mod 16) consecutive glosses (about 20 to 350 tokens, so some
+// pass the 256-token limit), in the anchors' "Title"\ntext form; query i is the definition
+// (the gloss before its first ';') of a later synset.
+func wordnetBenchTexts(path string, passages, queries int) (benchTexts, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return benchTexts{}, fmt.Errorf("%w (wordnet-base provides it)", err)
+	}
+	defer f.Close()
+	var glosses []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		if _, gloss, ok := strings.Cut(sc.Text(), " | "); ok && sc.Text()[0] != ' ' {
+			glosses = append(glosses, strings.TrimSpace(gloss))
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return benchTexts{}, fmt.Errorf("%s: %w", path, err)
+	}
+	var t benchTexts
+	g := 0
+	for i := 0; i < passages; i++ {
+		k := 1 + 7*i%16
+		if g+k+queries > len(glosses) {
+			return benchTexts{}, fmt.Errorf("%s: %d glosses are too few for %d passages", path, len(glosses), passages)
+		}
+		title, _, _ := strings.Cut(glosses[g], ";")
+		t.Passages = append(t.Passages, strconv.Quote(title)+"\n"+strings.Join(glosses[g:g+k], " "))
+		g += k
+	}
+	for i := 0; i < queries; i++ {
+		def, _, _ := strings.Cut(glosses[g+i], ";")
+		t.Queries = append(t.Queries, def)
+	}
+	return t, nil
+}
+
+// encodeResult is one model's figures (the --json record).
+type encodeResult struct {
+	Model           string  `json:"model"`
+	Passages        int     `json:"passages"`
+	Tokens          int     `json:"tokens"`         // after truncation, specials included
+	PassagesPerSec  float64 `json:"passages_per_s"` // best of --repeat runs, wall time
+	PassagesPerCPUs float64 `json:"passages_per_cpu_s"`
+	QueryMedianMs   float64 `json:"query_median_ms"`
+	QueryP90Ms      float64 `json:"query_p90_ms"`
+	WeightsMB       float64 `json:"weights_mb"`
+	PeakRSSMB       float64 `json:"peak_rss_mb"` // VmHWM of the process after this model
+}
+
+// Encode encodes real passages of mixed length (WordNet glosses joined) with the real MiniLM
+// and an e5-base-shaped model of random weights, and writes passages/s and single-query
+// latency to w (or, with opt.Dump, only writes the texts).
+func Encode(w io.Writer, opt EncodeOptions) error {
+	if opt.Passages <= 0 || opt.Queries <= 0 || opt.BatchSize <= 0 || opt.Threads <= 0 || opt.Repeat <= 0 {
+		return errors.New("--passages, --queries, --batch-size, --threads and --repeat must be > 0")
+	}
+	if opt.Model == "" && opt.Dump == "" {
+		return errors.New("--model is required (or set NEEDLE_MODEL)")
+	}
+	texts, err := wordnetBenchTexts(opt.WordNet, opt.Passages, opt.Queries)
+	if err != nil {
+		return err
+	}
+	if opt.Dump != "" {
+		b, _ := json.Marshal(texts)
+		return atomicfile.Write(opt.Dump, b)
+	}
+	bopt := bert.Options{BatchSize: opt.BatchSize, Threads: opt.Threads}
+	var encoders []func() (string, *bert.Encoder, error)
+	if opt.Shape == "both" || opt.Shape == "minilm" {
+		encoders = append(encoders, func() (string, *bert.Encoder, error) {
+			e, err := bert.Load(opt.Model, bopt)
+			return "all-MiniLM-L6-v2", e, err
+		})
+	}
+	if opt.Shape == "both" || opt.Shape == "e5" {
+		encoders = append(encoders, func() (string, *bert.Encoder, error) {
+			tok, err := wordpiece.Load(opt.Model)
+			if err != nil {
+				return "", nil, err
+			}
+			bopt.Pooling = "mean"
+			e, err := bert.NewRandom(bert.E5Base, 1, tok, bopt)
+			return "e5-base shape (random)", e, err
+		})
+	}
+	if len(encoders) == 0 {
+		return fmt.Errorf("--shape %q: want both, minilm or e5", opt.Shape)
+	}
+	level, _ := nn.Selected()
+	var results []encodeResult
+	for _, load := range encoders {
+		name, enc, err := load()
+		if err != nil {
+			return err
+		}
+		r, err := measureEncoder(enc, texts, opt.Repeat)
+		if err != nil {
+			return err
+		}
+		r.Model = name
+		results = append(results, r)
+	}
+	if opt.JSON {
+		b, _ := json.MarshalIndent(map[string]any{"simd": level.Level().String(), "threads": opt.Threads, "batch_size": opt.BatchSize, "results": results}, "", "  ")
+		fmt.Fprintln(w, string(b))
+		return nil
+	}
+	fmt.Fprintf(w, "needle bench encode: SIMD %s, %d threads, batch %d\n", level.Level(), opt.Threads, opt.BatchSize)
+	for _, r := range results {
+		fmt.Fprintf(w, "%-24s %4d passages (%d tokens): %7.1f passages/s (%6.1f per CPU-s); query median %6.2f ms, p90 %6.2f ms; weights %5.0f MB, peak RSS %5.0f MB\n",
+			r.Model, r.Passages, r.Tokens, r.PassagesPerSec, r.PassagesPerCPUs, r.QueryMedianMs, r.QueryP90Ms, r.WeightsMB, r.PeakRSSMB)
+	}
+	return nil
+}
+
+func measureEncoder(enc *bert.Encoder, texts benchTexts, repeat int) (encodeResult, error) {
+	r := encodeResult{Passages: len(texts.Passages), WeightsMB: float64(enc.WeightBytes()) / 1e6}
+	for _, p := range texts.Passages {
+		r.Tokens += len(enc.Tokenizer().Encode(p, enc.Options().MaxLength))
+	}
+	if _, err := enc.Encode(texts.Passages[:min(64, len(texts.Passages))], ""); err != nil { // warm-up
+		return r, err
+	}
+	for i := 0; i < repeat; i++ {
+		t0, c0 := time.Now(), processCPU()
+		if _, err := enc.Encode(texts.Passages, ""); err != nil {
+			return r, err
+		}
+		wall, cpu := time.Since(t0).Seconds(), (processCPU() - c0).Seconds()
+		r.PassagesPerSec = max(r.PassagesPerSec, float64(len(texts.Passages))/wall)
+		r.PassagesPerCPUs = max(r.PassagesPerCPUs, float64(len(texts.Passages))/cpu)
+	}
+	lat := make([]float64, len(texts.Queries))
+	for i, q := range texts.Queries {
+		t0 := time.Now()
+		if _, err := enc.Encode([]string{q}, ""); err != nil {
+			return r, err
+		}
+		lat[i] = time.Since(t0).Seconds() * 1e3
+	}
+	slices.Sort(lat)
+	r.QueryMedianMs, r.QueryP90Ms = lat[len(lat)/2], lat[len(lat)*9/10]
+	r.PeakRSSMB = float64(procStatusKB("VmHWM")) / 1e3
+	return r, nil
+}

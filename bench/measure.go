@@ -1,0 +1,62 @@
+// Package bench holds the Go benchmarks behind `needle bench <name>`, one file each (kernels,
+// delta cases of kernels, encode, retrieve, docstore, recall); the Python baselines they are
+// compared with sit beside them in this folder. Each entry takes a plain options struct whose
+// fields are the subcommand's flags (errors name the flags) and writes its report to an
+// io.Writer; cmd/needle only parses the flags.
+package bench
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// processCPU is the user + system CPU time of this process so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// span is the wall-clock and CPU time (all threads, user + system) of one measured call.
+// CPU time is what to compare when other processes share the cores.
+type span struct{ wall, cpu time.Duration }
+
+func (s span) best(o span) span {
+	if s.wall == 0 || o.wall < s.wall {
+		s.wall = o.wall
+	}
+	if s.cpu == 0 || o.cpu < s.cpu {
+		s.cpu = o.cpu
+	}
+	return s
+}
+
+func measure(f func() error) (span, error) {
+	cpu0, t := processCPU(), time.Now()
+	err := f()
+	return span{wall: time.Since(t), cpu: processCPU() - cpu0}, err
+}
+
+// procStatusKB reads one "Name: N kB" field of /proc/self/status (0 if absent).
+func procStatusKB(field string) int64 {
+	b, _ := os.ReadFile("/proc/self/status")
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			n, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// readRSS returns this process's resident set from /proc/self/status: total, anonymous
+// (heap, stacks) and file-backed (mapped corpus/sidecar pages, reclaimable page cache).
+func readRSS() string {
+	return fmt.Sprintf("%d kB (anon %d, file %d)", procStatusKB("VmRSS"), procStatusKB("RssAnon"), procStatusKB("RssFile"))
+}

@@ -1,0 +1,78 @@
+package bench
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+
+	"needle/engine/bert"
+	"needle/engine/indexbuild"
+	"needle/faissgo"
+)
+
+// RecallOptions are the flags of `needle bench recall`.
+type RecallOptions struct {
+	Index       string  // a `needle build` output folder (manifest.json, index.faiss)
+	Queries     string  // JSONL, {"query": text, "gold": row} per line, as tools/wordnet writes
+	Model       string  // encoder model folder for the queries; "" = the manifest's model
+	QueryPrefix string  // text prepended to every query (e5: "query: ")
+	EfSearch    float64 // HNSW efSearch (0 = FAISS default)
+	Nprobe      float64 // IVF nprobe (0 = FAISS default)
+}
+
+// Recall encodes the queries, searches the index and writes recall@1 and @5 against the
+// gold rows to w as one JSON object.
+func Recall(w io.Writer, opt RecallOptions) error {
+	if opt.Index == "" || opt.Queries == "" {
+		return errors.New("--index and --queries are required (see --help)")
+	}
+	m, err := indexbuild.ReadManifest(opt.Index)
+	if err != nil {
+		return err
+	}
+	if opt.Model == "" {
+		opt.Model = m.Model
+	}
+	queries, err := indexbuild.ReadQueries(opt.Queries)
+	if err != nil {
+		return err
+	}
+	idx, err := faissgo.Read(filepath.Join(opt.Index, m.IndexFile), false)
+	if err != nil {
+		return err
+	}
+	defer idx.Close()
+	for name, v := range map[string]float64{"efSearch": opt.EfSearch, "nprobe": opt.Nprobe} {
+		if v > 0 {
+			if err := idx.SetSearchParam(name, v); err != nil {
+				return err
+			}
+		}
+	}
+	enc, err := bert.Load(opt.Model, bert.Options{MaxLength: m.MaxLength, Pooling: m.Pooling})
+	if err != nil {
+		return err
+	}
+	texts := make([]string, len(queries))
+	gold := make([]int64, len(queries))
+	for i, q := range queries {
+		if q.Gold >= m.Count {
+			return fmt.Errorf("%s: query %d has gold row %d, but the index has %d rows", opt.Queries, i+1, q.Gold, m.Count)
+		}
+		texts[i], gold[i] = q.Query, q.Gold
+	}
+	emb, err := enc.Encode(texts, opt.QueryPrefix)
+	if err != nil {
+		return err
+	}
+	r, err := indexbuild.Recall(idx, emb, enc.Dim(), gold, []int{1, 5})
+	if err != nil {
+		return err
+	}
+	return json.NewEncoder(w).Encode(map[string]any{
+		"index": opt.Index, "factory": m.Factory, "rows": m.Count, "queries": len(queries),
+		"recall_at_1": r[0], "recall_at_5": r[1],
+	})
+}

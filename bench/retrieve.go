@@ -1,0 +1,229 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// RetrieveOptions are the flags of `needle bench retrieve`: one load test of Concurrency
+// callers, each POSTing Batch queries per request, until Duration has passed or Requests
+// were sent.
+type RetrieveOptions struct {
+	URL          string        // server base URL; /retrieve is appended
+	QueriesFile  string        // JSONL with a "query" (or "question") per line, or plain lines
+	Concurrency  int           // concurrent callers
+	Duration     time.Duration // how long to send requests
+	Requests     int           // stop after this many requests in total (0: only Duration limits)
+	Batch, TopK  int           // queries per request; topk sent with each
+	ReturnScores bool          // return_scores sent with each request
+	Timeout      time.Duration // per-request timeout (a timeout counts as an error)
+	ServerPID    int           // if > 0, the server's CPU time during the run is reported
+}
+
+// loadResult is what the callers saw. latencies are per request, in send order per caller.
+type loadResult struct {
+	latencies []time.Duration
+	queries   int
+	errors    map[string]int
+	elapsed   time.Duration
+	cpu       time.Duration // server process CPU time (user+sys) during the run, if known
+}
+
+// Retrieve load-tests a /retrieve server (needle serve or bench/anchor_server.py) and writes
+// queries/s, requests/s, latency percentiles and errors to w.
+func Retrieve(w io.Writer, opt RetrieveOptions) error {
+	if opt.QueriesFile == "" {
+		return errors.New("--queries is required")
+	}
+	if opt.Concurrency <= 0 || opt.Batch <= 0 || opt.Duration <= 0 {
+		return errors.New("--concurrency, --batch and --duration must be > 0")
+	}
+	queries, err := readQueryTexts(opt.QueriesFile)
+	if err != nil {
+		return err
+	}
+	res, err := opt.run(queries)
+	if err != nil {
+		return err
+	}
+	res.print(w, opt)
+	return nil
+}
+
+// readQueryTexts reads query strings from JSONL ("query" or "question" field) or plain lines.
+func readQueryTexts(path string) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	for line := 1; sc.Scan(); line++ {
+		text := strings.TrimSpace(sc.Text())
+		if text == "" {
+			continue
+		}
+		if text[0] == '{' {
+			var q struct{ Query, Question string }
+			if err := json.Unmarshal([]byte(text), &q); err != nil {
+				return nil, fmt.Errorf("%s line %d: %w", path, line, err)
+			}
+			text = q.Query + q.Question
+		}
+		out = append(out, text)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s: no queries", path)
+	}
+	return out, nil
+}
+
+// body returns the JSON request of l.Batch queries starting at query number first.
+func (l *RetrieveOptions) body(queries []string, first int) []byte {
+	batch := make([]string, l.Batch)
+	for i := range batch {
+		batch[i] = queries[(first+i)%len(queries)]
+	}
+	b, _ := json.Marshal(map[string]any{"queries": batch, "topk": l.TopK, "return_scores": l.ReturnScores})
+	return b
+}
+
+func (l *RetrieveOptions) run(queries []string) (*loadResult, error) {
+	client := &fasthttp.Client{MaxConnsPerHost: l.Concurrency, ReadTimeout: l.Timeout, WriteTimeout: l.Timeout,
+		MaxResponseBodySize: 1 << 30}
+	url := strings.TrimRight(l.URL, "/") + "/retrieve"
+	// A first request checks the URL before the clock starts.
+	if status, _, err := client.Post(nil, url, nil); err != nil || status == fasthttp.StatusNotFound {
+		return nil, fmt.Errorf("%s: status %d, %v", url, status, err)
+	}
+	cpuBefore, err := serverCPU(l.ServerPID)
+	if err != nil {
+		return nil, err
+	}
+	var (
+		mu    sync.Mutex
+		res   = &loadResult{errors: map[string]int{}}
+		sent  int
+		wg    sync.WaitGroup
+		start = time.Now()
+		end   = start.Add(l.Duration)
+	)
+	// next reserves one request, or returns false when the run is over.
+	next := func() (int, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		if time.Now().After(end) || (l.Requests > 0 && sent >= l.Requests) {
+			return 0, false
+		}
+		sent++
+		return sent - 1, true
+	}
+	for range l.Concurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+			defer fasthttp.ReleaseRequest(req)
+			defer fasthttp.ReleaseResponse(resp)
+			req.SetRequestURI(url)
+			req.Header.SetMethod("POST")
+			req.Header.SetContentType("application/json")
+			for {
+				n, ok := next()
+				if !ok {
+					return
+				}
+				req.SetBody(l.body(queries, n*l.Batch))
+				t0 := time.Now()
+				err := client.DoTimeout(req, resp, l.Timeout)
+				took := time.Since(t0)
+				kind := ""
+				switch {
+				case err != nil:
+					kind = err.Error()
+				case resp.StatusCode() != 200:
+					kind = fmt.Sprintf("HTTP %d", resp.StatusCode())
+				case !bytes.HasPrefix(resp.Body(), []byte(`{"result":`)):
+					kind = "200 without a result"
+				}
+				mu.Lock()
+				if kind != "" {
+					res.errors[kind]++
+				} else {
+					res.latencies = append(res.latencies, took)
+					res.queries += l.Batch
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	res.elapsed = time.Since(start)
+	cpuAfter, err := serverCPU(l.ServerPID)
+	res.cpu = cpuAfter - cpuBefore
+	return res, err
+}
+
+// serverCPU returns the user+system CPU time of process pid (0: none) from /proc.
+func serverCPU(pid int) (time.Duration, error) {
+	if pid <= 0 {
+		return 0, nil
+	}
+	path := fmt.Sprintf("/proc/%d/stat", pid)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, fmt.Errorf("--server-pid: %w", err)
+	}
+	// Fields after the parenthesized command name; utime and stime are fields 14 and 15.
+	_, rest, ok := strings.Cut(string(b), ") ")
+	f := strings.Fields(rest)
+	if !ok || len(f) < 13 {
+		return 0, fmt.Errorf("--server-pid: cannot parse %s", path)
+	}
+	var utime, stime int64
+	fmt.Sscan(f[11], &utime)
+	fmt.Sscan(f[12], &stime)
+	const ticksPerSecond = 100 // USER_HZ on Linux
+	return time.Duration(utime+stime) * time.Second / ticksPerSecond, nil
+}
+
+func (r *loadResult) print(w io.Writer, l RetrieveOptions) {
+	slices.Sort(r.latencies)
+	pct := func(p float64) float64 {
+		if len(r.latencies) == 0 {
+			return 0
+		}
+		return r.latencies[min(len(r.latencies)-1, int(p*float64(len(r.latencies))))].Seconds() * 1000
+	}
+	nerr := 0
+	for _, n := range r.errors {
+		nerr += n
+	}
+	sec := r.elapsed.Seconds()
+	fmt.Fprintf(w, "url %s  concurrency %d  batch %d  topk %d  return_scores %v\n", l.URL, l.Concurrency, l.Batch, l.TopK, l.ReturnScores)
+	fmt.Fprintf(w, "ok requests %d  queries %d  errors %d  in %.2fs\n", len(r.latencies), r.queries, nerr, sec)
+	fmt.Fprintf(w, "queries/s %.1f  requests/s %.1f\n", float64(r.queries)/sec, float64(len(r.latencies))/sec)
+	fmt.Fprintf(w, "latency ms  p50 %.1f  p90 %.1f  p99 %.1f  max %.1f\n", pct(.50), pct(.90), pct(.99), pct(1))
+	if l.ServerPID > 0 && r.queries > 0 {
+		fmt.Fprintf(w, "server CPU %.2fs = %.3f CPU-s per 1000 queries\n", r.cpu.Seconds(), r.cpu.Seconds()*1000/float64(r.queries))
+	}
+	for kind, n := range r.errors {
+		fmt.Fprintf(w, "error %q x%d\n", kind, n)
+	}
+}
