@@ -2,7 +2,7 @@
 
     ~/.cache/needle/venv/bin/python bench/delta_numpy.py [--mib 1024] [--repeats 3]
 
-Same shapes as cmd/needle/bench_delta.go: a bf16 tensor (uint16 bits) of --mib MiB with 0.5%,
+Same shapes as bench/delta.go: a bf16 tensor (uint16 bits) of --mib MiB with 0.5%,
 1% and 2% of its elements changed in the lowest mantissa bit. Encode is AstraFlow's NumPy diff
 (np.nonzero(new != old) + gather of new values, u32 indices); apply is NumPy's scatter
 base[idx] = vals. Prints the best of --repeats runs, wall and process CPU time: encode GB/s counts both inputs
