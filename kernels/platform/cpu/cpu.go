@@ -14,6 +14,7 @@ import "C"
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"sync"
@@ -38,6 +39,9 @@ func (l Level) String() string {
 
 // call runs a cpu.c function that takes a NUL-terminated string and fills an error buffer.
 func call(s string, f func(cs *C.char, err *C.char, n C.size_t) C.int32_t) (Level, error) {
+	if strings.IndexByte(s, 0) >= 0 { // C would read only the part before the NUL
+		return Ref, fmt.Errorf("SIMD level %q contains a NUL byte", s)
+	}
 	cs := C.CString(s)
 	defer C.free(unsafe.Pointer(cs))
 	var buf [512]C.char

@@ -110,3 +110,26 @@ func TestFeaturesIncludeLowerLevels(t *testing.T) {
 		t.Fatalf("Features: ref %v, avx2 %v, avx512 %v", Features(Ref), Features(AVX2), Features(AVX512))
 	}
 }
+
+// FuzzSelect feeds any NEEDLE_SIMD value through cpu.c: a level the CPU runs, spelled exactly,
+// or an error; never a crash or an empty message.
+func FuzzSelect(f *testing.F) {
+	for _, s := range []string{"", "ref", "avx2", "avx512", "AVX2", "avx2 ", strings.Repeat("x", 600)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		l, err := Select(s)
+		switch {
+		case err != nil:
+			if err.Error() == "" || l != Ref {
+				t.Fatalf("Select(%q) = %v, %q", s, l, err)
+			}
+		case s == "":
+			if l != Supported() {
+				t.Fatalf(`Select("") = %v, want %v`, l, Supported())
+			}
+		case l.String() != s || l > Supported():
+			t.Fatalf("Select(%q) = %v", s, l)
+		}
+	})
+}
