@@ -5,7 +5,6 @@ go 1.26.8
 require (
 	github.com/ebitengine/purego v0.11.3
 	github.com/klauspost/compress v1.20.3
-	github.com/klauspost/cpuid/v2 v2.4.2
 	github.com/valyala/fasthttp v1.60.0
 	golang.org/x/sys v0.49.0
 	golang.org/x/text v0.43.0

@@ -9,8 +9,8 @@ max_length 256, pad to longest, mean pooling over the attention mask, L2 normali
 prefix when the retriever name contains "e5"), splits a request into chunks of 512 queries
 (encode, then search), looks documents up by FAISS row number and answers from a sync
 FastAPI endpoint (so requests run in uvicorn's thread pool). Unlike the anchor it does not
-answer 500 to return_scores=false (Search-R1 PR #176) and runs fp32 on the CPU (the anchor
-uses fp16 on a GPU; this machine has none).
+answer 500 to return_scores=false (Search-R1 PR #176) and runs fp32 on the CPU even where a
+GPU is present (the anchor uses fp16 on a GPU).
 
 Run with the venv that has torch (~/.cache/needle/venv-torch):
   python bench/anchor_server.py --index_path IDX --corpus_path CORPUS.jsonl \

@@ -1,50 +1,21 @@
-// libneedle.so entry points: SIMD level selection without Go, and the logprob functions over the
-// C kernels of kernels/trainer/logprob (the same sources the Go package compiles).
+// libneedle.so entry points: the SIMD level (picked by kernels/platform/cpu/cpu.c, as in Go), and
+// the logprob functions over the C kernels of kernels/trainer/logprob (the same sources the Go
+// package compiles).
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "capi_internal.h"
+#include "platform/cpu/cpu.h"
 #include "trainer/logprob/logprob.h"
 #include "needle.h"
 
-static const char* level_names[] = {"ref", "avx2", "avx512"};
-
-static int32_t cpu_best(void) {
-#if defined(__x86_64__)
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
-    return NL_LEVEL_AVX512;
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return NL_LEVEL_AVX2;
-#endif
-  return NL_LEVEL_REF;
-}
-
 static pthread_once_t level_once = PTHREAD_ONCE_INIT;
 static int32_t level_value;
-static char level_err[128];
+static char level_err[256];
 
 static void pick_level(void) {
-  level_value = cpu_best();
-  const char* env = getenv("NEEDLE_SIMD");
-  if (!env || !*env) return;
-  for (int32_t l = NL_LEVEL_REF; l <= NL_LEVEL_AVX512; l++) {
-    if (strcmp(env, level_names[l]) == 0) {
-      if (l > level_value) {
-        snprintf(level_err, sizeof level_err, "NEEDLE_SIMD=%s: this CPU supports at most %s", env,
-                 level_names[level_value]);
-        level_value = -1;
-      } else {
-        level_value = l;
-      }
-      return;
-    }
-  }
-  snprintf(level_err, sizeof level_err, "NEEDLE_SIMD=%.32s: unknown level (want ref, avx2 or avx512)",
-           env);
-  level_value = -1;
+  level_value = nl_cpu_select(getenv("NEEDLE_SIMD"), level_err, sizeof level_err);
 }
 
 int32_t needle_capi_level(char* err, size_t err_len) {
@@ -63,7 +34,7 @@ NEEDLE_API int32_t needle_simd_level(char* buf, int64_t buf_len) {
   size_t n = needle_capi_errlen(buf, buf_len);
   int32_t level = needle_capi_level(buf, n);
   if (level < 0) return -1;
-  if (n > 0) snprintf(buf, n, "%s", level_names[level]);
+  if (n > 0) snprintf(buf, n, "%s", nl_cpu_level_name(level));
   return 0;
 }
 

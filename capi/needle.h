@@ -21,7 +21,8 @@ extern "C" {
 int32_t needle_abi_version(void);
 
 /* needle_simd_level copies the SIMD level in use ("ref", "avx2", "avx512") into buf; returns 0,
- * or -1 (message in buf) when NEEDLE_SIMD asks for a level the CPU lacks. */
+ * or -1 (message in buf) when NEEDLE_SIMD names no level or one the CPU lacks (the message then
+ * lists the missing CPU features). */
 int32_t needle_simd_level(char* buf, int64_t buf_len);
 
 /* ---- log-probabilities (verl logprobs_from_logits / entropy_from_logits semantics) ----------

@@ -4,7 +4,8 @@
 // The first failing driver call marks the Device unhealthy: every later call returns that error
 // (callers log it and fall back to the CPU), nothing aborts the process.
 //
-// No machine of this project has a GPU: only the no-driver path has ever run.
+// The tests of this package cover the paths without a driver; code that needs a device is tested
+// by its callers' GPU tests, which skip (saying why) when Open finds none.
 //
 // A Device is safe for concurrent use: each operation locks its goroutine to an OS thread, makes
 // the device's primary context current there and runs under the device mutex.

@@ -8,8 +8,8 @@ import (
 	"testing"
 )
 
-// TestOpenWithoutDriver runs on every machine of this project (none has a GPU): Open must fail
-// cleanly with ErrNoDevice and a reason, every time, without touching the process.
+// TestOpenWithoutDriver runs where no NVIDIA driver is installed (it skips where one is): Open
+// must fail cleanly with ErrNoDevice and a reason, every time, without touching the process.
 func TestOpenWithoutDriver(t *testing.T) {
 	if _, err := os.Stat("/proc/driver/nvidia"); err == nil {
 		t.Skip("an NVIDIA driver is present; this test covers machines without one")

@@ -1,7 +1,8 @@
 // Package e2e runs the real `needle` binary on a small real index (WordNet passages encoded
 // with all-MiniLM-L6-v2 by `needle build`) and drives `needle serve` with the Python clients
-// of the training stacks (requests, aiohttp), checking every response against the contract
-// of ANCHORS.md §1 and the scores against a direct faissgo search.
+// of the training stacks (requests, aiohttp), checking every response against the request model
+// they share (Search-R1's search_r1/search/retrieval_server.py) and the scores against a direct
+// faissgo search.
 package e2e
 
 import (

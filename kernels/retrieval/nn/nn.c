@@ -33,8 +33,8 @@ static int parallel(int64_t rows, int64_t n) { return rows > FEW_ROWS && rows * 
 
 static const nn_ops *pick(int level) {
 	switch (level) {
-	case 2: return &nn_ops_avx512;
-	case 1: return &nn_ops_avx2;
+	case NL_LEVEL_AVX512: return &nn_ops_avx512;
+	case NL_LEVEL_AVX2: return &nn_ops_avx2;
 	}
 	return &nn_ops_ref;
 }

@@ -1,6 +1,6 @@
 // nn: the elementwise ops and batched GEMMs of a BERT encoder forward pass.
 // Every op exists as a scalar reference (the test oracle) and AVX2 / AVX-512 variants;
-// `level` picks one (0 ref, 1 avx2, 2 avx512; see needle/kernels/platform/cpu). All buffers are
+// `level` picks one (NL_LEVEL_*, kernels/platform/cpu/cpu.h). All buffers are
 // caller-owned, row-major float32, except Linear's weights: IEEE binary16 (fp16) bits, which
 // halve the bytes a few-row (query) GEMM streams, packed in panels (below); every product and
 // sum is float32.
@@ -8,6 +8,8 @@
 #ifndef NEEDLE_NN_H
 #define NEEDLE_NN_H
 #include <stdint.h>
+
+#include "../../platform/cpu/cpu.h"
 
 enum { NN_ACT_NONE = 0, NN_ACT_GELU = 1 };
 enum { NN_POOL_MEAN = 0, NN_POOL_CLS = 1 };

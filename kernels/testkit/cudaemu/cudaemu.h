@@ -7,7 +7,7 @@
 //  2. compile as plain C++20 on the host (g++/clang++, no CUDA at all) and RUN there: the threads
 //     of a block are host threads, __syncthreads is a std::barrier, warp shuffles go through a
 //     per-block exchange array with per-warp barriers, atomics are std::atomic_ref. This is how
-//     `make test` runs every CUDA kernel of this project: no machine of the project has a GPU.
+//     `make test` runs every CUDA kernel of this project, with or without a GPU.
 //
 // Device code written against this header may use: __global__, __device__, __shared__ (static
 // size only: no `extern __shared__`), __restrict__, threadIdx/blockIdx/blockDim/gridDim, warpSize

@@ -41,11 +41,11 @@ int64_t nl_delta_encode(int32_t level, const void *old_bits, const void *new_bit
   }
   const uint8_t *o = old_bits, *w = new_bits;
   switch (level) {
-    case NL_DELTA_REF:
+    case NL_LEVEL_REF:
       return nl_delta_encode_ref(o, w, n, elem_size, first, idx, idx_size, vals);
-    case NL_DELTA_AVX2:
+    case NL_LEVEL_AVX2:
       return nl_delta_encode_avx2(o, w, n, elem_size, first, idx, idx_size, vals);
-    case NL_DELTA_AVX512:
+    case NL_LEVEL_AVX512:
       return nl_delta_encode_avx512(o, w, n, elem_size, first, idx, idx_size, vals);
   }
   set_err(err, errlen, "unknown SIMD level %d", level);
@@ -62,9 +62,9 @@ int32_t nl_delta_check(int32_t level, const void *idx, int32_t idx_size, int64_t
   }
   int64_t bad;
   switch (level) {
-    case NL_DELTA_REF: bad = nl_delta_check_ref(idx, idx_size, 0, nnz, n); break;
-    case NL_DELTA_AVX2: bad = nl_delta_check_avx2(idx, idx_size, nnz, n); break;
-    case NL_DELTA_AVX512: bad = nl_delta_check_avx512(idx, idx_size, nnz, n); break;
+    case NL_LEVEL_REF: bad = nl_delta_check_ref(idx, idx_size, 0, nnz, n); break;
+    case NL_LEVEL_AVX2: bad = nl_delta_check_avx2(idx, idx_size, nnz, n); break;
+    case NL_LEVEL_AVX512: bad = nl_delta_check_avx512(idx, idx_size, nnz, n); break;
     default: set_err(err, errlen, "unknown SIMD level %d", level); return -1;
   }
   if (bad == nnz) return 0;

@@ -1,7 +1,7 @@
 // CUDA delta encode/apply: the ops of delta.h on a GPU. Compiled twice from this one source
 // (kernels/testkit/cudaemu/cudaemu.h): to sm_80 PTX by clang-16 (kernels/CMakeLists.txt), and as C++ on
-// the CPU by the emulation test (emutest/), which compares it with the scalar reference. No GPU
-// has ever run it, and no Go code loads it yet (the CPU kernels serve needle delta).
+// the CPU by the emulation test (emutest/), which compares it with the scalar reference. No Go
+// code loads the PTX yet (the CPU kernels serve needle delta), so only the emulation runs it.
 //
 // Encode keeps the reference's output order with two launches over the same tiles (block b owns
 // elements [b*T, (b+1)*T), T = blockDim.x * NL_DELTA_ITEMS, read with coalesced strided loads):

@@ -10,12 +10,11 @@
 
 #include <stdint.h>
 
+#include "../../platform/cpu/cpu.h" /* the SIMD levels, NL_LEVEL_* */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* SIMD levels, as in Go package needle/kernels/platform/cpu. */
-enum { NL_DELTA_REF = 0, NL_DELTA_AVX2 = 1, NL_DELTA_AVX512 = 2 };
 
 /* nl_delta_encode compares n elements of old_bits and new_bits. For each element i
  * whose bits differ it writes index first+i to idx (idx_size bytes each) and the element's

@@ -33,8 +33,7 @@ const cudaBlock = 256
 var cudaKernels = map[DType]string{F32: "nl_cuda_logprob_f32", F16: "nl_cuda_logprob_f16", BF16: "nl_cuda_logprob_bf16"}
 
 // GPU runs Compute's op on a CUDA device with logprob.cu: one block per row. Safe for concurrent
-// use (package cuda serializes device work). No GPU has ever run this code in this project;
-// callers fall back to Compute on any error.
+// use (package cuda serializes device work). Callers fall back to Compute on any error.
 type GPU struct {
 	dev *cuda.Device
 	mod *cuda.Module

@@ -28,16 +28,16 @@ func TestPTXEmbedded(t *testing.T) {
 	}
 }
 
-// TestGPUMatchesReference runs logprob.cu on a real GPU against the float64 reference. On the
-// machines of this project (no GPU) it checks the clean ErrNoDevice fallback instead.
+// TestGPUMatchesReference runs logprob.cu on a real GPU against the float64 reference. Without
+// a CUDA device it skips with cuda.Open's reason, also under NEEDLE_STRICT=1: a machine without
+// a GPU is a supported setup, not a missing resource (cuda_test.go covers that path).
 func TestGPUMatchesReference(t *testing.T) {
 	dev, err := cuda.Open(0)
 	if err != nil {
 		if !errors.Is(err, cuda.ErrNoDevice) {
 			t.Fatalf("cuda.Open: %v, want ErrNoDevice", err)
 		}
-		t.Logf("CPU path only: %v", err)
-		return
+		t.Skipf("runs only on a CUDA device; %v", err)
 	}
 	defer dev.Close()
 	g, err := NewGPU(dev)

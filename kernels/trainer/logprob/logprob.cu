@@ -1,7 +1,8 @@
 // CUDA logprob: the op of logprob.h on a GPU, one block per row. Compiled twice from this one
 // source (kernels/testkit/cudaemu/cudaemu.h): to sm_80 PTX by clang-16 (kernels/CMakeLists.txt), which
 // gpu.go embeds and loads through package cuda, and as C++ on the CPU by the emulation test
-// (emutest/), which compares it with the scalar reference. No GPU has ever run it.
+// (emutest/), which compares it with the scalar reference on every machine; on a real GPU,
+// when one is found, gpu_test.go compares it with the float64 reference.
 //
 // Each thread folds a strided slice of the row (coalesced loads) into an online state in base 2
 // (z = y * log2 e, so exp is one ex2.approx); states merge by warp shuffles, then across warps

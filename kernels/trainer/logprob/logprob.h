@@ -20,9 +20,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../../platform/cpu/cpu.h"  // NL_LEVEL_*
 #include "dtype.h"
-
-enum { NL_LEVEL_REF = 0, NL_LEVEL_AVX2 = 1, NL_LEVEL_AVX512 = 2 };  // = kernels/platform/cpu.Level
 
 // nl_logprob_args describes one call. Buffers are the caller's; out_entropy and out_lse may be
 // NULL. logits is row-major [n, v] of dtype; labels is [n]; outputs are [n] fp32.

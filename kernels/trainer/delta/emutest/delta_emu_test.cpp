@@ -52,7 +52,7 @@ int run_case(const Case& c, std::mt19937& rng) {
   std::vector<unsigned char> want_idx(c.n * c.idx_size + 1), got_idx(c.n * c.idx_size + 1);
   std::vector<T> want_vals(c.n + 1), got_vals(c.n + 1);
   char err[256];
-  long long want = nl_delta_encode(NL_DELTA_REF, o.data(), w.data(), c.n, c.elem_size, 0,
+  long long want = nl_delta_encode(NL_LEVEL_REF, o.data(), w.data(), c.n, c.elem_size, 0,
                                    want_idx.data(), c.idx_size, want_vals.data(), err, sizeof err);
   long long got = run_encode<T>(c, o, w, got_idx, got_vals);
   int bad = 0;

@@ -1,0 +1,111 @@
+// CPU features per SIMD level (cpu.h). The table lists every feature the kernels of a level are
+// compiled for: the target attributes and pragmas of kernels/*/*/*_avx2.c and *_avx512.c (a test
+// of the Go package, cpu_test.go, checks that each of those features is listed here), plus the
+// register state the OS must save (XCR0) for the CPU's AVX or AVX-512 registers to be usable.
+#include "cpu.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
+static const char* const level_names[] = {"ref", "avx2", "avx512"};
+
+// Where a feature bit is read.
+enum { LEAF1_ECX, LEAF7_EBX, XCR0 };
+
+typedef struct {
+  const char* name;  // the GCC target spelling, or os-*-state for XCR0 bits
+  int32_t level;     // the lowest level that needs it
+  int reg;           // LEAF1_ECX, LEAF7_EBX or XCR0
+  uint32_t mask;     // all of these bits set
+} feature;
+
+static const feature features[] = {
+    {"avx", NL_LEVEL_AVX2, LEAF1_ECX, 1u << 28},
+    {"avx2", NL_LEVEL_AVX2, LEAF7_EBX, 1u << 5},
+    {"fma", NL_LEVEL_AVX2, LEAF1_ECX, 1u << 12},
+    {"f16c", NL_LEVEL_AVX2, LEAF1_ECX, 1u << 29},
+    {"bmi", NL_LEVEL_AVX2, LEAF7_EBX, 1u << 3},
+    {"bmi2", NL_LEVEL_AVX2, LEAF7_EBX, 1u << 8},
+    {"popcnt", NL_LEVEL_AVX2, LEAF1_ECX, 1u << 23},
+    {"os-ymm-state", NL_LEVEL_AVX2, XCR0, 0x6},  // SSE + upper YMM halves
+    {"avx512f", NL_LEVEL_AVX512, LEAF7_EBX, 1u << 16},
+    {"avx512dq", NL_LEVEL_AVX512, LEAF7_EBX, 1u << 17},
+    {"avx512bw", NL_LEVEL_AVX512, LEAF7_EBX, 1u << 30},
+    {"avx512vl", NL_LEVEL_AVX512, LEAF7_EBX, 1u << 31},
+    {"os-zmm-state", NL_LEVEL_AVX512, XCR0, 0xe0},  // opmask + upper ZMM halves + ZMM16-31
+};
+#define NFEATURES (sizeof features / sizeof features[0])
+
+// read_regs fills regs[LEAF1_ECX], regs[LEAF7_EBX] and regs[XCR0]; zeros where the CPU has no
+// such leaf, the OS does not enable XGETBV (OSXSAVE), or the CPU is not x86.
+static void read_regs(uint32_t regs[3]) {
+  regs[LEAF1_ECX] = regs[LEAF7_EBX] = regs[XCR0] = 0;
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned a, b, c, d;
+  if (__get_cpuid(1, &a, &b, &c, &d)) regs[LEAF1_ECX] = c;
+  if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) regs[LEAF7_EBX] = b;
+  if (regs[LEAF1_ECX] & (1u << 27)) {  // OSXSAVE
+    uint32_t lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    regs[XCR0] = lo;
+  }
+#endif
+}
+
+static int has(const feature* f, const uint32_t regs[3]) {
+  return (regs[f->reg] & f->mask) == f->mask;
+}
+
+const char* nl_cpu_level_name(int32_t level) {
+  return level >= NL_LEVEL_REF && level <= NL_LEVEL_AVX512 ? level_names[level] : NULL;
+}
+
+int32_t nl_cpu_parse(const char* name, char* err, size_t errlen) {
+  for (int32_t l = NL_LEVEL_REF; l <= NL_LEVEL_AVX512; l++) {
+    if (name && strcmp(name, level_names[l]) == 0) return l;
+  }
+  snprintf(err, errlen, "unknown SIMD level \"%.32s\" (want ref, avx2 or avx512)", name ? name : "");
+  return -1;
+}
+
+int32_t nl_cpu_features(int32_t level, int missing_only, char* buf, size_t len) {
+  if (!nl_cpu_level_name(level)) return -1;
+  uint32_t regs[3];
+  read_regs(regs);
+  int32_t n = 0;
+  size_t used = 0;
+  if (len > 0) buf[0] = 0;
+  for (size_t i = 0; i < NFEATURES; i++) {
+    if (features[i].level > level || (missing_only && has(&features[i], regs))) continue;
+    if (used < len) {
+      int w = snprintf(buf + used, len - used, "%s%s", n ? ", " : "", features[i].name);
+      used += w > 0 ? (size_t)w : 0;
+    }
+    n++;
+  }
+  return n;
+}
+
+int32_t nl_cpu_supported(void) {
+  int32_t best = NL_LEVEL_AVX512;
+  while (best > NL_LEVEL_REF && nl_cpu_features(best, 1, NULL, 0) > 0) best--;
+  return best;
+}
+
+int32_t nl_cpu_select(const char* want, char* err, size_t errlen) {
+  int32_t best = nl_cpu_supported();
+  if (!want || !*want) return best;
+  int n = snprintf(err, errlen, "NEEDLE_SIMD: ");
+  size_t used = n > 0 && (size_t)n < errlen ? (size_t)n : errlen;
+  int32_t level = nl_cpu_parse(want, err ? err + used : NULL, errlen - used);
+  if (level < 0 || level <= best) return level;
+  char missing[256];
+  nl_cpu_features(level, 1, missing, sizeof missing);
+  snprintf(err, errlen, "NEEDLE_SIMD=%s: this CPU supports at most %s (%s needs %s)", want,
+           level_names[best], want, missing);
+  return -1;
+}

@@ -1,0 +1,41 @@
+// cpu.h: the SIMD levels every needle kernel dispatches on, and the one CPU-feature check behind
+// them. cpu.c is compiled into Go package needle/kernels/platform/cpu (cgo) and into libneedle.so
+// (capi/), so Go and the C ABI pick a level with the same code. Pure C11, thread-safe, no
+// allocation; error messages are copied into the caller's buffer.
+#ifndef NEEDLE_CPU_H
+#define NEEDLE_CPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// Levels, lowest first; a level needs every feature of the levels below it (cpu.c lists them).
+enum { NL_LEVEL_REF = 0, NL_LEVEL_AVX2 = 1, NL_LEVEL_AVX512 = 2 };
+
+// nl_cpu_level_name is "ref", "avx2" or "avx512" (the NEEDLE_SIMD spellings); NULL for an
+// unknown level.
+const char* nl_cpu_level_name(int32_t level);
+
+// nl_cpu_parse returns the level a NEEDLE_SIMD spelling names, or -1 with a message in err.
+int32_t nl_cpu_parse(const char* name, char* err, size_t errlen);
+
+// nl_cpu_features copies into buf the comma-separated features `level` needs (missing_only: only
+// those this CPU or its OS lacks) and returns how many there are (-1 for an unknown level).
+int32_t nl_cpu_features(int32_t level, int missing_only, char* buf, size_t len);
+
+// nl_cpu_supported is the highest level with no feature missing.
+int32_t nl_cpu_supported(void);
+
+// nl_cpu_select is the level kernels use for NEEDLE_SIMD value want: nl_cpu_supported() when
+// want is NULL or empty, else the level it names. -1 with a message in err when want names no
+// level or one this CPU lacks (the message names the missing features).
+int32_t nl_cpu_select(const char* want, char* err, size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
