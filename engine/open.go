@@ -44,16 +44,9 @@ type Options struct {
 
 // Resolve returns opts completed from the build manifest when Index is a folder: Index
 // becomes the index file, and the corpus, model and pooling the flags left out come from
-// the manifest; QueryPrefix is guessed when nil. It checks that the backend is known and
-// that a bare index file comes with a corpus and a model. Resolving twice changes nothing.
+// the manifest; QueryPrefix is guessed when nil. It checks that a bare index file comes
+// with a corpus and a model. Resolving twice changes nothing.
 func Resolve(opts Options) (Options, error) {
-	switch opts.Backend {
-	case "":
-		opts.Backend = BackendFAISS
-	case BackendFAISS:
-	default:
-		return opts, fmt.Errorf("unknown index backend %q (this build has %q)", opts.Backend, BackendFAISS)
-	}
 	var manifest *indexbuild.Manifest
 	if info, err := os.Stat(opts.Index); err != nil {
 		return opts, fmt.Errorf("--index: %w", err)
@@ -158,7 +151,7 @@ func Open(opts Options) (*Retriever, error) {
 // collection) plugs in beside FAISS without touching the server or the command line.
 func openIndex(opts Options) (Index, func(), error) {
 	switch opts.Backend {
-	case BackendFAISS:
+	case "", BackendFAISS:
 		faissgo.Init(opts.Threads)
 		x, err := faissgo.Read(opts.Index, opts.Mmap)
 		if err != nil {
@@ -166,7 +159,7 @@ func openIndex(opts Options) (Index, func(), error) {
 		}
 		return x, x.Close, nil
 	}
-	return nil, nil, fmt.Errorf("unknown index backend %q", opts.Backend)
+	return nil, nil, fmt.Errorf("unknown index backend %q (this build has %q)", opts.Backend, BackendFAISS)
 }
 
 // closeAll calls the closers that are set (the parts that opened when a load failed).

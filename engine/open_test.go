@@ -51,12 +51,11 @@ func TestResolve(t *testing.T) {
 		{"explicit empty prefix wins", engine.Options{Index: e5, QueryPrefix: ptr("")}, filepath.Join(e5, "index.faiss"), "/data/corpus.jsonl", "/models/m", "mean", "", ""},
 		{"options win over the manifest", engine.Options{Index: plain, Corpus: "c.jsonl", Model: "/m/other", Pooling: "cls", RetrieverName: "intfloat/E5-base"},
 			filepath.Join(plain, "index.faiss"), "c.jsonl", "/m/other", "cls", "query: ", ""},
-		{"bare index, e5 name", engine.Options{Index: bare, Corpus: "c.jsonl", Model: "/m/e5-base-v2", RetrieverName: "e5", Backend: "faiss"}, bare, "c.jsonl", "/m/e5-base-v2", "", "query: ", ""},
+		{"bare index, e5 name", engine.Options{Index: bare, Corpus: "c.jsonl", Model: "/m/e5-base-v2", RetrieverName: "e5"}, bare, "c.jsonl", "/m/e5-base-v2", "", "query: ", ""},
 		{"bare index needs corpus", engine.Options{Index: bare, Model: "m"}, "", "", "", "", "", "--corpus"},
 		{"bare index needs model", engine.Options{Index: bare, Corpus: "c"}, "", "", "", "", "", "--model"},
 		{"index not found", engine.Options{Index: "/nonexistent/x"}, "", "", "", "", "", "no such file"},
 		{"folder without manifest", engine.Options{Index: t.TempDir()}, "", "", "", "", "", "no manifest"},
-		{"unknown backend", engine.Options{Index: plain, Backend: "milvus"}, "", "", "", "", "", `unknown index backend "milvus"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := engine.Resolve(tc.opts)
@@ -70,9 +69,8 @@ func TestResolve(t *testing.T) {
 				t.Fatal(err)
 			}
 			if got.Index != tc.index || got.Corpus != tc.corpus || got.Model != tc.model || got.Pooling != tc.pooling ||
-				*got.QueryPrefix != tc.prefix || got.Backend != engine.BackendFAISS {
-				t.Errorf("got index %q corpus %q model %q pooling %q prefix %q backend %q",
-					got.Index, got.Corpus, got.Model, got.Pooling, *got.QueryPrefix, got.Backend)
+				*got.QueryPrefix != tc.prefix {
+				t.Errorf("got index %q corpus %q model %q pooling %q prefix %q", got.Index, got.Corpus, got.Model, got.Pooling, *got.QueryPrefix)
 			}
 			again, err := engine.Resolve(got)
 			if err != nil || again.Index != got.Index || again.Corpus != got.Corpus || again.Model != got.Model ||
@@ -153,6 +151,7 @@ func TestOpenServesRealParts(t *testing.T) {
 		{engine.Options{Index: corpusPath, Corpus: corpusPath, Model: model}, "--index: "},
 		{engine.Options{Index: indexPath, Corpus: corpusPath, Model: dir}, "--model: "},
 		{engine.Options{Index: indexPath, Corpus: filepath.Join(dir, "none.jsonl"), Model: model}, "--corpus: "},
+		{engine.Options{Index: indexPath, Corpus: corpusPath, Model: model, Backend: "milvus"}, `--index: unknown index backend "milvus"`},
 	} {
 		if _, err := engine.Open(tc.opts); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Open(%+v): %v, want an error mentioning %q", tc.opts, err, tc.want)
