@@ -122,23 +122,10 @@ func TestBatcherConcurrentCoalesces(t *testing.T) {
 	}
 }
 
-// blockingEncoder holds every Encode call until release is closed.
-type blockingEncoder struct {
-	engine.Encoder
-	started chan struct{}
-	release chan struct{}
-}
-
-func (e *blockingEncoder) Encode(texts []string, prefix string) ([]float32, error) {
-	e.started <- struct{}{}
-	<-e.release
-	return e.Encoder.Encode(texts, prefix)
-}
-
 func TestBatcherBusyWhenQueueFull(t *testing.T) {
 	hash := &enginetest.HashEncoder{Dimension: 8}
 	_, idx := enginetest.Corpus(hash, corpusTexts(10))
-	enc := &blockingEncoder{Encoder: hash, started: make(chan struct{}, 10), release: make(chan struct{})}
+	enc := &enginetest.GatedEncoder{Encoder: hash, Started: make(chan struct{}, 10), Release: make(chan struct{})}
 	b := engine.NewBatcher(enc, idx, "", engine.BatcherOptions{MaxBatch: 4, MaxQueued: 6})
 	defer b.Close()
 	search := func(n int) error {
@@ -147,11 +134,11 @@ func TestBatcherBusyWhenQueueFull(t *testing.T) {
 	}
 	first := make(chan error, 1)
 	go func() { first <- search(5) }()
-	<-enc.started
+	<-enc.Started
 	if err := search(2); !errors.Is(err, engine.ErrBusy) {
 		t.Fatalf("7 queued queries with MaxQueued 6: got %v, want ErrBusy", err)
 	}
-	close(enc.release)
+	close(enc.Release)
 	if err := <-first; err != nil {
 		t.Fatal(err)
 	}
@@ -205,25 +192,5 @@ func TestBatcherRejectsBadArguments(t *testing.T) {
 	}
 	if err := b.Search(context.Background(), nil, 2, nil, nil); err != nil {
 		t.Errorf("no queries: %v", err)
-	}
-}
-
-func TestNewRetrieverChecksShapes(t *testing.T) {
-	enc := &enginetest.HashEncoder{Dimension: 8}
-	docs, idx := enginetest.Corpus(enc, corpusTexts(10))
-	if _, err := engine.NewRetriever(&enginetest.HashEncoder{Dimension: 4}, idx, docs, nil, "", engine.BatcherOptions{}); err == nil {
-		t.Error("dimension mismatch accepted")
-	}
-	short := &enginetest.Docs{Lines: docs.Lines[:9]}
-	if _, err := engine.NewRetriever(enc, idx, short, nil, "", engine.BatcherOptions{}); err == nil {
-		t.Error("corpus/index row count mismatch accepted")
-	}
-	r, err := engine.NewRetriever(enc, idx, docs, nil, "", engine.BatcherOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.Batcher.Close()
-	if r.Ntotal != 10 {
-		t.Errorf("Ntotal %d, want 10", r.Ntotal)
 	}
 }

@@ -1,13 +1,25 @@
-// Package engine answers retrieval queries: a Retriever is an Encoder (query text ->
-// vectors), an Index (vectors -> FAISS row numbers and scores) and a DocStore (row number ->
-// raw corpus line), with a Batcher in front that coalesces the queries of concurrent
-// requests into one encoder batch and one index search.
+// Package engine answers retrieval queries for `needle serve`. A request flows top-down:
+// Retrieve hands its queries to the Batcher, which coalesces the queries of concurrent
+// requests into one Encoder batch (query text -> vectors) and one Index search (vectors ->
+// row numbers and scores); Retrieve then reads each hit's row from the DocStore (row number
+// -> raw corpus line) and returns the rows with their scores. Access looks pages up by URL.
 //
-// engine does not import cgo: it works against the interfaces below, which engine/bert,
-// faissgo and engine/docstore satisfy, so its tests and the server's run with fakes.
+// Open (open.go) is the one place where a served engine is assembled from its parts: it
+// resolves a `needle build` folder's manifest, picks the index backend, loads the index,
+// corpus, pages and encoder (engine/bert, faissgo, engine/docstore) and checks that they
+// agree. The Retriever itself works against the interfaces below, so engine's tests and the
+// server's run with the in-memory fakes of engine/enginetest.
 package engine
 
-import "fmt"
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"needle/engine/docstore"
+)
 
 // Encoder turns texts into L2-normalized vectors. Implementations must be safe for
 // concurrent callers. Encode returns len(texts)*Dim() floats in input order; prefix is
@@ -27,7 +39,8 @@ type Index interface {
 }
 
 // DocStore returns corpus line i (0-based; line i is row i of the index) as one JSON
-// object. The returned bytes are a read-only view valid until the store is closed.
+// object. The returned bytes are a read-only view valid until the store is closed. A line
+// that is not a usable row gives a *docstore.BadRowError: Retrieve leaves that hit out.
 type DocStore interface {
 	Len() int64
 	Row(i int64) ([]byte, error)
@@ -39,18 +52,33 @@ type PageStore interface {
 	Lookup(url string) ([]byte, bool)
 }
 
-// Retriever is the loaded, ready-to-serve state of `needle serve`. Pages is nil when no
-// pages file was given. Fields are set once before serving and read-only afterwards.
+// Hit is one retrieved corpus row: the raw JSON object of its line (a read-only view, valid
+// until the Retriever is closed) and its score.
+type Hit struct {
+	Row   []byte
+	Score float32
+}
+
+// Retriever is the loaded, ready-to-serve engine of `needle serve`. Safe for concurrent
+// use; Close only after every caller is done.
 type Retriever struct {
-	Batcher *Batcher
-	Docs    DocStore
-	Pages   PageStore
-	// Ntotal is the number of index rows; topk is capped to it.
-	Ntotal int64
+	batcher *Batcher
+	docs    DocStore
+	pages   PageStore // nil without a pages file
+	ntotal  int64
+	badRows atomic.Uint64
+	results sync.Pool // *searchResult, owned by one Retrieve call at a time
+	closers []func()  // close the parts Open opened, after the Batcher
+}
+
+// searchResult holds the scores and row labels of one Retrieve call.
+type searchResult struct {
+	dist   []float32
+	labels []int64
 }
 
 // NewRetriever checks that the index, encoder and corpus agree (dimension, row count) and
-// starts a Batcher over them. The caller closes the Batcher when done.
+// starts a Batcher over them; pages may be nil. Close stops the Batcher.
 func NewRetriever(enc Encoder, idx Index, docs DocStore, pages PageStore, prefix string, opt BatcherOptions) (*Retriever, error) {
 	if enc.Dim() != idx.Dim() {
 		return nil, fmt.Errorf("encoder dimension %d does not match index dimension %d", enc.Dim(), idx.Dim())
@@ -59,9 +87,104 @@ func NewRetriever(enc Encoder, idx Index, docs DocStore, pages PageStore, prefix
 		return nil, fmt.Errorf("corpus has %d rows but the index has %d vectors (row i of the index must be line i of the corpus)", docs.Len(), idx.Ntotal())
 	}
 	return &Retriever{
-		Batcher: NewBatcher(enc, idx, prefix, opt),
-		Docs:    docs,
-		Pages:   pages,
-		Ntotal:  idx.Ntotal(),
+		batcher: NewBatcher(enc, idx, prefix, opt),
+		docs:    docs,
+		pages:   pages,
+		ntotal:  idx.Ntotal(),
 	}, nil
+}
+
+// Ntotal is the number of index rows; a useful k is at most this.
+func (r *Retriever) Ntotal() int64 { return r.ntotal }
+
+// Queued is the number of queries admitted and not yet answered (the queue depth).
+func (r *Retriever) Queued() int64 { return r.batcher.Queued() }
+
+// BadRowsSkipped counts the hits Retrieve left out because their corpus line is bad.
+func (r *Retriever) BadRowsSkipped() uint64 { return r.badRows.Load() }
+
+// HasPages reports whether a pages file was given (Access finds nothing without one).
+func (r *Retriever) HasPages() bool { return r.pages != nil }
+
+// Retrieve returns the k best hits of each query, best first. Hits without a row (the index
+// found fewer than k) and hits whose corpus line is bad (not a JSON object with a string
+// contents; `needle build` indexed them as empty text) are left out rather than failing every
+// query of the request. It returns ErrBusy when the queue is full; ctx ending before a
+// query's batch is encoded fails the call with ctx's error.
+func (r *Retriever) Retrieve(ctx context.Context, queries []string, k int) ([][]Hit, error) {
+	n := len(queries)
+	out := make([][]Hit, n)
+	if n == 0 || k <= 0 {
+		return out, nil
+	}
+	res := r.getResult(n * k)
+	defer r.results.Put(res)
+	if err := r.batcher.Search(ctx, queries, k, res.dist, res.labels); err != nil {
+		if errors.Is(err, ErrBusy) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("retrieval failed: %w", err)
+	}
+	hits := make([]Hit, 0, n*k)
+	for q := range n {
+		first := len(hits)
+		for j := q * k; j < (q+1)*k; j++ {
+			label := res.labels[j]
+			if label < 0 {
+				continue
+			}
+			row, err := r.docs.Row(label)
+			if err != nil {
+				if isBadRow(err) {
+					r.badRows.Add(1)
+					continue
+				}
+				return nil, fmt.Errorf("reading the corpus: corpus row %d: %w", label, err)
+			}
+			hits = append(hits, Hit{Row: row, Score: res.dist[j]})
+		}
+		out[q] = hits[first:len(hits):len(hits)]
+	}
+	return out, nil
+}
+
+// isBadRow tells a bad corpus line (skipped) from a failure to read the corpus. It is a
+// function of its own so the errors.As target escapes to the heap only on this rare path.
+func isBadRow(err error) bool {
+	var bad *docstore.BadRowError
+	return errors.As(err, &bad)
+}
+
+func (r *Retriever) getResult(n int) *searchResult {
+	res, _ := r.results.Get().(*searchResult)
+	if res == nil {
+		res = &searchResult{}
+	}
+	if cap(res.dist) < n {
+		res.dist, res.labels = make([]float32, n), make([]int64, n)
+	}
+	res.dist, res.labels = res.dist[:n], res.labels[:n]
+	return res
+}
+
+// Access returns the page row of each URL, nil for a URL that is not in the pages file
+// (every URL without one, see HasPages).
+func (r *Retriever) Access(urls []string) [][]byte {
+	rows := make([][]byte, len(urls))
+	if r.pages == nil {
+		return rows
+	}
+	for i, u := range urls {
+		if row, ok := r.pages.Lookup(u); ok {
+			rows[i] = row
+		}
+	}
+	return rows
+}
+
+// Close stops the Batcher after its queued work, then closes what Open opened. No call may
+// start after Close is called (the server stops accepting requests first).
+func (r *Retriever) Close() {
+	r.batcher.Close()
+	closeAll(r.closers)
 }

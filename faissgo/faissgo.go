@@ -1,7 +1,9 @@
 // Package faissgo is the only package of needle that touches FAISS (faiss 1.7.3 through its
-// C API, linked statically). It creates indexes by factory string, trains, adds and searches
-// in batches (one cgo call per batch, into caller-owned buffers), reads (optionally mmapped)
-// and writes index files atomically.
+// C API, linked statically) and owns every FAISS file format needle reads or writes. It
+// creates indexes by factory string, trains, adds and searches in batches (one cgo call per
+// batch, into caller-owned buffers), reads (optionally mmapped) and writes index files
+// atomically, checks index files before FAISS reads them (format.go) and streams flat index
+// files larger than RAM itself (writeflat.go).
 //
 // Errors from FAISS are copied inside the same C call that failed (shim.c), so they are never
 // another goroutine's error. Index files are checked in Go before FAISS reads them

@@ -17,11 +17,7 @@ import (
 
 func writeVectors(t *testing.T, path string, v []float32) {
 	t.Helper()
-	b := make([]byte, 4*len(v))
-	for i, x := range v {
-		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
-	}
-	if err := os.WriteFile(path, b, 0o644); err != nil {
+	if err := os.WriteFile(path, putFloats(v), 0o644); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -1,66 +1,40 @@
 package server
 
 import (
-	"errors"
-	"fmt"
 	"math"
 	"strconv"
 
 	"needle/engine"
-	"needle/engine/docstore"
 )
 
-// appendRetrieveResult appends the /retrieve response for n queries with k hits each to
-// dst. Corpus rows are JSON objects already (validated by the docstore) and are copied
-// as they are. Hits labeled -1 (fewer than k rows found) and bad corpus rows (not a JSON
-// object with a string contents; `needle build` indexed them as empty text) are left out
-// rather than failing every query of the request; skipped counts the bad rows. Compact
-// separators, as FastAPI's JSONResponse writes them.
-func appendRetrieveResult(dst []byte, docs engine.DocStore, n, k int, res *searchResult, withScores bool) (out []byte, skipped int, err error) {
+// appendRetrieveResult appends the /retrieve response to dst: one list per query of its
+// hits, best first; with scores each hit is {"document": <row>, "score": s}, else the row
+// itself. Corpus rows are JSON objects already (validated by the docstore) and are copied as
+// they are. Compact separators, as FastAPI's JSONResponse writes them.
+func appendRetrieveResult(dst []byte, hits [][]engine.Hit, withScores bool) []byte {
 	dst = append(dst, `{"result":[`...)
-	for q := range n {
+	for q, query := range hits {
 		if q > 0 {
 			dst = append(dst, ',')
 		}
 		dst = append(dst, '[')
-		first := true
-		for j := q * k; j < (q+1)*k; j++ {
-			label := res.labels[j]
-			if label < 0 {
-				continue
-			}
-			row, err := docs.Row(label)
-			if err != nil {
-				if isBadRow(err) {
-					skipped++
-					continue
-				}
-				return dst, skipped, fmt.Errorf("corpus row %d: %w", label, err)
-			}
-			if !first {
+		for j, h := range query {
+			if j > 0 {
 				dst = append(dst, ',')
 			}
-			first = false
 			if withScores {
 				dst = append(dst, `{"document":`...)
-				dst = append(dst, row...)
+				dst = append(dst, h.Row...)
 				dst = append(dst, `,"score":`...)
-				dst = appendScore(dst, res.dist[j])
+				dst = appendScore(dst, h.Score)
 				dst = append(dst, '}')
 			} else {
-				dst = append(dst, row...)
+				dst = append(dst, h.Row...)
 			}
 		}
 		dst = append(dst, ']')
 	}
-	return append(dst, "]}"...), skipped, nil
-}
-
-// isBadRow tells a bad corpus line (skipped) from a failure to read the corpus. It is a
-// function of its own so the errors.As target escapes to the heap only on this rare path.
-func isBadRow(err error) bool {
-	var bad *docstore.BadRowError
-	return errors.As(err, &bad)
+	return append(dst, "]}"...)
 }
 
 // appendScore appends f as Python's json module writes float(f) (repr of the float64

@@ -74,7 +74,6 @@ type metrics struct {
 	latency  [numEndpoints]*histogram         // seconds
 	batch    *histogram                       // queries per encoder batch
 	queries  atomic.Uint64                    // queries answered by /retrieve
-	badRows  atomic.Uint64                    // hits left out because their corpus row is bad
 }
 
 func newMetrics() *metrics {
@@ -92,11 +91,12 @@ func (m *metrics) observeRequest(ep endpoint, status int, seconds float64) {
 	m.latency[ep].observe(seconds)
 }
 
-// gauges are the point-in-time values /metrics reports next to the counters.
+// gauges are the engine's figures /metrics reports next to the server's own counters.
 type gauges struct {
 	ready        bool
 	queueQueries int64
 	indexVectors int64
+	badRows      uint64 // hits the engine left out because their corpus row is bad
 }
 
 func (m *metrics) write(w io.Writer, g gauges) {
@@ -115,7 +115,7 @@ func (m *metrics) write(w io.Writer, g gauges) {
 	fmt.Fprintf(w, "# HELP needle_batch_queries Queries per encoder batch.\n# TYPE needle_batch_queries histogram\n")
 	m.batch.write(w, "needle_batch_queries", "")
 	fmt.Fprintf(w, "# HELP needle_queries_total Queries answered by /retrieve.\n# TYPE needle_queries_total counter\nneedle_queries_total %d\n", m.queries.Load())
-	fmt.Fprintf(w, "# HELP needle_bad_rows_skipped_total Hits left out of answers because their corpus line is not a JSON object with a string contents.\n# TYPE needle_bad_rows_skipped_total counter\nneedle_bad_rows_skipped_total %d\n", m.badRows.Load())
+	fmt.Fprintf(w, "# HELP needle_bad_rows_skipped_total Hits left out of answers because their corpus line is not a JSON object with a string contents.\n# TYPE needle_bad_rows_skipped_total counter\nneedle_bad_rows_skipped_total %d\n", g.badRows)
 	ready := 0
 	if g.ready {
 		ready = 1

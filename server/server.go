@@ -1,7 +1,8 @@
 // Package server is the HTTP front of `needle serve`: the /retrieve and /access contract of
 // the training stacks' retrieval server (see ANCHORS.md §1), health, readiness and
-// Prometheus metrics, request limits and bearer auth, on fasthttp. It has no cgo: the
-// engine's Retriever does the work.
+// Prometheus metrics, request limits and bearer auth, on fasthttp. A /retrieve request is
+// parsed and checked here, answered by the engine (engine.Retriever.Retrieve: batcher ->
+// encoder -> index -> docstore, with the request's context) and written as JSON here.
 package server
 
 import (
@@ -67,13 +68,6 @@ type Server struct {
 	metrics   *metrics
 	http      *fasthttp.Server
 	bodies    sync.Pool // *[]byte response buffers, owned by one handler at a time
-	results   sync.Pool // *searchResult, owned by one handler at a time
-}
-
-// searchResult holds the scores and row labels of one /retrieve request.
-type searchResult struct {
-	dist   []float32
-	labels []int64
 }
 
 // New returns a server with cfg's limits; it serves nothing until Serve.
@@ -156,7 +150,7 @@ func (s *Server) route(ctx *fasthttp.RequestCtx) endpoint {
 	case epMetrics:
 		g := gauges{}
 		if r != nil {
-			g = gauges{ready: true, queueQueries: r.Batcher.Queued(), indexVectors: r.Ntotal}
+			g = gauges{ready: true, queueQueries: r.Queued(), indexVectors: r.Ntotal(), badRows: r.BadRowsSkipped()}
 		}
 		ctx.SetContentType("text/plain; version=0.0.4; charset=utf-8")
 		s.metrics.write(ctx, g)
@@ -192,42 +186,33 @@ func (s *Server) retrieve(ctx *fasthttp.RequestCtx, r *engine.Retriever) {
 	if k == 0 {
 		k = s.cfg.DefaultTopK
 	}
-	k = int(min(int64(k), int64(s.cfg.MaxTopK), r.Ntotal))
+	k = int(min(int64(k), int64(s.cfg.MaxTopK), r.Ntotal()))
 	n := len(req.Queries)
 	if n*k > s.cfg.MaxHits {
 		writeValidation(ctx, invalid("value_error", fmt.Sprintf("Value error, %d queries x topk %d = %d hits exceeds this server's limit of %d per request",
 			n, k, n*k, s.cfg.MaxHits), json.RawMessage(strconv.Itoa(req.TopK)), nil, "topk"))
 		return
 	}
-	res := s.getResult(n * k)
-	defer s.results.Put(res)
-	if k > 0 {
-		err = r.Batcher.Search(context.Background(), req.Queries, k, res.dist, res.labels)
-	}
+	// The request's context goes down to the batcher. fasthttp cancels every RequestCtx at
+	// once when Shutdown begins, which would fail the queued requests that --drain lets
+	// finish (TestShutdownDrainsQueuedRequests), so that one cancellation is cut off.
+	hits, err := r.Retrieve(context.WithoutCancel(ctx), req.Queries, k)
 	switch {
 	case errors.Is(err, engine.ErrBusy):
 		ctx.Response.Header.Set("Retry-After", "1")
 		writeDetail(ctx, fasthttp.StatusServiceUnavailable, err.Error())
 		return
 	case err != nil:
-		writeDetail(ctx, fasthttp.StatusInternalServerError, "retrieval failed: "+err.Error())
-		return
-	}
-	body := s.getBody()
-	body, skipped, err := appendRetrieveResult(body, r.Docs, n, k, res, req.ReturnScores)
-	s.metrics.badRows.Add(uint64(skipped))
-	if err != nil {
-		s.putBody(body)
-		writeDetail(ctx, fasthttp.StatusInternalServerError, "reading the corpus: "+err.Error())
+		writeDetail(ctx, fasthttp.StatusInternalServerError, err.Error())
 		return
 	}
 	s.metrics.queries.Add(uint64(n))
-	s.setBody(ctx, body)
+	s.setBody(ctx, appendRetrieveResult(s.getBody(), hits, req.ReturnScores))
 }
 
 // access answers POST /access: the page row of each URL, or null for a miss.
 func (s *Server) access(ctx *fasthttp.RequestCtx, r *engine.Retriever) {
-	if r.Pages == nil {
+	if !r.HasPages() {
 		writeDetail(ctx, fasthttp.StatusNotFound, "no pages file: start needle serve with --pages (alias --pages_path) to use /access")
 		return
 	}
@@ -237,30 +222,18 @@ func (s *Server) access(ctx *fasthttp.RequestCtx, r *engine.Retriever) {
 		return
 	}
 	body := append(s.getBody(), `{"result":[`...)
-	for i, u := range req.URLs {
+	for i, row := range r.Access(req.URLs) {
 		if i > 0 {
 			body = append(body, ',')
 		}
-		if row, ok := r.Pages.Lookup(u); ok {
-			body = append(body, row...)
-		} else {
+		if row == nil {
 			body = append(body, "null"...)
+		} else {
+			body = append(body, row...)
 		}
 	}
 	body = append(body, "]}"...)
 	s.setBody(ctx, body)
-}
-
-func (s *Server) getResult(n int) *searchResult {
-	res, _ := s.results.Get().(*searchResult)
-	if res == nil {
-		res = &searchResult{}
-	}
-	if cap(res.dist) < n {
-		res.dist, res.labels = make([]float32, n), make([]int64, n)
-	}
-	res.dist, res.labels = res.dist[:n], res.labels[:n]
-	return res
 }
 
 func (s *Server) getBody() []byte {
@@ -270,14 +243,13 @@ func (s *Server) getBody() []byte {
 	return make([]byte, 0, 64<<10)
 }
 
-func (s *Server) putBody(b []byte) { s.bodies.Put(&b) }
-
 // setBody hands body to the response without copying and takes the response's previous
 // buffer back into the pool.
 func (s *Server) setBody(ctx *fasthttp.RequestCtx, body []byte) {
 	ctx.SetStatusCode(fasthttp.StatusOK)
 	ctx.SetContentType("application/json")
-	s.putBody(ctx.Response.SwapBody(body))
+	old := ctx.Response.SwapBody(body)
+	s.bodies.Put(&old)
 }
 
 // transportError answers requests fasthttp could not read (too large, malformed HTTP,

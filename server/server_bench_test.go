@@ -1,6 +1,10 @@
 package server
 
-import "testing"
+import (
+	"testing"
+
+	"needle/engine"
+)
 
 // BenchmarkRetrieveSingleQuery is the server's own cost per ASearcher/verl-style request
 // (parse, batcher round trip, row copy, JSON) around a cheap fake encoder and index.
@@ -16,23 +20,20 @@ func BenchmarkRetrieveSingleQuery(b *testing.B) {
 }
 
 // BenchmarkAppendRetrieveResult is the response encoding of a 2,560-query Search-R1 POST.
-// The fake corpus allocates one copy per Row (the docstore returns mmap views: none).
 func BenchmarkAppendRetrieveResult(b *testing.B) {
-	s, _, _ := testServer(b, Config{}, false)
-	r := s.retriever.Load()
+	_, docs, _ := testParts()
 	const n, k = 2560, 3
-	res := &searchResult{dist: make([]float32, n*k), labels: make([]int64, n*k)}
-	for i := range res.labels {
-		res.labels[i], res.dist[i] = int64(i%50), 0.5
+	hits := make([][]engine.Hit, n)
+	for q := range hits {
+		for j := range k {
+			row, _ := docs.Row(int64((q*k + j) % 50))
+			hits[q] = append(hits[q], engine.Hit{Row: row, Score: 0.5})
+		}
 	}
 	var buf []byte
 	b.ReportAllocs()
 	for b.Loop() {
-		var err error
-		buf, _, err = appendRetrieveResult(buf[:0], r.Docs, n, k, res, true)
-		if err != nil {
-			b.Fatal(err)
-		}
+		buf = appendRetrieveResult(buf[:0], hits, true)
 	}
 	b.SetBytes(int64(len(buf)))
 }

@@ -9,30 +9,41 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"needle/engine"
-	"needle/engine/docstore"
 	"needle/engine/enginetest"
 )
 
-// testServer serves 50 fake documents; pages enables /access.
-func testServer(t testing.TB, cfg Config, pages bool) (*Server, *enginetest.HashEncoder, *enginetest.FlatIndex) {
-	t.Helper()
+// testParts are 50 fake documents, their index and encoder.
+func testParts() (*enginetest.HashEncoder, *enginetest.Docs, *enginetest.FlatIndex) {
 	enc := &enginetest.HashEncoder{Dimension: 16}
 	texts := make([]string, 50)
 	for i := range texts {
 		texts[i] = fmt.Sprintf("title%d about topic%d and word%d", i, i%5, i%11)
 	}
 	docs, idx := enginetest.Corpus(enc, texts)
+	return enc, docs, idx
+}
+
+// serveParts makes s ready with a Retriever over the parts (pages may be nil).
+func serveParts(t testing.TB, s *Server, enc engine.Encoder, idx engine.Index, docs engine.DocStore, pages engine.PageStore) {
+	t.Helper()
+	r, err := engine.NewRetriever(enc, idx, docs, pages, "query: ", engine.BatcherOptions{MaxBatch: 8, OnBatch: s.ObserveBatch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Close)
+	s.SetRetriever(r)
+}
+
+// testServer serves the testParts; pages enables /access.
+func testServer(t testing.TB, cfg Config, pages bool) (*Server, *enginetest.HashEncoder, *enginetest.FlatIndex) {
+	t.Helper()
+	enc, docs, idx := testParts()
 	var ps engine.PageStore
 	if pages {
 		ps = enginetest.Pages{"https://en.wikipedia.org/w/index.php?title=Beveridge,%20Victoria": `{"url":"https://en.wikipedia.org/w/index.php?title=Beveridge,%20Victoria","contents":"Beveridge is a town"}`}
 	}
 	s := New(cfg)
-	r, err := engine.NewRetriever(enc, idx, docs, ps, "query: ", engine.BatcherOptions{MaxBatch: 8, OnBatch: s.ObserveBatch})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(r.Batcher.Close)
-	s.SetRetriever(r)
+	serveParts(t, s, enc, idx, docs, ps)
 	return s, enc, idx
 }
 
@@ -318,22 +329,10 @@ func TestAppendScoreMatchesPythonJSON(t *testing.T) {
 	}
 }
 
-// evenRowsBad reports every even corpus row as a bad line, as docstore does for a line
-// that is not a JSON object with a string contents.
-type evenRowsBad struct{ engine.DocStore }
-
-func (d evenRowsBad) Row(i int64) ([]byte, error) {
-	if i%2 == 0 {
-		return nil, &docstore.BadRowError{Path: "corpus.jsonl", Line: i + 1, Reason: "not a JSON object"}
-	}
-	return d.DocStore.Row(i)
-}
-
 func TestBadCorpusRowsAreLeftOut(t *testing.T) {
-	s, _, _ := testServer(t, Config{}, false)
-	r := *s.retriever.Load()
-	r.Docs = evenRowsBad{r.Docs}
-	s.SetRetriever(&r)
+	enc, docs, idx := testParts()
+	s := New(Config{})
+	serveParts(t, s, enc, idx, enginetest.EvenRowsBad{DocStore: docs}, nil)
 	code, out, _ := do(s, "POST", "/retrieve", `{"queries":["topic1","topic2"],"topk":10,"return_scores":true}`)
 	var got struct{ Result [][]scoredHit }
 	if code != 200 || json.Unmarshal(out, &got) != nil || len(got.Result) != 2 {

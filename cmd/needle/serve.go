@@ -12,16 +12,10 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
-	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	"needle/engine"
-	"needle/engine/bert"
-	"needle/engine/indexbuild"
-	"needle/engine/docstore"
-	"needle/faissgo"
 	"needle/internal/atomicfile"
 	"needle/server"
 )
@@ -30,19 +24,17 @@ func init() {
 	register(command{name: "serve", summary: "serve /retrieve and /access (drop-in for the Search-R1 retrieval server)", run: runServe})
 }
 
-// serveFlags are `needle serve`'s settings; the anchors' flag names are aliases.
+// serveFlags are `needle serve`'s settings; the anchors' flag names are aliases. The
+// engine's flags fill engine.Options; the rest belong to the HTTP server and this command.
 type serveFlags struct {
-	index, corpus, pages, model string
-	retrieverName, queryPrefix  string
-	host                        string
-	port, topk, threads         int
-	saveAddressTo, authToken    string
-	faissGPU, mmap              bool
-	prefixSet                   bool // --query-prefix was given (even as "")
-	maxBatch, maxQueued         int
-	encoders                    int
-	batchWait, drain            time.Duration
-	cfg                         server.Config
+	engine                   engine.Options
+	queryPrefix              string
+	host                     string
+	port, topk               int
+	saveAddressTo, authToken string
+	faissGPU                 bool
+	drain                    time.Duration
+	cfg                      server.Config
 }
 
 func parseServeFlags(args []string) (*serveFlags, error) {
@@ -61,24 +53,24 @@ func parseServeFlags(args []string) (*serveFlags, error) {
 			fs.StringVar(p, n, def, u)
 		}
 	}
-	str(&f.index, "", "a needle build output folder (with manifest.json) or a bare FAISS index file (required)", "index", "index_path")
-	str(&f.corpus, "", "corpus JSONL, line i = index row i (default: the corpus recorded in the build manifest)", "corpus", "corpus_path")
-	str(&f.pages, "", "pages JSONL with a \"url\" per row, for /access (ASearcher's wiki_webpages.jsonl); without it /access answers 404", "pages", "pages_path")
-	str(&f.model, "", "encoder model folder (config.json, model.safetensors, vocab.txt) (default: the model in the build manifest)", "model", "retriever_model")
-	fs.StringVar(&f.retrieverName, "retriever_name", "", "model name as the anchors take it; a name containing \"e5\" sets the query prefix to \"query: \"")
+	str(&f.engine.Index, "", "a needle build output folder (with manifest.json) or a bare FAISS index file (required)", "index", "index_path")
+	str(&f.engine.Corpus, "", "corpus JSONL, line i = index row i (default: the corpus recorded in the build manifest)", "corpus", "corpus_path")
+	str(&f.engine.Pages, "", "pages JSONL with a \"url\" per row, for /access (ASearcher's wiki_webpages.jsonl); without it /access answers 404", "pages", "pages_path")
+	str(&f.engine.Model, "", "encoder model folder (config.json, model.safetensors, vocab.txt) (default: the model in the build manifest)", "model", "retriever_model")
+	fs.StringVar(&f.engine.RetrieverName, "retriever_name", "", "model name as the anchors take it; a name containing \"e5\" sets the query prefix to \"query: \"")
 	fs.StringVar(&f.queryPrefix, "query-prefix", "", "text prepended to every query before encoding (default: \"query: \" for e5 models: --retriever_name or a manifest passage prefix \"passage: \"; else none)")
 	fs.StringVar(&f.host, "host", "127.0.0.1", "address to bind (0.0.0.0 exposes the server to the network)")
 	fs.IntVar(&f.port, "port", 8000, "TCP port (0 picks a free one; see --save-address-to)")
 	fs.IntVar(&f.topk, "topk", 3, "results per query when a request has no topk (or null or 0)")
-	fs.IntVar(&f.threads, "threads", 0, "threads for the encoder and FAISS (0 = all cores)")
+	fs.IntVar(&f.engine.Threads, "threads", 0, "threads for the encoder and FAISS (0 = all cores)")
 	fs.StringVar(&f.saveAddressTo, "save-address-to", "", "folder to write Host{ip}_IP{port}.txt = \"{ip}:{port}\" into once the server is ready (removed on SIGINT/SIGTERM)")
 	fs.StringVar(&f.authToken, "auth-token", os.Getenv("NEEDLE_AUTH_TOKEN"), "if set, /retrieve, /access and /metrics need \"Authorization: Bearer <token>\" (default $NEEDLE_AUTH_TOKEN)")
 	fs.BoolVar(&f.faissGPU, "faiss_gpu", false, "accepted for the anchors' scripts; this build has no GPU FAISS, so it says so and serves on the CPU")
-	fs.BoolVar(&f.mmap, "mmap", false, "map IVF inverted lists from the index file instead of loading them (FAISS mmap; flat and HNSW indexes load into RAM anyway)")
-	fs.IntVar(&f.maxBatch, "max-batch", 64, "most queries in one encoder batch and FAISS search (the batcher coalesces concurrent requests up to this)")
-	fs.DurationVar(&f.batchWait, "batch-wait", 0, "how long a batch that is not full waits for more queries (0: take what is queued when the encoder is free)")
-	fs.IntVar(&f.encoders, "encoders", 1, "encoder batches run at the same time (each also uses --threads BLAS threads; on 2 cores 2 encoders cost 3x the CPU per query, measured)")
-	fs.IntVar(&f.maxQueued, "max-queued", 16384, "most queries waiting or in progress; beyond it requests get 503 + Retry-After")
+	fs.BoolVar(&f.engine.Mmap, "mmap", false, "map IVF inverted lists from the index file instead of loading them (FAISS mmap; flat and HNSW indexes load into RAM anyway)")
+	fs.IntVar(&f.engine.Batcher.MaxBatch, "max-batch", 64, "most queries in one encoder batch and FAISS search (the batcher coalesces concurrent requests up to this)")
+	fs.DurationVar(&f.engine.Batcher.MaxWait, "batch-wait", 0, "how long a batch that is not full waits for more queries (0: take what is queued when the encoder is free)")
+	fs.IntVar(&f.engine.Batcher.Encoders, "encoders", 1, "encoder batches run at the same time (each also uses --threads BLAS threads; on 2 cores 2 encoders cost 3x the CPU per query, measured)")
+	fs.IntVar(&f.engine.Batcher.MaxQueued, "max-queued", 16384, "most queries waiting or in progress; beyond it requests get 503 + Retry-After")
 	fs.IntVar(&f.cfg.MaxQueries, "max-queries", 8192, "most queries (or URLs) in one request; more get 422")
 	fs.IntVar(&f.cfg.MaxTopK, "max-topk", 1000, "topk above this (or above the index size) is capped")
 	fs.IntVar(&f.cfg.MaxHits, "max-hits", 1<<18, "most queries x topk in one request (bounds the response's memory); more get 422")
@@ -91,11 +83,15 @@ func parseServeFlags(args []string) (*serveFlags, error) {
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
-	fs.Visit(func(fl *flag.Flag) { f.prefixSet = f.prefixSet || fl.Name == "query-prefix" })
+	fs.Visit(func(fl *flag.Flag) {
+		if fl.Name == "query-prefix" {
+			f.engine.QueryPrefix = &f.queryPrefix
+		}
+	})
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q (flags start with --)", fs.Arg(0))
 	}
-	if f.index == "" {
+	if f.engine.Index == "" {
 		return nil, errors.New("--index (or --index_path) is required")
 	}
 	if f.topk <= 0 || f.port < 0 || f.port > 65535 {
@@ -105,60 +101,20 @@ func parseServeFlags(args []string) (*serveFlags, error) {
 	return f, nil
 }
 
-// servedFiles are the resolved inputs of one `needle serve`.
-type servedFiles struct {
-	indexFile, corpus, model, prefix string
-	manifest                         *indexbuild.Manifest // nil for a bare index file
-}
-
-// resolveFiles reads the build manifest when --index is a folder and fills in what the
-// flags left out. The query prefix is the flag's, else "query: " for e5 models.
-func resolveFiles(f *serveFlags) (servedFiles, error) {
-	sf := servedFiles{indexFile: f.index, corpus: f.corpus, model: f.model, prefix: f.queryPrefix}
-	if info, err := os.Stat(f.index); err != nil {
-		return sf, fmt.Errorf("--index: %w", err)
-	} else if info.IsDir() {
-		m, err := indexbuild.ReadManifest(f.index)
-		if err != nil {
-			return sf, fmt.Errorf("--index: %w", err)
-		}
-		sf.manifest, sf.indexFile = m, filepath.Join(f.index, m.IndexFile)
-		if sf.corpus == "" {
-			sf.corpus = m.Corpus.Path
-		}
-		if sf.model == "" {
-			sf.model = m.Model
-		}
-	}
-	if sf.corpus == "" {
-		return sf, errors.New("--corpus (or --corpus_path) is required with a bare index file")
-	}
-	if sf.model == "" {
-		return sf, errors.New("--model (or --retriever_model) is required: the index has no manifest naming its model")
-	}
-	if !f.prefixSet {
-		e5 := strings.Contains(strings.ToLower(f.retrieverName), "e5") ||
-			(sf.manifest != nil && sf.manifest.Prefix == "passage: ")
-		if e5 {
-			sf.prefix = "query: "
-		}
-	}
-	return sf, nil
-}
-
 func runServe(args []string) error {
 	f, err := parseServeFlags(args)
 	if err != nil {
 		return err
 	}
-	files, err := resolveFiles(f)
+	opts, err := engine.Resolve(f.engine)
 	if err != nil {
 		return err
 	}
 	if f.faissGPU {
-		fmt.Fprintln(os.Stderr, "needle serve: --faiss_gpu: this build has no GPU FAISS (no GPU on this machine); serving on the CPU")
+		fmt.Fprintln(os.Stderr, "needle serve: --faiss_gpu: this build has no GPU FAISS; serving on the CPU")
 	}
 	srv := server.New(f.cfg)
+	opts.Batcher.OnBatch = srv.ObserveBatch
 	ln, err := net.Listen("tcp", net.JoinHostPort(f.host, strconv.Itoa(f.port)))
 	if err != nil {
 		return err
@@ -166,33 +122,33 @@ func runServe(args []string) error {
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	addr := ln.Addr().(*net.TCPAddr)
-	fmt.Fprintf(os.Stderr, "needle serve: listening on %s (GET /health answers; loading %s)\n", addr, files.indexFile)
+	fmt.Fprintf(os.Stderr, "needle serve: listening on %s (GET /health answers; loading %s)\n", addr, opts.Index)
 
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGINT, syscall.SIGTERM)
 	began := time.Now()
-	type loadResult struct {
-		parts *loadedParts
-		err   error
+	type opened struct {
+		r   *engine.Retriever
+		err error
 	}
-	loadDone := make(chan loadResult, 1)
+	openDone := make(chan opened, 1)
 	go func() {
-		l, err := load(f, files, srv)
-		loadDone <- loadResult{l, err}
+		r, err := engine.Open(opts)
+		openDone <- opened{r, err}
 	}()
-	var loaded *loadedParts
+	var r *engine.Retriever
 	select {
-	case res := <-loadDone:
+	case res := <-openDone:
 		if res.err != nil {
 			srv.Shutdown(context.Background())
 			return res.err
 		}
-		loaded = res.parts
+		r = res.r
 	case sig := <-stop:
 		srv.Shutdown(context.Background())
 		return fmt.Errorf("%v while loading: stopped before ready", sig)
 	}
-	srv.SetRetriever(loaded.retriever)
+	srv.SetRetriever(r)
 	addressFile, err := announce(f, addr)
 	if err != nil {
 		srv.Shutdown(context.Background())
@@ -200,7 +156,7 @@ func runServe(args []string) error {
 	}
 	fmt.Fprintf(os.Stderr, "needle serve: ready in %.1fs: %d vectors (%s), query prefix %q\n"+
 		"  curl -s http://%s/retrieve -H 'Content-Type: application/json' -d '{\"queries\":[\"what is a needle\"],\"topk\":3,\"return_scores\":true}'\n",
-		time.Since(began).Seconds(), loaded.retriever.Ntotal, files.indexFile, files.prefix, net.JoinHostPort(advertisedIP(f.host), strconv.Itoa(addr.Port)))
+		time.Since(began).Seconds(), r.Ntotal(), opts.Index, *opts.QueryPrefix, net.JoinHostPort(advertisedIP(f.host), strconv.Itoa(addr.Port)))
 
 	select {
 	case err := <-served:
@@ -212,9 +168,9 @@ func runServe(args []string) error {
 	defer cancel()
 	shutdownErr := srv.Shutdown(ctx)
 	if shutdownErr == nil {
-		// Only once no handler can call the batcher any more; after a drain timeout the
+		// Only once no handler can call the engine any more; after a drain timeout the
 		// process exits and the OS releases everything.
-		loaded.close()
+		r.Close()
 	}
 	if addressFile != "" {
 		if err := os.Remove(addressFile); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -222,84 +178,6 @@ func runServe(args []string) error {
 		}
 	}
 	return shutdownErr
-}
-
-// loadedParts are the open index, corpus, pages and encoder behind the Retriever.
-type loadedParts struct {
-	retriever *engine.Retriever
-	index     *faissgo.Index
-	corpus    *docstore.Corpus
-	pages     *docstore.Pages
-}
-
-// close releases everything after the server has stopped.
-func (l *loadedParts) close() {
-	l.retriever.Batcher.Close()
-	l.closeFiles()
-}
-
-// closeFiles closes the index, corpus and pages that are open (all of them once loaded,
-// some when a load failed).
-func (l *loadedParts) closeFiles() {
-	if l.index != nil {
-		l.index.Close()
-	}
-	if l.corpus != nil {
-		l.corpus.Close()
-	}
-	if l.pages != nil {
-		l.pages.Close()
-	}
-}
-
-// load opens the index, corpus, pages and model at the same time (the slow parts are
-// reading the index file and building the corpus offsets sidecar on first use).
-func load(f *serveFlags, files servedFiles, srv *server.Server) (*loadedParts, error) {
-	faissgo.Init(f.threads)
-	l := &loadedParts{}
-	var enc *bert.Encoder
-	var wg sync.WaitGroup
-	errs := make([]error, 4)
-	run := func(i int, what string, fn func() error) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := fn(); err != nil {
-				errs[i] = fmt.Errorf("%s: %w", what, err)
-			}
-		}()
-	}
-	run(0, "--index", func() (err error) { l.index, err = faissgo.Read(files.indexFile, f.mmap); return })
-	run(1, "--corpus", func() (err error) { l.corpus, err = docstore.OpenCorpus(files.corpus, docstore.Options{}); return })
-	if f.pages != "" {
-		run(2, "--pages", func() (err error) { l.pages, err = docstore.OpenPages(f.pages, docstore.Options{}); return })
-	}
-	run(3, "--model", func() (err error) {
-		opt := bert.Options{MaxLength: 256, BatchSize: f.maxBatch, Threads: f.threads}
-		if files.manifest != nil && files.manifest.Pooling != "" {
-			opt.Pooling = files.manifest.Pooling
-		}
-		enc, err = bert.Load(files.model, opt)
-		return
-	})
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		l.closeFiles()
-		return nil, err
-	}
-	var pages engine.PageStore
-	if l.pages != nil {
-		pages = l.pages
-	}
-	r, err := engine.NewRetriever(enc, l.index, l.corpus, pages, files.prefix, engine.BatcherOptions{
-		MaxBatch: f.maxBatch, MaxWait: f.batchWait, MaxQueued: f.maxQueued, Encoders: f.encoders, OnBatch: srv.ObserveBatch,
-	})
-	if err != nil {
-		l.closeFiles()
-		return nil, fmt.Errorf("%s with %s and %s: %w", files.indexFile, files.corpus, files.model, err)
-	}
-	l.retriever = r
-	return l, nil
 }
 
 // announce checks that the server answers /ready through its socket, then writes the

@@ -1,69 +1,58 @@
 package main
 
 import (
-	"os"
-	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 
-	"needle/engine/indexbuild"
+	"needle/engine"
 )
 
-// writeManifest makes dir a minimal `needle build` output folder with passage prefix prefix.
-func writeManifest(t *testing.T, dir, prefix string) {
-	t.Helper()
-	m := &indexbuild.Manifest{Model: "/models/m", Dimension: 4, Count: 1, Factory: "Flat", Metric: "ip", Prefix: prefix,
-		MaxLength: 256, Pooling: "mean", Normalize: true, IndexFile: "index.faiss",
-		Corpus: indexbuild.CorpusInfo{Path: "/data/corpus.jsonl"}}
-	if err := indexbuild.WriteManifest(dir, m); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func TestServeFlagsAndFiles(t *testing.T) {
-	e5, plain := t.TempDir(), t.TempDir()
-	writeManifest(t, e5, "passage: ")
-	writeManifest(t, plain, "")
-	bare := filepath.Join(t.TempDir(), "e5_Flat.index")
-	os.WriteFile(bare, []byte("x"), 0o644)
+// The flags (and the anchors' aliases) fill engine.Options; engine.Resolve's own test
+// covers what a manifest adds.
+func TestServeFlags(t *testing.T) {
+	empty, defaults := "", engine.BatcherOptions{MaxBatch: 64, MaxQueued: 16384, Encoders: 1}
 	for _, tc := range []struct {
-		name                         string
-		args                         []string
-		index, corpus, model, prefix string
-		err                          string
+		name string
+		args []string
+		want engine.Options
 	}{
-		{"manifest fills corpus and model", []string{"--index", plain}, filepath.Join(plain, "index.faiss"), "/data/corpus.jsonl", "/models/m", "", ""},
-		{"e5 manifest sets query prefix", []string{"--index", e5}, filepath.Join(e5, "index.faiss"), "/data/corpus.jsonl", "/models/m", "query: ", ""},
-		{"explicit empty prefix wins", []string{"--index", e5, "--query-prefix", ""}, filepath.Join(e5, "index.faiss"), "/data/corpus.jsonl", "/models/m", "", ""},
-		{"anchor aliases, e5 name", []string{"--index_path", bare, "--corpus_path", "c.jsonl", "--retriever_model", "/m/e5-base-v2",
-			"--retriever_name", "e5", "--faiss_gpu", "--topk", "3", "--port", "8001"}, bare, "c.jsonl", "/m/e5-base-v2", "query: ", ""},
-		{"bare index needs corpus", []string{"--index", bare, "--model", "m"}, "", "", "", "", "--corpus"},
-		{"bare index needs model", []string{"--index", bare, "--corpus", "c"}, "", "", "", "", "--model"},
-		{"missing index", []string{"--corpus", "c"}, "", "", "", "", "--index"},
-		{"index not found", []string{"--index", "/nonexistent/x"}, "", "", "", "", "no such file"},
-		{"folder without manifest", []string{"--index", t.TempDir()}, "", "", "", "", "no manifest"},
-		{"bad port", []string{"--index", bare, "--port", "70000"}, "", "", "", "", "--port"},
-		{"stray argument", []string{"--index", bare, "extra"}, "", "", "", "", "unexpected argument"},
+		{"defaults", []string{"--index", "dir"}, engine.Options{Index: "dir", Batcher: defaults}},
+		{"explicit empty prefix is kept", []string{"--index", "dir", "--query-prefix", ""},
+			engine.Options{Index: "dir", QueryPrefix: &empty, Batcher: defaults}},
+		{"anchor aliases, e5 name", []string{"--index_path", "x.index", "--corpus_path", "c.jsonl", "--retriever_model", "/m/e5-base-v2",
+			"--pages_path", "p.jsonl", "--retriever_name", "e5", "--faiss_gpu", "--topk", "3", "--port", "8001"},
+			engine.Options{Index: "x.index", Corpus: "c.jsonl", Model: "/m/e5-base-v2", Pages: "p.jsonl", RetrieverName: "e5", Batcher: defaults}},
+		{"engine settings", []string{"--index", "i", "--threads", "2", "--mmap", "--max-batch", "8", "--batch-wait", "2ms",
+			"--encoders", "2", "--max-queued", "100"},
+			engine.Options{Index: "i", Threads: 2, Mmap: true, Batcher: engine.BatcherOptions{MaxBatch: 8, MaxWait: 2 * time.Millisecond, MaxQueued: 100, Encoders: 2}}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			f, err := parseServeFlags(tc.args)
-			var files servedFiles
-			if err == nil {
-				files, err = resolveFiles(f)
-			}
-			if tc.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.err) {
-					t.Fatalf("error %v, want one mentioning %q", err, tc.err)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if files.indexFile != tc.index || files.corpus != tc.corpus || files.model != tc.model || files.prefix != tc.prefix {
-				t.Errorf("got index %q corpus %q model %q prefix %q", files.indexFile, files.corpus, files.model, files.prefix)
-			}
-		})
+		f, err := parseServeFlags(tc.args)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		got, want := f.engine, tc.want
+		if (got.QueryPrefix == nil) != (want.QueryPrefix == nil) || (got.QueryPrefix != nil && *got.QueryPrefix != *want.QueryPrefix) {
+			t.Errorf("%s: query prefix %v, want %v", tc.name, got.QueryPrefix, want.QueryPrefix)
+		}
+		got.QueryPrefix, want.QueryPrefix = nil, nil
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: options\n got %+v\nwant %+v", tc.name, got, want)
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		err  string
+	}{
+		{[]string{"--corpus", "c"}, "--index"},
+		{[]string{"--index", "i", "--port", "70000"}, "--port"},
+		{[]string{"--index", "i", "--topk", "0"}, "--topk"},
+		{[]string{"--index", "i", "extra"}, "unexpected argument"},
+	} {
+		if _, err := parseServeFlags(tc.args); err == nil || !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("%q: error %v, want one mentioning %q", tc.args, err, tc.err)
+		}
 	}
 }
 

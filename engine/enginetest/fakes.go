@@ -11,6 +11,9 @@ import (
 	"sort"
 	"strings"
 	"sync/atomic"
+
+	"needle/engine"
+	"needle/engine/docstore"
 )
 
 // HashEncoder maps each word of a text to one of Dimension buckets (FNV hash) and
@@ -49,6 +52,20 @@ func (e *HashEncoder) Encode(texts []string, prefix string) ([]float32, error) {
 		}
 	}
 	return out, nil
+}
+
+// GatedEncoder signals each Encode call on Started and holds it until Release is closed, so
+// a test can act while a batch is being encoded.
+type GatedEncoder struct {
+	engine.Encoder
+	Started chan struct{}
+	Release chan struct{}
+}
+
+func (e *GatedEncoder) Encode(texts []string, prefix string) ([]float32, error) {
+	e.Started <- struct{}{}
+	<-e.Release
+	return e.Encoder.Encode(texts, prefix)
 }
 
 // FlatIndex is an exact inner-product index over Vectors (Ntotal*Dimension floats).
@@ -119,4 +136,15 @@ func Corpus(enc *HashEncoder, texts []string) (*Docs, *FlatIndex) {
 	}
 	vecs, _ := enc.Encode(texts, "")
 	return docs, &FlatIndex{Dimension: enc.Dimension, Vectors: vecs}
+}
+
+// EvenRowsBad reports every even row of DocStore as a bad line, as docstore does for a
+// line that is not a JSON object with a string contents.
+type EvenRowsBad struct{ engine.DocStore }
+
+func (d EvenRowsBad) Row(i int64) ([]byte, error) {
+	if i%2 == 0 {
+		return nil, &docstore.BadRowError{Path: "corpus.jsonl", Line: i + 1, Reason: "not a JSON object"}
+	}
+	return d.DocStore.Row(i)
 }

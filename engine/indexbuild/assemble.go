@@ -2,7 +2,6 @@ package indexbuild
 
 import (
 	"bufio"
-	"encoding/binary"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -10,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"needle/faissgo"
 	"needle/internal/atomicfile"
 	"needle/internal/progress"
 )
@@ -117,35 +117,24 @@ func writeFloats(w io.Writer, x []float32, raw *[]byte) error {
 }
 
 // writeFlatIndex writes vecs to path atomically as a FAISS IndexFlatIP ("ip") or IndexFlatL2
-// ("l2") file, byte for byte what faiss.write_index writes (faiss/impl/index_write.cpp:
-// fourcc, then d i32, ntotal i64, two unused i64 of 1<<20, is_trained u8, metric i32, then
-// the vector of ntotal*d floats as a u64 length and the data).
+// ("l2") file (faissgo.WriteFlat owns the format), streaming the rows so that memory stays
+// at one chunk.
 func writeFlatIndex(path, metric string, vecs vectors, log io.Writer, emb io.Writer) error {
-	fourcc, metricType := "IxFI", uint32(0) // faiss METRIC_INNER_PRODUCT
-	if metric == "l2" {
-		fourcc, metricType = "IxF2", 1 // faiss METRIC_L2
+	m, err := faissgo.ParseMetric(metric)
+	if err != nil {
+		return err
 	}
-	head := []byte(fourcc)
-	head = binary.LittleEndian.AppendUint32(head, uint32(vecs.Dim()))
-	head = binary.LittleEndian.AppendUint64(head, uint64(vecs.Len()))
-	head = binary.LittleEndian.AppendUint64(head, 1<<20)
-	head = binary.LittleEndian.AppendUint64(head, 1<<20)
-	head = append(head, 1)
-	head = binary.LittleEndian.AppendUint32(head, metricType)
-	head = binary.LittleEndian.AppendUint64(head, uint64(vecs.Len())*uint64(vecs.Dim()))
-	err := atomicfile.Create(path, func(f *os.File) error {
+	err = atomicfile.Create(path, func(f *os.File) error {
 		w := bufio.NewWriterSize(f, 4<<20)
-		if _, err := w.Write(head); err != nil {
-			return err
-		}
-		// The index's vector data is emb.memmap's bytes: convert each chunk once.
-		out := io.Writer(w)
-		if emb != nil {
-			out = io.MultiWriter(w, emb)
-		}
-		var raw []byte
-		err := streamRows(vecs, log, nil, func(_ int64, x []float32) error {
-			return writeFloats(out, x, &raw)
+		err := faissgo.WriteFlat(w, m, vecs.Dim(), vecs.Len(), func(data io.Writer) error {
+			// The index's vector data is emb.memmap's bytes: convert each chunk once.
+			if emb != nil {
+				data = io.MultiWriter(data, emb)
+			}
+			var raw []byte
+			return streamRows(vecs, log, nil, func(_ int64, x []float32) error {
+				return writeFloats(data, x, &raw)
+			})
 		})
 		if err != nil {
 			return err

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"needle/faissgo"
 	"needle/internal/atomicfile"
 )
 
@@ -92,9 +93,6 @@ func (x *fakeIndex) WriteFile(path string) error {
 }
 func (x *fakeIndex) Close() {}
 
-// flatHeaderBytes is the size of a FAISS Flat index file before its vectors.
-const flatHeaderBytes = 4 + 4 + 8 + 8 + 8 + 1 + 4 + 8
-
 type fixture struct {
 	cfg    Config
 	corpus *fakeCorpus
@@ -146,7 +144,7 @@ func TestBuildAndUpToDate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Rows != 25 || rep.Encoded != 25 || rep.BadRows != 2 || rep.IndexBytes != flatHeaderBytes+25*3*4 {
+	if rep.Rows != 25 || rep.Encoded != 25 || rep.BadRows != 2 || rep.IndexBytes != faissgo.FlatHeaderBytes+25*3*4 {
 		t.Fatalf("report %+v", rep)
 	}
 	m, err := ReadManifest(f.cfg.Out)
@@ -165,7 +163,7 @@ func TestBuildAndUpToDate(t *testing.T) {
 	if !bytes.Equal(emb[3*12:4*12], wantRaw) {
 		t.Fatalf("row 3 = %v, want the empty text's vector %v", emb[36:48], wantRaw)
 	}
-	if index := readFile(t, filepath.Join(f.cfg.Out, IndexFileName)); !bytes.Equal(emb, index[flatHeaderBytes:]) {
+	if index := readFile(t, filepath.Join(f.cfg.Out, IndexFileName)); !bytes.Equal(emb, index[faissgo.FlatHeaderBytes:]) {
 		t.Fatal("emb.memmap differs from the vectors of the Flat index")
 	}
 	if _, err := os.Stat(filepath.Join(f.cfg.Out, partialDirName)); !errors.Is(err, os.ErrNotExist) {

@@ -1,0 +1,147 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"needle/engine"
+	"needle/engine/enginetest"
+)
+
+func TestNewRetrieverChecksShapes(t *testing.T) {
+	enc := &enginetest.HashEncoder{Dimension: 8}
+	docs, idx := enginetest.Corpus(enc, corpusTexts(10))
+	if _, err := engine.NewRetriever(&enginetest.HashEncoder{Dimension: 4}, idx, docs, nil, "", engine.BatcherOptions{}); err == nil {
+		t.Error("dimension mismatch accepted")
+	}
+	short := &enginetest.Docs{Lines: docs.Lines[:9]}
+	if _, err := engine.NewRetriever(enc, idx, short, nil, "", engine.BatcherOptions{}); err == nil {
+		t.Error("corpus/index row count mismatch accepted")
+	}
+	r, err := engine.NewRetriever(enc, idx, docs, nil, "", engine.BatcherOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	if r.Ntotal() != 10 {
+		t.Errorf("Ntotal %d, want 10", r.Ntotal())
+	}
+}
+
+// newRetriever serves corpusTexts(n) through the fakes, with queries prefixed "query: ".
+func newRetriever(t *testing.T, n int, wrap func(engine.DocStore) engine.DocStore) (*engine.Retriever, *enginetest.Docs, engine.Encoder, engine.Index) {
+	t.Helper()
+	enc := &enginetest.HashEncoder{Dimension: 16}
+	docs, idx := enginetest.Corpus(enc, corpusTexts(n))
+	var ds engine.DocStore = docs
+	if wrap != nil {
+		ds = wrap(docs)
+	}
+	pages := enginetest.Pages{"https://en.wikipedia.org/w/index.php?title=A": `{"url":"A"}`}
+	r, err := engine.NewRetriever(enc, idx, ds, pages, "query: ", engine.BatcherOptions{MaxBatch: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Close)
+	return r, docs, enc, idx
+}
+
+// The oracle is the fake index searched directly, each label's corpus line read directly.
+func TestRetrieveMatchesDirectSearch(t *testing.T) {
+	r, docs, enc, idx := newRetriever(t, 30, nil)
+	queries := []string{"topic1 word3", "doc7", "", "nothing matches", "shared"}
+	const k = 35 // above Ntotal: the last 5 labels of each query are -1 and left out
+	got, err := r.Retrieve(context.Background(), queries, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantD, wantL := direct(t, enc, idx, queries, k)
+	if len(got) != len(queries) {
+		t.Fatalf("%d hit lists for %d queries", len(got), len(queries))
+	}
+	for q, hits := range got {
+		if len(hits) != 30 {
+			t.Fatalf("query %d: %d hits, want the 30 rows", q, len(hits))
+		}
+		for j, h := range hits {
+			row, _ := docs.Row(wantL[q*k+j])
+			if !slices.Equal(h.Row, row) || h.Score != wantD[q*k+j] {
+				t.Fatalf("query %d hit %d: (%s, %v), want (%s, %v)", q, j, h.Row, h.Score, row, wantD[q*k+j])
+			}
+		}
+	}
+	for _, tc := range []struct {
+		queries []string
+		k       int
+	}{{nil, 3}, {queries, 0}} {
+		got, err := r.Retrieve(context.Background(), tc.queries, tc.k)
+		if err != nil || len(got) != len(tc.queries) || slices.ContainsFunc(got, func(h []engine.Hit) bool { return len(h) > 0 }) {
+			t.Errorf("%d queries, k %d: %v, %v; want %d empty lists", len(tc.queries), tc.k, got, err, len(tc.queries))
+		}
+	}
+}
+
+func TestRetrieveLeavesBadRowsOutAndCountsThem(t *testing.T) {
+	r, _, _, _ := newRetriever(t, 20, func(d engine.DocStore) engine.DocStore { return enginetest.EvenRowsBad{DocStore: d} })
+	got, err := r.Retrieve(context.Background(), []string{"topic1", "topic2"}, 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for q, hits := range got {
+		if len(hits) != 10 {
+			t.Errorf("query %d: %d hits, want the 10 odd rows of 20", q, len(hits))
+		}
+		for _, h := range hits {
+			var id int
+			if _, err := fmt.Sscanf(string(h.Row), `{"id": "%d"`, &id); err != nil || id%2 == 0 {
+				t.Errorf("query %d: row %s returned", q, h.Row)
+			}
+		}
+	}
+	if n := r.BadRowsSkipped(); n != 20 {
+		t.Errorf("BadRowsSkipped = %d, want 20", n)
+	}
+}
+
+// failingDocs fails every read, as a corpus whose file became unreadable.
+type failingDocs struct{ engine.DocStore }
+
+func (failingDocs) Row(int64) ([]byte, error) { return nil, errors.New("input/output error") }
+
+func TestRetrieveErrors(t *testing.T) {
+	r, _, _, _ := newRetriever(t, 10, func(d engine.DocStore) engine.DocStore { return failingDocs{d} })
+	_, err := r.Retrieve(context.Background(), []string{"a"}, 2)
+	if want := "reading the corpus: corpus row "; err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("unreadable corpus: %v, want an error starting %q", err, want)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := r.Retrieve(ctx, []string{"a"}, 2); !errors.Is(err, context.Canceled) || err.Error() != "retrieval failed: context canceled" {
+		t.Errorf("canceled request: %v, want retrieval failed: context canceled", err)
+	}
+	if r.BadRowsSkipped() != 0 || r.Queued() != 0 {
+		t.Errorf("after failed calls: %d bad rows, %d queued", r.BadRowsSkipped(), r.Queued())
+	}
+}
+
+func TestAccess(t *testing.T) {
+	r, _, _, _ := newRetriever(t, 5, nil)
+	got := r.Access([]string{"https://en.wikipedia.org/w/index.php/A", "https://nowhere"})
+	if !r.HasPages() || len(got) != 2 || string(got[0]) != `{"url":"A"}` || got[1] != nil {
+		t.Errorf("Access = %q", got)
+	}
+	enc := &enginetest.HashEncoder{Dimension: 4}
+	docs, idx := enginetest.Corpus(enc, corpusTexts(3))
+	noPages, err := engine.NewRetriever(enc, idx, docs, nil, "", engine.BatcherOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer noPages.Close()
+	if got := noPages.Access([]string{"x"}); noPages.HasPages() || len(got) != 1 || got[0] != nil {
+		t.Errorf("without pages: HasPages %v, Access %q", noPages.HasPages(), got)
+	}
+}

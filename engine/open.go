@@ -1,0 +1,180 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"needle/engine/bert"
+	"needle/engine/docstore"
+	"needle/engine/indexbuild"
+	"needle/faissgo"
+)
+
+// BackendFAISS is the index backend of this build: a FAISS index file searched on the CPU.
+const BackendFAISS = "faiss"
+
+// maxQueryTokens is the encoder's sequence length for queries, specials included.
+const maxQueryTokens = 256
+
+// Options say what Open serves. They mirror `needle serve`'s flags, and Open's errors name
+// those flags.
+type Options struct {
+	// Index is a `needle build` output folder (with manifest.json) or a bare index file.
+	Index string
+	// Backend is the index implementation: "" or BackendFAISS, the only one today.
+	Backend string
+	Corpus  string // corpus JSONL, line i = index row i ("": the manifest's corpus)
+	Pages   string // pages JSONL with a "url" per row, for Access ("": none)
+	Model   string // encoder model folder ("": the manifest's model)
+	Pooling string // encoder pooling, "mean" or "cls" ("": the manifest's, else the model's)
+	// RetrieverName is the anchors' model name; one containing "e5" means e5's query prefix.
+	RetrieverName string
+	// QueryPrefix is prepended to every query before encoding. nil guesses it: "query: " for
+	// e5 models (RetrieverName, or a manifest whose passage prefix is "passage: "), else none.
+	QueryPrefix *string
+	Threads     int  // encoder and index threads (0 = all cores)
+	Mmap        bool // map IVF inverted lists from the index file instead of loading them
+	// Batcher bounds the batches; its MaxBatch is also the encoder's batch size.
+	Batcher BatcherOptions
+}
+
+// Resolve returns opts completed from the build manifest when Index is a folder: Index
+// becomes the index file, and the corpus, model and pooling the flags left out come from
+// the manifest; QueryPrefix is guessed when nil. It checks that a bare index file comes
+// with a corpus and a model. Resolving twice changes nothing.
+func Resolve(opts Options) (Options, error) {
+	var manifest *indexbuild.Manifest
+	if info, err := os.Stat(opts.Index); err != nil {
+		return opts, fmt.Errorf("--index: %w", err)
+	} else if info.IsDir() {
+		if manifest, err = indexbuild.ReadManifest(opts.Index); err != nil {
+			return opts, fmt.Errorf("--index: %w", err)
+		}
+		opts.Index = filepath.Join(opts.Index, manifest.IndexFile)
+		if opts.Corpus == "" {
+			opts.Corpus = manifest.Corpus.Path
+		}
+		if opts.Model == "" {
+			opts.Model = manifest.Model
+		}
+		if opts.Pooling == "" {
+			opts.Pooling = manifest.Pooling
+		}
+	}
+	if opts.Corpus == "" {
+		return opts, errors.New("--corpus (or --corpus_path) is required with a bare index file")
+	}
+	if opts.Model == "" {
+		return opts, errors.New("--model (or --retriever_model) is required: the index has no manifest naming its model")
+	}
+	if opts.QueryPrefix == nil {
+		prefix := ""
+		if strings.Contains(strings.ToLower(opts.RetrieverName), "e5") || (manifest != nil && manifest.Prefix == "passage: ") {
+			prefix = "query: "
+		}
+		opts.QueryPrefix = &prefix
+	}
+	return opts, nil
+}
+
+// Open resolves opts, loads the index, corpus, pages and encoder at the same time (the slow
+// parts are reading the index file and building the corpus offsets sidecar on first use),
+// checks that they agree and starts the Batcher. Close releases it all.
+func Open(opts Options) (*Retriever, error) {
+	opts, err := Resolve(opts)
+	if err != nil {
+		return nil, err
+	}
+	var (
+		idx    Index
+		corpus *docstore.Corpus
+		pages  *docstore.Pages
+		enc    *bert.Encoder
+		wg     sync.WaitGroup
+	)
+	errs, closers := make([]error, 4), make([]func(), 4)
+	run := func(i int, what string, open func() (func(), error)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			closers[i], errs[i] = open()
+			if errs[i] != nil {
+				errs[i] = fmt.Errorf("%s: %w", what, errs[i])
+			}
+		}()
+	}
+	run(0, "--index", func() (close func(), err error) {
+		idx, close, err = openIndex(opts)
+		return close, err
+	})
+	run(1, "--corpus", func() (func(), error) {
+		c, err := docstore.OpenCorpus(opts.Corpus, docstore.Options{})
+		corpus = c
+		return closeFunc(c, err)
+	})
+	if opts.Pages != "" {
+		run(2, "--pages", func() (func(), error) {
+			p, err := docstore.OpenPages(opts.Pages, docstore.Options{})
+			pages = p
+			return closeFunc(p, err)
+		})
+	}
+	run(3, "--model", func() (_ func(), err error) {
+		enc, err = bert.Load(opts.Model, bert.Options{
+			MaxLength: maxQueryTokens, BatchSize: opts.Batcher.MaxBatch, Threads: opts.Threads, Pooling: opts.Pooling})
+		return nil, err
+	})
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		closeAll(closers)
+		return nil, err
+	}
+	var ps PageStore
+	if pages != nil {
+		ps = pages
+	}
+	r, err := NewRetriever(enc, idx, corpus, ps, *opts.QueryPrefix, opts.Batcher)
+	if err != nil {
+		closeAll(closers)
+		return nil, fmt.Errorf("%s with %s and %s: %w", opts.Index, opts.Corpus, opts.Model, err)
+	}
+	r.closers = closers
+	return r, nil
+}
+
+// openIndex opens the index file with the backend opts.Backend names. Each backend is one
+// case here, so another index (a GPU flat index, a memory-mapped flat index, a Milvus
+// collection) plugs in beside FAISS without touching the server or the command line.
+func openIndex(opts Options) (Index, func(), error) {
+	switch opts.Backend {
+	case "", BackendFAISS:
+		faissgo.Init(opts.Threads)
+		x, err := faissgo.Read(opts.Index, opts.Mmap)
+		if err != nil {
+			return nil, nil, err
+		}
+		return x, x.Close, nil
+	}
+	return nil, nil, fmt.Errorf("unknown index backend %q (this build has %q)", opts.Backend, BackendFAISS)
+}
+
+// closeAll calls the closers that are set (the parts that opened when a load failed).
+func closeAll(closers []func()) {
+	for _, c := range closers {
+		if c != nil {
+			c()
+		}
+	}
+}
+
+// closeFunc returns c's Close when opening c succeeded.
+func closeFunc(c interface{ Close() error }, err error) (func(), error) {
+	if err != nil {
+		return nil, err
+	}
+	return func() { c.Close() }, nil
+}

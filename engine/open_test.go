@@ -1,0 +1,160 @@
+package engine_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"needle/engine"
+	"needle/engine/bert"
+	"needle/engine/indexbuild"
+	"needle/faissgo"
+	"needle/internal/testenv"
+)
+
+// writeManifest makes dir a minimal `needle build` output folder with passage prefix prefix
+// (its index file holds no index: Resolve does not read it).
+func writeManifest(t *testing.T, dir, prefix string) {
+	t.Helper()
+	m := &indexbuild.Manifest{Model: "/models/m", Dimension: 4, Count: 1, Factory: "Flat", Metric: "ip", Prefix: prefix,
+		MaxLength: 256, Pooling: "mean", Normalize: true, IndexFile: "index.faiss",
+		Corpus: indexbuild.CorpusInfo{Path: "/data/corpus.jsonl"}}
+	if err := indexbuild.WriteManifest(dir, m); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, m.IndexFile), []byte("x"), 0o644)
+}
+
+func ptr(s string) *string { return &s }
+
+func TestResolve(t *testing.T) {
+	e5, plain := t.TempDir(), t.TempDir()
+	writeManifest(t, e5, "passage: ")
+	writeManifest(t, plain, "")
+	bare := filepath.Join(t.TempDir(), "e5_Flat.index")
+	os.WriteFile(bare, []byte("x"), 0o644)
+	for _, tc := range []struct {
+		name                                  string
+		opts                                  engine.Options
+		index, corpus, model, pooling, prefix string
+		err                                   string
+	}{
+		{"manifest fills corpus and model", engine.Options{Index: plain}, filepath.Join(plain, "index.faiss"), "/data/corpus.jsonl", "/models/m", "mean", "", ""},
+		{"e5 manifest sets query prefix", engine.Options{Index: e5}, filepath.Join(e5, "index.faiss"), "/data/corpus.jsonl", "/models/m", "mean", "query: ", ""},
+		{"explicit empty prefix wins", engine.Options{Index: e5, QueryPrefix: ptr("")}, filepath.Join(e5, "index.faiss"), "/data/corpus.jsonl", "/models/m", "mean", "", ""},
+		{"options win over the manifest", engine.Options{Index: plain, Corpus: "c.jsonl", Model: "/m/other", Pooling: "cls", RetrieverName: "intfloat/E5-base"},
+			filepath.Join(plain, "index.faiss"), "c.jsonl", "/m/other", "cls", "query: ", ""},
+		{"bare index, e5 name", engine.Options{Index: bare, Corpus: "c.jsonl", Model: "/m/e5-base-v2", RetrieverName: "e5"}, bare, "c.jsonl", "/m/e5-base-v2", "", "query: ", ""},
+		{"bare index needs corpus", engine.Options{Index: bare, Model: "m"}, "", "", "", "", "", "--corpus"},
+		{"bare index needs model", engine.Options{Index: bare, Corpus: "c"}, "", "", "", "", "", "--model"},
+		{"index not found", engine.Options{Index: "/nonexistent/x"}, "", "", "", "", "", "no such file"},
+		{"folder without manifest", engine.Options{Index: t.TempDir()}, "", "", "", "", "", "no manifest"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := engine.Resolve(tc.opts)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("error %v, want one mentioning %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Index != tc.index || got.Corpus != tc.corpus || got.Model != tc.model || got.Pooling != tc.pooling ||
+				*got.QueryPrefix != tc.prefix {
+				t.Errorf("got index %q corpus %q model %q pooling %q prefix %q", got.Index, got.Corpus, got.Model, got.Pooling, *got.QueryPrefix)
+			}
+			again, err := engine.Resolve(got)
+			if err != nil || again.Index != got.Index || again.Corpus != got.Corpus || again.Model != got.Model ||
+				again.Pooling != got.Pooling || *again.QueryPrefix != *got.QueryPrefix {
+				t.Errorf("resolving again changed %+v into %+v (%v)", got, again, err)
+			}
+		})
+	}
+}
+
+// writeFlatIndex writes a FAISS flat IP index of vecs (rows of dim floats) to path.
+func writeFlatIndex(t *testing.T, path string, dim int, vecs []float32) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	w := bufio.NewWriter(f)
+	err = faissgo.WriteFlat(w, faissgo.IP, dim, int64(len(vecs)/dim), func(data io.Writer) error {
+		return binary.Write(data, binary.LittleEndian, vecs)
+	})
+	if err != nil || w.Flush() != nil {
+		t.Fatal(err)
+	}
+}
+
+// Open on real parts: MiniLM, a flat index of the passages' own vectors, the corpus and a
+// pages file. Each passage, asked as a query, finds its own row first.
+func TestOpenServesRealParts(t *testing.T) {
+	model := testenv.MiniLMDir(t)
+	dir := t.TempDir()
+	texts := []string{"a needle is a thin pointed steel pin", "the cat sat on the mat", "rivers flow into the sea"}
+	var corpus, pages strings.Builder
+	for i, s := range texts {
+		fmt.Fprintf(&corpus, "{\"id\": \"%d\", \"contents\": %q}\n", i, s)
+		fmt.Fprintf(&pages, "{\"url\": \"https://example.org/%d\", \"contents\": %q}\n", i, s)
+	}
+	corpusPath, pagesPath, indexPath := filepath.Join(dir, "corpus.jsonl"), filepath.Join(dir, "pages.jsonl"), filepath.Join(dir, "flat.index")
+	os.WriteFile(corpusPath, []byte(corpus.String()), 0o644)
+	os.WriteFile(pagesPath, []byte(pages.String()), 0o644)
+	enc, err := bert.Load(model, bert.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vecs, err := enc.Encode(texts, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFlatIndex(t, indexPath, enc.Dim(), vecs)
+
+	r, err := engine.Open(engine.Options{Index: indexPath, Corpus: corpusPath, Pages: pagesPath, Model: model, QueryPrefix: ptr("")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	got, err := r.Retrieve(context.Background(), texts, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for q, hits := range got {
+		row, _ := strings.CutSuffix(strings.Split(corpus.String(), "\n")[q], "\n")
+		if len(hits) != 2 || string(hits[0].Row) != row || math.Abs(float64(hits[0].Score)-1) > 1e-3 {
+			t.Errorf("query %d: %d hits, first %s score %v; want its own row %s, score 1", q, len(hits), hits[0].Row, hits[0].Score, row)
+		}
+	}
+	if rows := r.Access([]string{"https://example.org/1"}); rows[0] == nil || !strings.Contains(string(rows[0]), texts[1]) {
+		t.Errorf("Access = %q", rows)
+	}
+
+	short := filepath.Join(dir, "short.jsonl")
+	os.WriteFile(short, []byte(strings.SplitAfter(corpus.String(), "\n")[0]), 0o644)
+	for _, tc := range []struct {
+		opts engine.Options
+		want string
+	}{
+		{engine.Options{Index: indexPath, Corpus: short, Model: model}, "corpus has 1 rows but the index has 3 vectors"},
+		{engine.Options{Index: corpusPath, Corpus: corpusPath, Model: model}, "--index: "},
+		{engine.Options{Index: indexPath, Corpus: corpusPath, Model: dir}, "--model: "},
+		{engine.Options{Index: indexPath, Corpus: filepath.Join(dir, "none.jsonl"), Model: model}, "--corpus: "},
+		{engine.Options{Index: indexPath, Corpus: corpusPath, Model: model, Backend: "milvus"}, `--index: unknown index backend "milvus"`},
+	} {
+		if _, err := engine.Open(tc.opts); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Open(%+v): %v, want an error mentioning %q", tc.opts, err, tc.want)
+		}
+	}
+}
