@@ -183,7 +183,7 @@ func (s *Server) authorized(ctx *fasthttp.RequestCtx) bool {
 // retrieve answers POST /retrieve: one inner list per query, best first; with
 // return_scores each hit is {"document": <row>, "score": s}, else the row itself.
 func (s *Server) retrieve(ctx *fasthttp.RequestCtx, r *engine.Retriever) {
-	req, err := parseRetrieve(ctx.PostBody(), s.cfg.MaxQueries)
+	req, err := parseRetrieve(ctx.Request.Header.ContentType(), ctx.PostBody(), s.cfg.MaxQueries)
 	if err != nil {
 		writeValidation(ctx, err)
 		return
@@ -231,7 +231,7 @@ func (s *Server) access(ctx *fasthttp.RequestCtx, r *engine.Retriever) {
 		writeDetail(ctx, fasthttp.StatusNotFound, "no pages file: start needle serve with --pages (alias --pages_path) to use /access")
 		return
 	}
-	req, err := parseAccess(ctx.PostBody(), s.cfg.MaxQueries)
+	req, err := parseAccess(ctx.Request.Header.ContentType(), ctx.PostBody(), s.cfg.MaxQueries)
 	if err != nil {
 		writeValidation(ctx, err)
 		return
@@ -316,7 +316,7 @@ func writeValidation(ctx *fasthttp.RequestCtx, err error) {
 		writeDetail(ctx, fasthttp.StatusUnprocessableEntity, err.Error())
 		return
 	}
-	body, mErr := json.Marshal(struct {
+	body, mErr := marshalJSON(struct {
 		Detail []detail `json:"detail"`
 	}{v.details})
 	if mErr != nil {

@@ -183,6 +183,22 @@ func TestRetrieveValidationErrors(t *testing.T) {
 		{`{"queries":["a"],"return_scores":"maybe"}`, "bool_parsing", `["body","return_scores"]`, 422},
 		{`{"queries":["a"],"return_scores":{}}`, "bool_type", `["body","return_scores"]`, 422},
 		{`{"queries":["a","b","c","d"]}`, "too_long", `["body","queries"]`, 422},
+		{`{"queries":["a",null]}`, "string_type", `["body","queries",1]`, 422},
+		{`{"queries":{"a":1}}`, "list_type", `["body","queries"]`, 422},
+		{`   `, "json_invalid", `["body",3]`, 422},
+		{`{"queries":["a"]} x`, "json_invalid", `["body",18]`, 422},
+		{`{"queries":["a"],"topk":}`, "json_invalid", `["body",24]`, 422},
+		{`{"queries":["a"],"topk":"5.5"}`, "int_parsing", `["body","topk"]`, 422},
+		{`{"queries":["a"],"topk":"1e2"}`, "int_parsing", `["body","topk"]`, 422},
+		{`{"queries":["a"],"topk":"5."}`, "int_parsing", `["body","topk"]`, 422},
+		{`{"queries":["a"],"topk":{}}`, "int_type", `["body","topk"]`, 422},
+		{`{"queries":["a"],"return_scores":2}`, "bool_parsing", `["body","return_scores"]`, 422},
+		{`{"queries":["a"],"return_scores":-1}`, "bool_parsing", `["body","return_scores"]`, 422},
+		{`{"queries":["a"],"return_scores":2.0}`, "bool_parsing", `["body","return_scores"]`, 422},
+		{`{"queries":["a"],"return_scores":1.5}`, "bool_type", `["body","return_scores"]`, 422},
+		{`{"queries":["a"],"return_scores":" true "}`, "bool_parsing", `["body","return_scores"]`, 422},
+		{`{"queries":["a"],"return_scores":"1.0"}`, "bool_parsing", `["body","return_scores"]`, 422},
+		{`{"queries":["a"],"return_scores":[]}`, "bool_type", `["body","return_scores"]`, 422},
 	} {
 		code, out, _ := do(s, "POST", "/retrieve", tc.body)
 		var got struct {
@@ -219,6 +235,66 @@ func TestMissingQueriesMatchesFastAPIShape(t *testing.T) {
 	want := `{"detail":[{"type":"missing","loc":["body","queries"],"msg":"Field required","input":{"topk":3}}]}`
 	if string(out) != want {
 		t.Errorf("got  %s\nwant %s", out, want)
+	}
+}
+
+// Lax values FastAPI 0.115.5 + pydantic 2 accept for the anchor's model (seen side by side).
+func TestRetrieveLaxValuesAccepted(t *testing.T) {
+	s, _, _ := testServer(t, Config{}, false)
+	for _, body := range []string{
+		`{"queries":["a"],"topk":true}`, `{"queries":["a"],"topk":false}`, `{"queries":["a"],"topk":"5.0"}`,
+		`{"queries":["a"],"topk":" 5 "}`, `{"queries":["a"],"topk":"+5"}`, `{"queries":["a"],"topk":"5_000"}`,
+		`{"queries":["a"],"topk":"-0"}`, `{"queries":["a"],"topk":1e2}`, `{"queries":["a"],"topk":5.0}`,
+		`{"queries":["a"],"return_scores":1.0}`, `{"queries":["a"],"return_scores":0.0}`, `{"queries":["a"],"return_scores":1e0}`,
+		`{"queries":["a"],"return_scores":"True"}`, ` {"queries":["a"]}`,
+	} {
+		if code, out, _ := do(s, "POST", "/retrieve", body); code != 200 {
+			t.Errorf("body %s: got %d %s, want 200", body, code, out)
+		}
+	}
+}
+
+// The exact bytes FastAPI 0.115.5 + pydantic 2 answer, seen by running the anchor's
+// request models (bench/anchor_server.py) under uvicorn: a null or other non-string list
+// item names each bad item, and a body whose Content-Type is not JSON reaches pydantic as
+// a string (no Content-Type, application/json with any case or parameters and
+// application/*+json are read as JSON).
+func TestFastAPIBodiesForItemsAndContentTypes(t *testing.T) {
+	s, _, _ := testServer(t, Config{}, true)
+	const notObject = `{"detail":[{"type":"model_attributes_type","loc":["body"],"msg":"Input should be a valid dictionary or object to extract fields from","input":`
+	for _, tc := range []struct {
+		path, contentType, body, want string
+	}{
+		{"/retrieve", "application/json", `{"queries":["a",null]}`,
+			`{"detail":[{"type":"string_type","loc":["body","queries",1],"msg":"Input should be a valid string","input":null}]}`},
+		{"/retrieve", "application/json", `{"queries":[null, 5]}`,
+			`{"detail":[{"type":"string_type","loc":["body","queries",0],"msg":"Input should be a valid string","input":null},` +
+				`{"type":"string_type","loc":["body","queries",1],"msg":"Input should be a valid string","input":5}]}`},
+		{"/retrieve", "application/json", `{"queries":[{}]}`,
+			`{"detail":[{"type":"string_type","loc":["body","queries",0],"msg":"Input should be a valid string","input":{}}]}`},
+		{"/access", "application/json", `{"urls":["a","b",null]}`,
+			`{"detail":[{"type":"string_type","loc":["body","urls",2],"msg":"Input should be a valid string","input":null}]}`},
+		{"/retrieve", "text/plain", `{"queries":["a"]}`, notObject + `"{\"queries\":[\"a\"]}"}]}`},
+		{"/retrieve", "application/x-www-form-urlencoded", `queries=a&topk=3`, notObject + `"queries=a&topk=3"}]}`},
+		{"/retrieve", "multipart/form-data", `{"queries":["a"]}`, notObject + `"{\"queries\":[\"a\"]}"}]}`},
+		{"/retrieve", "application/octet-stream", `["a"]`, notObject + `"[\"a\"]"}]}`},
+		{"/retrieve", "application/x-json", `null`, notObject + `"null"}]}`},
+		{"/retrieve", "text/json", `   `, notObject + `"   "}]}`},
+		{"/retrieve", "application/", `{}`, notObject + `"{}"}]}`},
+		{"/retrieve", "json", `{}`, notObject + `"{}"}]}`},
+		{"/access", "text/plain", `{"urls":["a"]}`, notObject + `"{\"urls\":[\"a\"]}"}]}`},
+		{"/retrieve", "text/plain", ``, `{"detail":[{"type":"missing","loc":["body"],"msg":"Field required","input":null}]}`},
+	} {
+		code, out, _ := do(s, "POST", tc.path, tc.body, "Content-Type", tc.contentType)
+		if code != 422 || string(out) != tc.want {
+			t.Errorf("%s %q %s:\n got  %d %s\n want 422 %s", tc.path, tc.contentType, tc.body, code, out, tc.want)
+		}
+	}
+	for _, ct := range []string{"", " application/json ", "APPLICATION/JSON", "application/JSON; charset=utf-8", "application/json;",
+		"application/vnd.api+json", "application/json-patch+json", "application/json; charset=latin-1"} {
+		if code, out, _ := do(s, "POST", "/retrieve", `{"queries":["a"]}`, "Content-Type", ct); code != 200 {
+			t.Errorf("Content-Type %q: got %d %s, want 200", ct, code, out)
+		}
 	}
 }
 
