@@ -86,7 +86,7 @@ func New(cfg Config) *Server {
 		Handler:              s.Handler,
 		ErrorHandler:         s.transportError,
 		Name:                 "needle",
-		Concurrency:          s.cfg.MaxConns,
+		Concurrency:          s.cfg.MaxConns + 2*connReserve, // never reached: see limits.go
 		MaxRequestBodySize:   s.cfg.MaxBodyBytes,
 		ReadTimeout:          s.cfg.ReadTimeout,
 		WriteTimeout:         s.cfg.WriteTimeout,
@@ -104,13 +104,18 @@ func (s *Server) SetRetriever(r *engine.Retriever) { s.retriever.Store(r) }
 func (s *Server) ObserveBatch(queries int) { s.metrics.batch.observe(float64(queries)) }
 
 // Serve answers requests on ln until Shutdown.
-func (s *Server) Serve(ln net.Listener) error { return s.http.Serve(ln) }
+func (s *Server) Serve(ln net.Listener) error {
+	return s.http.Serve(&limitListener{Listener: ln, s: s})
+}
 
 // Shutdown stops accepting connections and waits, until ctx ends, for in-flight requests.
 func (s *Server) Shutdown(ctx context.Context) error { return s.http.ShutdownWithContext(ctx) }
 
 // Handler routes one request and records its metrics.
 func (s *Server) Handler(ctx *fasthttp.RequestCtx) {
+	if s.refuseOverLimit(ctx) {
+		return
+	}
 	start := time.Now()
 	ep := s.route(ctx)
 	s.metrics.observeRequest(ep, ctx.Response.StatusCode(), time.Since(start).Seconds())
@@ -281,13 +286,24 @@ func (s *Server) setBody(ctx *fasthttp.RequestCtx, body []byte) {
 }
 
 // transportError answers requests fasthttp could not read (too large, malformed HTTP,
-// timeouts) with a JSON body like every other error.
+// timeouts) with a JSON body like every other error, and counts them.
 func (s *Server) transportError(ctx *fasthttp.RequestCtx, err error) {
-	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
+	var small *fasthttp.ErrSmallBuffer
+	var netErr net.Error
+	switch {
+	case errors.Is(err, fasthttp.ErrBodyTooLarge):
+		s.metrics.refused[refusedBodyTooLarge].Add(1)
 		writeDetail(ctx, fasthttp.StatusRequestEntityTooLarge, "request body is larger than the server's limit")
-		return
+	case errors.As(err, &small):
+		s.metrics.refused[refusedHeaderTooLarge].Add(1)
+		writeDetail(ctx, fasthttp.StatusRequestHeaderFieldsTooLarge, "request headers are larger than the server's limit")
+	case errors.As(err, &netErr) && netErr.Timeout():
+		s.metrics.refused[refusedReadTimeout].Add(1)
+		writeDetail(ctx, fasthttp.StatusRequestTimeout, "timed out reading the request")
+	default:
+		s.metrics.refused[refusedMalformed].Add(1)
+		writeDetail(ctx, fasthttp.StatusBadRequest, "cannot read the HTTP request: "+err.Error())
 	}
-	writeDetail(ctx, fasthttp.StatusBadRequest, "cannot read the HTTP request: "+err.Error())
 }
 
 func writeJSON(ctx *fasthttp.RequestCtx, status int, body []byte) {
