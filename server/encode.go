@@ -15,8 +15,17 @@ import (
 // as they are. Hits labeled -1 (fewer than k rows found) and bad corpus rows (not a JSON
 // object with a string contents; `needle build` indexed them as empty text) are left out
 // rather than failing every query of the request; skipped counts the bad rows. Compact
-// separators, as FastAPI's JSONResponse writes them.
+// separators, as FastAPI's JSONResponse writes them. The rows are views into the corpus
+// mapping: a fault while copying them (the file truncated after Row read the line) is an
+// error wrapping docstore.ErrChanged, as it is in Row.
 func appendRetrieveResult(dst []byte, docs engine.DocStore, n, k int, res *searchResult, withScores bool) (out []byte, skipped int, err error) {
+	if ferr := docstore.CatchFault(func() { out, skipped, err = appendHits(dst, docs, n, k, res, withScores) }); ferr != nil {
+		return dst, skipped, ferr
+	}
+	return out, skipped, err
+}
+
+func appendHits(dst []byte, docs engine.DocStore, n, k int, res *searchResult, withScores bool) (out []byte, skipped int, err error) {
 	dst = append(dst, `{"result":[`...)
 	for q := range n {
 		if q > 0 {

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log"
 	"net"
 	"strconv"
 	"sync"
@@ -19,6 +20,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"needle/engine"
+	"needle/engine/docstore"
 )
 
 // Config holds the server's defaults and limits. Zero values take the defaults.
@@ -64,6 +66,7 @@ type Server struct {
 	cfg       Config
 	auth      []byte // the expected Authorization header ("Bearer <token>"), nil without a token
 	retriever atomic.Pointer[engine.Retriever]
+	changed   atomic.Bool // the corpus changed under the server (corpusFailed): not ready
 	metrics   *metrics
 	http      *fasthttp.Server
 	bodies    sync.Pool // *[]byte response buffers, owned by one handler at a time
@@ -155,13 +158,15 @@ func (s *Server) route(ctx *fasthttp.RequestCtx) endpoint {
 	case epReady:
 		if r == nil {
 			writeJSON(ctx, fasthttp.StatusServiceUnavailable, []byte(`{"status":"loading"}`))
+		} else if s.changed.Load() {
+			writeJSON(ctx, fasthttp.StatusServiceUnavailable, []byte(`{"status":"corpus changed"}`))
 		} else {
 			writeJSON(ctx, fasthttp.StatusOK, []byte(`{"status":"ready"}`))
 		}
 	case epMetrics:
 		g := gauges{}
 		if r != nil {
-			g = gauges{ready: true, queueQueries: r.Batcher.Queued(), indexVectors: r.Ntotal}
+			g = gauges{ready: !s.changed.Load(), queueQueries: r.Batcher.Queued(), indexVectors: r.Ntotal}
 		}
 		ctx.SetContentType("text/plain; version=0.0.4; charset=utf-8")
 		s.metrics.write(ctx, g)
@@ -223,6 +228,7 @@ func (s *Server) retrieve(ctx *fasthttp.RequestCtx, r *engine.Retriever) {
 	s.metrics.badRows.Add(uint64(skipped))
 	if err != nil {
 		s.putBody(body)
+		s.corpusFailed(err)
 		writeDetail(ctx, fasthttp.StatusInternalServerError, "reading the corpus: "+err.Error())
 		return
 	}
@@ -254,6 +260,14 @@ func (s *Server) access(ctx *fasthttp.RequestCtx, r *engine.Retriever) {
 	}
 	body = append(body, "]}"...)
 	s.setBody(ctx, body)
+}
+
+// corpusFailed takes the server out of /ready, with one log line, when err says the
+// corpus changed under its mapping: every later read of it fails too.
+func (s *Server) corpusFailed(err error) {
+	if errors.Is(err, docstore.ErrChanged) && s.changed.CompareAndSwap(false, true) {
+		log.Printf("needle serve: the corpus changed under the server, /ready is now false; restart once it is complete: %v", err)
+	}
 }
 
 func (s *Server) getResult(n int) *searchResult {

@@ -1,12 +1,18 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"log"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/valyala/fasthttp"
+	"golang.org/x/sys/unix"
 
 	"needle/engine"
 	"needle/engine/docstore"
@@ -430,5 +436,94 @@ func TestBadCorpusRowsAreLeftOut(t *testing.T) {
 	_, metrics, _ := do(s, "GET", "/metrics", "")
 	if want := fmt.Sprintf("needle_bad_rows_skipped_total %d", 20-total); !strings.Contains(string(metrics), want) {
 		t.Errorf("metrics lack %q", want)
+	}
+}
+
+// A corpus truncated in place while served: that request gets a 500, /ready turns false
+// with one log line, and the process lives on (a read past the new end is a SIGBUS).
+func TestCorpusTruncatedUnderServer(t *testing.T) {
+	enc := &enginetest.HashEncoder{Dimension: 16}
+	texts := make([]string, 3000) // rows spanning many pages past the truncation point
+	var corpus strings.Builder
+	for i := range texts {
+		texts[i] = fmt.Sprintf("title%d about topic%d", i, i%7)
+		fmt.Fprintf(&corpus, `{"id":"%d","contents":%q}`+"\n", i, texts[i])
+	}
+	path := filepath.Join(t.TempDir(), "corpus.jsonl")
+	if err := os.WriteFile(path, []byte(corpus.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	docs, err := docstore.OpenCorpus(path, docstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { docs.Close() })
+	_, idx := enginetest.Corpus(enc, texts)
+	s := New(Config{})
+	r, err := engine.NewRetriever(enc, idx, docs, nil, "", engine.BatcherOptions{MaxBatch: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Batcher.Close)
+	s.SetRetriever(r)
+	var logged bytes.Buffer
+	log.SetOutput(&logged)
+	t.Cleanup(func() { log.SetOutput(os.Stderr) })
+
+	body := `{"queries":["title2999 about topic3"],"topk":3000}` // every row: some past the cut
+	if code, out, _ := do(s, "POST", "/retrieve", body); code != 200 || !strings.Contains(string(out), `"id":"2999"`) {
+		t.Fatalf("before: %d %s", code, out)
+	}
+	if err := os.Truncate(path, 64); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		code, out, _ := do(s, "POST", "/retrieve", body)
+		if code != 500 || !strings.Contains(string(out), "changed under the server") {
+			t.Errorf("after truncation: %d %s, want 500 saying the corpus changed", code, out)
+		}
+	}
+	if code, out, _ := do(s, "GET", "/ready", ""); code != 503 || string(out) != `{"status":"corpus changed"}` {
+		t.Errorf("/ready: %d %s", code, out)
+	}
+	if code, _, _ := do(s, "GET", "/health", ""); code != 200 {
+		t.Errorf("/health: %d", code)
+	}
+	if _, out, _ := do(s, "GET", "/metrics", ""); !strings.Contains(string(out), "needle_ready 0\n") {
+		t.Errorf("/metrics does not say needle_ready 0")
+	}
+	if lines := strings.Count(logged.String(), "\n"); lines != 1 || !strings.Contains(logged.String(), path) {
+		t.Errorf("log: %d lines %q, want one naming %s", lines, logged.String(), path)
+	}
+}
+
+// truncatedRows hands out views into a mapping whose file was truncated: only copying
+// them faults, as when the corpus is cut between Row and the response's copy.
+type truncatedRows struct{ mapped []byte }
+
+func (d truncatedRows) Len() int64                  { return 1 }
+func (d truncatedRows) Row(i int64) ([]byte, error) { return d.mapped[8192:8300], nil }
+
+func TestCopyingARowOfATruncatedCorpusIsAnError(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "corpus.jsonl")
+	if err := os.WriteFile(path, bytes.Repeat([]byte("x"), 3*4096), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	mapped, err := unix.Mmap(int(f.Fd()), 0, 3*4096, unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(mapped)
+	if err := os.Truncate(path, 0); err != nil {
+		t.Fatal(err)
+	}
+	res := &searchResult{dist: []float32{1}, labels: []int64{0}}
+	if _, _, err := appendRetrieveResult(nil, truncatedRows{mapped}, 1, 1, res, true); !errors.Is(err, docstore.ErrChanged) {
+		t.Errorf("got %v, want an error wrapping docstore.ErrChanged", err)
 	}
 }

@@ -66,6 +66,7 @@ type lineFile struct {
 	side    []byte // the whole offsets sidecar
 	offs    []byte // side[headerSize:]: rows+1 u64 offsets into data
 	rows    int64
+	changed atomic.Pointer[error] // set by the first read that faulted (fault.go)
 }
 
 func openLines(path string, opt Options) (*lineFile, error) {
