@@ -169,6 +169,29 @@ func TestCorpusCorruptSidecarIsRebuilt(t *testing.T) {
 	}
 }
 
+// A sidecar whose header still matches but whose offsets were damaged (a flipped byte, a
+// disk error) fails its checksum at open and is rebuilt.
+func TestCorpusSidecarWithDamagedOffsetsIsRebuilt(t *testing.T) {
+	dir := t.TempDir()
+	path := writeFile(t, dir, "c.jsonl", `{"contents":"a"}`+"\n"+`{"contents":"b"}`+"\n"+`{"contents":"c"}`+"\n")
+	openCorpus(t, path, Options{}).Close()
+	side := path + offsetsExt
+	good, err := os.ReadFile(side)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := slices.Clone(good)
+	bad[headerSize+8*2] ^= 0x04 // row 2's start offset: 34 becomes 38
+	writeFile(t, dir, filepath.Base(side), string(bad))
+	c := openCorpus(t, path, Options{})
+	if row, err := c.Row(1); err != nil || string(row) != `{"contents":"b"}` {
+		t.Errorf("Row(1) = %q, %v after damaging the sidecar", row, err)
+	}
+	if now, _ := os.ReadFile(side); !slices.Equal(now, good) {
+		t.Errorf("the damaged sidecar was not rebuilt")
+	}
+}
+
 func TestCorpusSidecarLocation(t *testing.T) {
 	dir := t.TempDir()
 	path := writeFile(t, dir, "c.jsonl", `{"contents":"a"}`)
