@@ -163,21 +163,29 @@ func parseRetrieve(contentType, body []byte, maxQueries int) (retrieveRequest, e
 	if err != nil {
 		return r, err
 	}
-	if r.Queries, err = stringList(obj, body, "queries", maxQueries); err != nil {
-		return r, err
+	// pydantic reports every field's errors, in the model's field order.
+	var all validationError
+	keep := func(err error) {
+		var v *validationError
+		if errors.As(err, &v) {
+			all.details = append(all.details, v.details...)
+		}
 	}
+	r.Queries, err = stringList(obj, body, "queries", maxQueries)
+	keep(err)
 	if raw, ok := obj["topk"]; ok && string(raw) != "null" {
-		if r.TopK, err = laxInt(raw, "topk"); err != nil {
-			return r, err
+		r.TopK, err = laxInt(raw, "topk")
+		if err == nil && r.TopK < 0 {
+			err = invalid("greater_than_equal", "Input should be greater than or equal to 0", raw, map[string]any{"ge": 0}, "topk")
 		}
-		if r.TopK < 0 {
-			return r, invalid("greater_than_equal", "Input should be greater than or equal to 0", raw, map[string]any{"ge": 0}, "topk")
-		}
+		keep(err)
 	}
 	if raw, ok := obj["return_scores"]; ok {
-		if r.ReturnScores, err = laxBool(raw, "return_scores"); err != nil {
-			return r, err
-		}
+		r.ReturnScores, err = laxBool(raw, "return_scores")
+		keep(err)
+	}
+	if all.details != nil {
+		return retrieveRequest{}, &all
 	}
 	return r, nil
 }

@@ -262,7 +262,7 @@ func TestRetrieveLaxValuesAccepted(t *testing.T) {
 
 // The exact bytes FastAPI 0.115.5 + pydantic 2 answer, seen by running the anchor's
 // request models (bench/anchor_server.py) under uvicorn: a null or other non-string list
-// item names each bad item, and a body whose Content-Type is not JSON reaches pydantic as
+// item names each bad item, every bad field has its entry, and a body whose Content-Type is not JSON reaches pydantic as
 // a string (no Content-Type, application/json with any case or parameters and
 // application/*+json are read as JSON).
 func TestFastAPIBodiesForItemsAndContentTypes(t *testing.T) {
@@ -276,6 +276,14 @@ func TestFastAPIBodiesForItemsAndContentTypes(t *testing.T) {
 		{"/retrieve", "application/json", `{"queries":[null, 5]}`,
 			`{"detail":[{"type":"string_type","loc":["body","queries",0],"msg":"Input should be a valid string","input":null},` +
 				`{"type":"string_type","loc":["body","queries",1],"msg":"Input should be a valid string","input":5}]}`},
+		{"/retrieve", "application/json", `{"queries":[null,"a",3],"topk":"x","return_scores":"maybe"}`,
+			`{"detail":[{"type":"string_type","loc":["body","queries",0],"msg":"Input should be a valid string","input":null},` +
+				`{"type":"string_type","loc":["body","queries",2],"msg":"Input should be a valid string","input":3},` +
+				`{"type":"int_parsing","loc":["body","topk"],"msg":"Input should be a valid integer, unable to parse string as an integer","input":"x"},` +
+				`{"type":"bool_parsing","loc":["body","return_scores"],"msg":"Input should be a valid boolean, unable to interpret input","input":"maybe"}]}`},
+		{"/retrieve", "application/json", `{"return_scores":[]}`,
+			`{"detail":[{"type":"missing","loc":["body","queries"],"msg":"Field required","input":{"return_scores":[]}},` +
+				`{"type":"bool_type","loc":["body","return_scores"],"msg":"Input should be a valid boolean","input":[]}]}`},
 		{"/retrieve", "application/json", `{"queries":[{}]}`,
 			`{"detail":[{"type":"string_type","loc":["body","queries",0],"msg":"Input should be a valid string","input":{}}]}`},
 		{"/access", "application/json", `{"urls":["a","b",null]}`,
