@@ -164,11 +164,10 @@ func parseRetrieve(contentType, body []byte, maxQueries int) (retrieveRequest, e
 		return r, err
 	}
 	// pydantic reports every field's errors, in the model's field order.
-	var all validationError
+	var details []detail
 	keep := func(err error) {
-		var v *validationError
-		if errors.As(err, &v) {
-			all.details = append(all.details, v.details...)
+		if v, ok := err.(*validationError); ok { // the field checks return no other errors
+			details = append(details, v.details...)
 		}
 	}
 	r.Queries, err = stringList(obj, body, "queries", maxQueries)
@@ -184,8 +183,8 @@ func parseRetrieve(contentType, body []byte, maxQueries int) (retrieveRequest, e
 		r.ReturnScores, err = laxBool(raw, "return_scores")
 		keep(err)
 	}
-	if all.details != nil {
-		return retrieveRequest{}, &all
+	if details != nil {
+		return retrieveRequest{}, &validationError{details}
 	}
 	return r, nil
 }
