@@ -65,6 +65,29 @@ func appendHits(dst []byte, docs engine.DocStore, n, k int, res *searchResult, w
 	return append(dst, "]}"...), skipped, nil
 }
 
+// appendAccessResult appends the /access response for urls to dst: each url's page row,
+// or null. The rows are views into the pages file's mapping: a fault while reading them
+// (the file truncated under it) is an error wrapping docstore.ErrChanged.
+func appendAccessResult(dst []byte, pages engine.PageStore, urls []string) ([]byte, error) {
+	out := append(dst, `{"result":[`...)
+	err := docstore.CatchFault(func() {
+		for i, u := range urls {
+			if i > 0 {
+				out = append(out, ',')
+			}
+			if row, ok := pages.Lookup(u); ok {
+				out = append(out, row...)
+			} else {
+				out = append(out, "null"...)
+			}
+		}
+	})
+	if err != nil {
+		return dst, err
+	}
+	return append(out, "]}"...), nil
+}
+
 // isBadRow tells a bad corpus line (skipped) from a failure to read the corpus. It is a
 // function of its own so the errors.As target escapes to the heap only on this rare path.
 func isBadRow(err error) bool {

@@ -66,7 +66,7 @@ type Server struct {
 	cfg       Config
 	auth      []byte // the expected Authorization header ("Bearer <token>"), nil without a token
 	retriever atomic.Pointer[engine.Retriever]
-	changed   atomic.Bool // the corpus changed under the server (corpusFailed): not ready
+	changed   atomic.Bool // a served file changed under the server (storeFailed): not ready
 	metrics   *metrics
 	http      *fasthttp.Server
 	bodies    sync.Pool // *[]byte response buffers, owned by one handler at a time
@@ -159,7 +159,7 @@ func (s *Server) route(ctx *fasthttp.RequestCtx) endpoint {
 		if r == nil {
 			writeJSON(ctx, fasthttp.StatusServiceUnavailable, []byte(`{"status":"loading"}`))
 		} else if s.changed.Load() {
-			writeJSON(ctx, fasthttp.StatusServiceUnavailable, []byte(`{"status":"corpus changed"}`))
+			writeJSON(ctx, fasthttp.StatusServiceUnavailable, []byte(`{"status":"a served file changed"}`))
 		} else {
 			writeJSON(ctx, fasthttp.StatusOK, []byte(`{"status":"ready"}`))
 		}
@@ -228,7 +228,7 @@ func (s *Server) retrieve(ctx *fasthttp.RequestCtx, r *engine.Retriever) {
 	s.metrics.badRows.Add(uint64(skipped))
 	if err != nil {
 		s.putBody(body)
-		s.corpusFailed(err)
+		s.storeFailed("corpus", err)
 		writeDetail(ctx, fasthttp.StatusInternalServerError, "reading the corpus: "+err.Error())
 		return
 	}
@@ -247,26 +247,21 @@ func (s *Server) access(ctx *fasthttp.RequestCtx, r *engine.Retriever) {
 		writeValidation(ctx, err)
 		return
 	}
-	body := append(s.getBody(), `{"result":[`...)
-	for i, u := range req.URLs {
-		if i > 0 {
-			body = append(body, ',')
-		}
-		if row, ok := r.Pages.Lookup(u); ok {
-			body = append(body, row...)
-		} else {
-			body = append(body, "null"...)
-		}
+	body, err := appendAccessResult(s.getBody(), r.Pages, req.URLs)
+	if err != nil {
+		s.putBody(body)
+		s.storeFailed("pages file", err)
+		writeDetail(ctx, fasthttp.StatusInternalServerError, "reading the pages file: "+err.Error())
+		return
 	}
-	body = append(body, "]}"...)
 	s.setBody(ctx, body)
 }
 
-// corpusFailed takes the server out of /ready, with one log line, when err says the
-// corpus changed under its mapping: every later read of it fails too.
-func (s *Server) corpusFailed(err error) {
+// storeFailed takes the server out of /ready, with one log line, when err says a served
+// file (what: the corpus or the pages file) changed under its mapping.
+func (s *Server) storeFailed(what string, err error) {
 	if errors.Is(err, docstore.ErrChanged) && s.changed.CompareAndSwap(false, true) {
-		log.Printf("needle serve: the corpus changed under the server, /ready is now false; restart once it is complete: %v", err)
+		log.Printf("needle serve: the %s changed under the server, /ready is now false; restart once it is complete: %v", what, err)
 	}
 }
 

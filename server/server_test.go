@@ -457,10 +457,7 @@ func TestCorpusTruncatedUnderServer(t *testing.T) {
 		texts[i] = fmt.Sprintf("title%d about topic%d", i, i%7)
 		fmt.Fprintf(&corpus, `{"id":"%d","contents":%q}`+"\n", i, texts[i])
 	}
-	path := filepath.Join(t.TempDir(), "corpus.jsonl")
-	if err := os.WriteFile(path, []byte(corpus.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	path := writeTempFile(t, "corpus.jsonl", corpus.String())
 	docs, err := docstore.OpenCorpus(path, docstore.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -474,9 +471,7 @@ func TestCorpusTruncatedUnderServer(t *testing.T) {
 	}
 	t.Cleanup(r.Batcher.Close)
 	s.SetRetriever(r)
-	var logged bytes.Buffer
-	log.SetOutput(&logged)
-	t.Cleanup(func() { log.SetOutput(os.Stderr) })
+	logged := captureLog(t)
 
 	body := `{"queries":["title2999 about topic3"],"topk":3000}` // every row: some past the cut
 	if code, out, _ := do(s, "POST", "/retrieve", body); code != 200 || !strings.Contains(string(out), `"id":"2999"`) {
@@ -491,7 +486,7 @@ func TestCorpusTruncatedUnderServer(t *testing.T) {
 			t.Errorf("after truncation: %d %s, want 500 saying the corpus changed", code, out)
 		}
 	}
-	if code, out, _ := do(s, "GET", "/ready", ""); code != 503 || string(out) != `{"status":"corpus changed"}` {
+	if code, out, _ := do(s, "GET", "/ready", ""); code != 503 || string(out) != `{"status":"a served file changed"}` {
 		t.Errorf("/ready: %d %s", code, out)
 	}
 	if code, _, _ := do(s, "GET", "/health", ""); code != 200 {
@@ -505,6 +500,64 @@ func TestCorpusTruncatedUnderServer(t *testing.T) {
 	}
 }
 
+func writeTempFile(t *testing.T, name, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// captureLog sends the standard logger's lines to the returned buffer until the test ends.
+func captureLog(t *testing.T) *bytes.Buffer {
+	var logged bytes.Buffer
+	log.SetOutput(&logged)
+	t.Cleanup(func() { log.SetOutput(os.Stderr) })
+	return &logged
+}
+
+// A pages file truncated in place while served: /access answers 500 and /ready turns false.
+func TestPagesTruncatedUnderServer(t *testing.T) {
+	var pages strings.Builder
+	for i := range 3000 { // rows spanning many pages past the truncation point
+		fmt.Fprintf(&pages, `{"url":"https://en.wikipedia.org/wiki/P%d","contents":"page %d"}`+"\n", i, i)
+	}
+	path := writeTempFile(t, "pages.jsonl", pages.String())
+	ps, err := docstore.OpenPages(path, docstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ps.Close() })
+	enc := &enginetest.HashEncoder{Dimension: 16}
+	docs, idx := enginetest.Corpus(enc, []string{"a", "b"})
+	r, err := engine.NewRetriever(enc, idx, docs, ps, "", engine.BatcherOptions{MaxBatch: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Batcher.Close)
+	s := New(Config{})
+	s.SetRetriever(r)
+	logged := captureLog(t)
+
+	body := `{"urls":["https://en.wikipedia.org/wiki/P2999"]}`
+	if code, out, _ := do(s, "POST", "/access", body); code != 200 || !strings.Contains(string(out), `"page 2999"`) {
+		t.Fatalf("before: %d %s", code, out)
+	}
+	if err := os.Truncate(path, 64); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, _ := do(s, "POST", "/access", body); code != 500 || !strings.Contains(string(out), "changed under the server") {
+		t.Errorf("after truncation: %d %s, want 500 saying the file changed", code, out)
+	}
+	if code, _, _ := do(s, "GET", "/ready", ""); code != 503 {
+		t.Errorf("/ready: %d, want 503", code)
+	}
+	if !strings.Contains(logged.String(), "the pages file changed under the server") {
+		t.Errorf("log %q does not name the pages file", logged.String())
+	}
+}
+
 // truncatedRows hands out views into a mapping whose file was truncated: only copying
 // them faults, as when the corpus is cut between Row and the response's copy.
 type truncatedRows struct{ mapped []byte }
@@ -513,10 +566,7 @@ func (d truncatedRows) Len() int64                  { return 1 }
 func (d truncatedRows) Row(i int64) ([]byte, error) { return d.mapped[8192:8300], nil }
 
 func TestCopyingARowOfATruncatedCorpusIsAnError(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "corpus.jsonl")
-	if err := os.WriteFile(path, bytes.Repeat([]byte("x"), 3*4096), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	path := writeTempFile(t, "corpus.jsonl", strings.Repeat("x", 3*4096))
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
