@@ -168,19 +168,30 @@ func (r *Retriever) getResult(n int) *searchResult {
 }
 
 // Access returns the page row of each URL, nil for a URL that is not in the pages file
-// (every URL without one, see HasPages).
-func (r *Retriever) Access(urls []string) [][]byte {
+// (every URL without one, see HasPages). The rows are views into the pages file's mapping;
+// a fault while looking them up (the file truncated under it) is an error wrapping ErrChanged.
+func (r *Retriever) Access(urls []string) ([][]byte, error) {
 	rows := make([][]byte, len(urls))
 	if r.pages == nil {
-		return rows
+		return rows, nil
 	}
-	for i, u := range urls {
-		if row, ok := r.pages.Lookup(u); ok {
-			rows[i] = row
+	err := CatchFault(func() {
+		for i, u := range urls {
+			if row, ok := r.pages.Lookup(u); ok {
+				rows[i] = row
+			}
 		}
-	}
-	return rows
+	})
+	return rows, err
 }
+
+// ErrChanged is wrapped by the errors of reads that faulted because a served file (corpus
+// or pages) was truncated or rewritten under its mapping.
+var ErrChanged = docstore.ErrChanged
+
+// CatchFault runs read, which touches a served file's mapping (rows Retrieve or Access
+// returned), and turns a fault into an error wrapping ErrChanged instead of a crash.
+func CatchFault(read func()) error { return docstore.CatchFault(read) }
 
 // Close stops the Batcher after its queued work, then closes what Open opened. No call may
 // start after Close is called (the server stops accepting requests first).

@@ -130,8 +130,8 @@ func TestRetrieveErrors(t *testing.T) {
 
 func TestAccess(t *testing.T) {
 	r, _, _, _ := newRetriever(t, 5, nil)
-	got := r.Access([]string{"https://en.wikipedia.org/w/index.php/A", "https://nowhere"})
-	if !r.HasPages() || len(got) != 2 || string(got[0]) != `{"url":"A"}` || got[1] != nil {
+	got, err := r.Access([]string{"https://en.wikipedia.org/w/index.php/A", "https://nowhere"})
+	if err != nil || !r.HasPages() || len(got) != 2 || string(got[0]) != `{"url":"A"}` || got[1] != nil {
 		t.Errorf("Access = %q", got)
 	}
 	enc := &enginetest.HashEncoder{Dimension: 4}
@@ -141,7 +141,7 @@ func TestAccess(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer noPages.Close()
-	if got := noPages.Access([]string{"x"}); noPages.HasPages() || len(got) != 1 || got[0] != nil {
+	if got, err := noPages.Access([]string{"x"}); err != nil || noPages.HasPages() || len(got) != 1 || got[0] != nil {
 		t.Errorf("without pages: HasPages %v, Access %q", noPages.HasPages(), got)
 	}
 }

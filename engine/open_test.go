@@ -137,7 +137,7 @@ func TestOpenServesRealParts(t *testing.T) {
 			t.Errorf("query %d: %d hits, first %s score %v; want its own row %s, score 1", q, len(hits), hits[0].Row, hits[0].Score, row)
 		}
 	}
-	if rows := r.Access([]string{"https://example.org/1"}); rows[0] == nil || !strings.Contains(string(rows[0]), texts[1]) {
+	if rows, err := r.Access([]string{"https://example.org/1"}); err != nil || rows[0] == nil || !strings.Contains(string(rows[0]), texts[1]) {
 		t.Errorf("Access = %q", rows)
 	}
 

@@ -37,6 +37,22 @@ func appendRetrieveResult(dst []byte, hits [][]engine.Hit, withScores bool) []by
 	return append(dst, "]}"...)
 }
 
+// appendAccessResult appends the /access response to dst: each url's page row, or null.
+func appendAccessResult(dst []byte, rows [][]byte) []byte {
+	dst = append(dst, `{"result":[`...)
+	for i, row := range rows {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		if row == nil {
+			dst = append(dst, "null"...)
+		} else {
+			dst = append(dst, row...)
+		}
+	}
+	return append(dst, "]}"...)
+}
+
 // appendScore appends f as Python's json module writes float(f) (repr of the float64
 // value of the float32, as the anchor's numpy .tolist() produces): shortest round-trip
 // digits, "1.0" not "1", exponent form outside [1e-4, 1e16). NaN and ±Inf are not JSON

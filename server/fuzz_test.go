@@ -35,18 +35,23 @@ func FuzzRetrieve(f *testing.F) {
 		`{"queries":["a"],"topk":-5}`, `{"queries":["a"],"topk":1e400}`, `{"queries":["a"],"topk":"12"}`,
 		`{"queries":["a"],"return_scores":"yes"}`, "{\"queries\":[\"\xc3\x28\"]}", `[]`, `nul`, ``,
 		`{"queries":["\u0000\ud800"],"topk":99999999999999999999}`,
+		`{"queries":["a",null]}`, `{"queries":[null, 5]}`, `   `, `{"queries":["a"]} x`,
+		`{"queries":["a"],"topk":"5_000"}`, `{"queries":["a"],"topk":true}`, `{"queries":["a"],"return_scores":2.0}`,
 	} {
-		f.Add([]byte(seed))
+		f.Add([]byte(seed), "")
+	}
+	for _, ct := range []string{"application/json", "text/plain", "application/x-www-form-urlencoded", "application/vnd.api+json", "APPLICATION/JSON; charset=utf-8", "json"} {
+		f.Add([]byte(`{"queries":["q1"],"topk":2}`), ct)
 	}
 	s, _, _ := testServer(f, Config{MaxQueries: 64}, false)
-	f.Fuzz(func(t *testing.T, body []byte) {
-		code, out, _ := do(s, "POST", "/retrieve", string(body))
+	f.Fuzz(func(t *testing.T, body []byte, contentType string) {
+		code, out, _ := do(s, "POST", "/retrieve", string(body), "Content-Type", contentType)
 		var shape struct {
 			Result [][]json.RawMessage `json:"result"`
 		}
 		checkAnswer(t, code, out, &shape)
 		if code == 200 {
-			req, err := parseRetrieve(body, 64)
+			req, err := parseRetrieve([]byte(contentType), body, 64)
 			if err != nil || len(shape.Result) != len(req.Queries) {
 				t.Fatalf("200 with %d result lists for body %q (parse error %v)", len(shape.Result), body, err)
 			}
@@ -58,6 +63,7 @@ func FuzzAccess(f *testing.F) {
 	for _, seed := range []string{
 		`{"urls":["https://en.wikipedia.org/w/index.php/Beveridge,%20Victoria"]}`,
 		`{"urls":[]}`, `{"urls":[1]}`, `{"urls":"x"}`, `{}`, `{"urls":["a","b",null]}`,
+		`{"urls":[null]}`, `{"urls":["a","null"]}`,
 	} {
 		f.Add([]byte(seed))
 	}

@@ -1,8 +1,10 @@
 package server
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -16,13 +18,7 @@ import (
 // Over a real socket: limits fasthttp enforces before the handler still answer JSON.
 func TestServeOverTCPLimits(t *testing.T) {
 	s, _, _ := testServer(t, Config{MaxBodyBytes: 1024}, false)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- s.Serve(ln) }()
-	url := "http://" + ln.Addr().String()
+	url := "http://" + startTCP(t, s)
 
 	post := func(body string) (int, string) {
 		resp, err := http.Post(url+"/retrieve", "application/json", strings.NewReader(body))
@@ -40,13 +36,138 @@ func TestServeOverTCPLimits(t *testing.T) {
 	if code, out := post(big); code != 413 || !strings.Contains(out, `"detail"`) {
 		t.Errorf("oversized body: %d %s, want 413 JSON", code, out)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := s.Shutdown(ctx); err != nil {
+}
+
+// startTCP serves s on a loopback port until the test ends.
+func startTCP(t *testing.T, s *Server) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := <-served; err != nil {
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ln) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := s.Shutdown(ctx); err != nil {
+			t.Error(err)
+		}
+		if err := <-served; err != nil {
+			t.Error(err)
+		}
+	})
+	return ln.Addr().String()
+}
+
+// rawRequest writes raw on c (nothing if empty) and reads one response.
+func rawRequest(t *testing.T, c net.Conn, raw string) (int, string, http.Header) {
+	t.Helper()
+	if raw != "" {
+		if _, err := c.Write([]byte(raw)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("after %q: %v", raw, err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(out), resp.Header
+}
+
+func dial(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
 		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// metricsText fetches /metrics on a connection under the limit.
+func metricsText(t *testing.T, c net.Conn) string {
+	t.Helper()
+	code, out, _ := rawRequest(t, c, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+	if code != 200 {
+		t.Fatalf("/metrics: %d %s", code, out)
+	}
+	return out
+}
+
+// Over real sockets: what fasthttp refuses before the handler answers JSON and is counted.
+func TestRefusalsBelowHandlersAreJSONAndCounted(t *testing.T) {
+	s, _, _ := testServer(t, Config{MaxBodyBytes: 1024, ReadTimeout: 300 * time.Millisecond}, false)
+	addr := startTCP(t, s)
+	for _, tc := range []struct {
+		name, raw string
+		code      int
+	}{
+		{"body too large", "POST /retrieve HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2000\r\n\r\n" + strings.Repeat("x", 2000), 413},
+		{"header too large", "GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " + strings.Repeat("y", 8000) + "\r\n\r\n", 431},
+		{"malformed request line", "GARBAGE\r\n\r\n", 400},
+		{"malformed header", "GET /health HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n", 400},
+		{"read timeout", "POST /retrieve HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{", 408},
+	} {
+		code, out, h := rawRequest(t, dial(t, addr), tc.raw)
+		var d struct{ Detail string }
+		if code != tc.code || json.Unmarshal([]byte(out), &d) != nil || d.Detail == "" || h.Get("Content-Type") != "application/json" {
+			t.Errorf("%s: got %d %q (%s), want %d with a JSON detail", tc.name, code, out, h.Get("Content-Type"), tc.code)
+		}
+	}
+	m := metricsText(t, dial(t, addr))
+	for _, want := range []string{
+		`needle_refused_total{reason="body_too_large"} 1`, `needle_refused_total{reason="header_too_large"} 1`,
+		`needle_refused_total{reason="malformed_request"} 2`, `needle_refused_total{reason="read_timeout"} 1`,
+		`needle_refused_total{reason="connection_limit"} 0`,
+	} {
+		if !strings.Contains(m, want+"\n") {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+}
+
+// At the connection limit /health still answers, other requests get a JSON 503, and
+// past the reserve a connection gets the JSON 503 before sending anything.
+func TestHealthAnswersAtConnectionLimit(t *testing.T) {
+	s, _, _ := testServer(t, Config{MaxConns: 2}, false)
+	addr := startTCP(t, s)
+	held := []net.Conn{dial(t, addr), dial(t, addr)}
+	for _, c := range held { // a served request proves the connection was accepted
+		if code, out, _ := rawRequest(t, c, "GET /health HTTP/1.1\r\nHost: x\r\n\r\n"); code != 200 {
+			t.Fatalf("under the limit: %d %s", code, out)
+		}
+	}
+	// closedAfter reads one response on a fresh connection and waits for the server to
+	// close it, so that it no longer counts.
+	closedAfter := func(raw string) (int, string, http.Header) {
+		c := dial(t, addr)
+		code, out, h := rawRequest(t, c, raw)
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if n, err := c.Read(make([]byte, 1)); n != 0 || err != io.EOF {
+			t.Errorf("after %q: connection still open (%d, %v)", raw, n, err)
+		}
+		return code, out, h
+	}
+	if code, out, _ := closedAfter("GET /health HTTP/1.1\r\nHost: x\r\n\r\n"); code != 200 || out != `{"status":"ok"}` {
+		t.Errorf("/health at the limit: %d %s", code, out)
+	}
+	code, out, h := closedAfter("POST /retrieve HTTP/1.1\r\nHost: x\r\nContent-Length: 17\r\n\r\n" + `{"queries":["a"]}`)
+	if want := `{"detail":"the server's connection limit is reached"}`; code != 503 || out != want || h.Get("Retry-After") == "" {
+		t.Errorf("/retrieve at the limit: %d %s, want 503 %s with Retry-After", code, out, want)
+	}
+	for range connReserve {
+		dial(t, addr)
+	}
+	code, out, _ = rawRequest(t, dial(t, addr), "")
+	if want := `{"detail":"the server's connection limit is reached"}`; code != 503 || out != want {
+		t.Errorf("past the reserve: %d %s, want 503 %s", code, out, want)
+	}
+	if m := metricsText(t, held[0]); !strings.Contains(m, `needle_refused_total{reason="connection_limit"} 2`+"\n") {
+		t.Errorf("/metrics does not count the 2 refused connections:\n%s", m)
 	}
 }
 

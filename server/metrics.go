@@ -74,6 +74,7 @@ type metrics struct {
 	latency  [numEndpoints]*histogram         // seconds
 	batch    *histogram                       // queries per encoder batch
 	queries  atomic.Uint64                    // queries answered by /retrieve
+	refused  [numRefusals]atomic.Uint64       // requests and connections answered before any handler (limits.go)
 }
 
 func newMetrics() *metrics {
@@ -116,6 +117,10 @@ func (m *metrics) write(w io.Writer, g gauges) {
 	m.batch.write(w, "needle_batch_queries", "")
 	fmt.Fprintf(w, "# HELP needle_queries_total Queries answered by /retrieve.\n# TYPE needle_queries_total counter\nneedle_queries_total %d\n", m.queries.Load())
 	fmt.Fprintf(w, "# HELP needle_bad_rows_skipped_total Hits left out of answers because their corpus line is not a JSON object with a string contents.\n# TYPE needle_bad_rows_skipped_total counter\nneedle_bad_rows_skipped_total %d\n", g.badRows)
+	fmt.Fprintf(w, "# HELP needle_refused_total Requests and connections refused before any handler ran, by reason.\n# TYPE needle_refused_total counter\n")
+	for r := range numRefusals {
+		fmt.Fprintf(w, "needle_refused_total{reason=%q} %d\n", refusalNames[r], m.refused[r].Load())
+	}
 	ready := 0
 	if g.ready {
 		ready = 1

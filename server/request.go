@@ -39,6 +39,16 @@ func invalid(typ, msg string, input json.RawMessage, ctx map[string]any, loc ...
 	return &validationError{[]detail{{Type: typ, Loc: append([]any{"body"}, loc...), Msg: msg, Input: input, Ctx: ctx}}}
 }
 
+// marshalJSON encodes v as Python's json.dumps does for FastAPI's bodies: '<', '>' and
+// '&' stay as they are (encoding/json's Marshal would escape them).
+func marshalJSON(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	err := enc.Encode(v)
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), err
+}
+
 // retrieveRequest is POST /retrieve after validation. TopK 0 means the server default.
 type retrieveRequest struct {
 	Queries      []string
@@ -52,20 +62,33 @@ type accessRequest struct {
 }
 
 // decodeObject parses body as a JSON object, with FastAPI's errors for what is not one.
-func decodeObject(body []byte) (map[string]json.RawMessage, error) {
-	if len(bytes.TrimSpace(body)) == 0 {
+// FastAPI parses the body as JSON only when the Content-Type is absent, application/json
+// or application/*+json (fastapi/routing.py, get_request_handler); any other body reaches
+// pydantic as a string, which is not an object.
+func decodeObject(contentType, body []byte) (map[string]json.RawMessage, error) {
+	if len(body) == 0 {
 		return nil, invalid("missing", "Field required", nil, nil)
 	}
 	if !utf8.Valid(body) {
 		return nil, errUnparsableBody
+	}
+	if !isJSONContentType(contentType) {
+		text, _ := marshalJSON(string(body)) // a string always encodes
+		return nil, invalid("model_attributes_type", "Input should be a valid dictionary or object to extract fields from", text, nil)
 	}
 	var obj map[string]json.RawMessage
 	err := json.Unmarshal(body, &obj)
 	var syntax *json.SyntaxError
 	switch {
 	case errors.As(err, &syntax):
+		// Python's json names the index of the offending character, encoding/json the
+		// count of bytes read including it; at the end of the input both name its length.
+		pos := syntax.Offset
+		if pos < int64(len(body)) || !strings.HasPrefix(syntax.Error(), "unexpected end") {
+			pos--
+		}
 		return nil, invalid("json_invalid", "JSON decode error", json.RawMessage("{}"),
-			map[string]any{"error": syntax.Error()}, syntax.Offset)
+			map[string]any{"error": syntax.Error()}, pos)
 	case err == nil && obj == nil: // the body is JSON null
 		return nil, invalid("missing", "Field required", nil, nil)
 	case err != nil:
@@ -75,6 +98,19 @@ func decodeObject(body []byte) (map[string]json.RawMessage, error) {
 	return obj, nil
 }
 
+// isJSONContentType says whether FastAPI would parse a body with this Content-Type as
+// JSON: none, or main type application with subtype json or *+json, case-insensitive,
+// parameters ignored (as Python's email.message.Message reads the header).
+func isJSONContentType(contentType []byte) bool {
+	ct := strings.ToLower(strings.TrimSpace(string(contentType)))
+	if ct == "" {
+		return true
+	}
+	ct, _, _ = strings.Cut(ct, ";")
+	main, sub, ok := strings.Cut(strings.TrimSpace(ct), "/")
+	return ok && main == "application" && !strings.Contains(sub, "/") && (sub == "json" || strings.HasSuffix(sub, "+json"))
+}
+
 // stringList validates a required field holding a list of at most maxLen strings.
 func stringList(obj map[string]json.RawMessage, body []byte, field string, maxLen int) ([]string, error) {
 	raw, ok := obj[field]
@@ -82,19 +118,13 @@ func stringList(obj map[string]json.RawMessage, body []byte, field string, maxLe
 		return nil, invalid("missing", "Field required", json.RawMessage(body), nil, field)
 	}
 	var list []string
-	if err := json.Unmarshal(raw, &list); err != nil || list == nil {
-		// Find the offending element for the error's loc, as pydantic does.
-		var items []json.RawMessage
-		if json.Unmarshal(raw, &items) != nil || items == nil {
-			return nil, invalid("list_type", "Input should be a valid list", raw, nil, field)
+	err := json.Unmarshal(raw, &list)
+	// encoding/json reads a null item as "" where pydantic refuses it, so a list that may
+	// hold one is checked item by item ("null" inside a string only costs that check).
+	if err != nil || list == nil || bytes.Contains(raw, []byte("null")) {
+		if err := checkStringItems(raw, field); err != nil {
+			return nil, err
 		}
-		for i, it := range items {
-			var s string
-			if json.Unmarshal(it, &s) != nil {
-				return nil, invalid("string_type", "Input should be a valid string", it, nil, field, i)
-			}
-		}
-		return nil, invalid("list_type", "Input should be a valid list", raw, nil, field)
 	}
 	if len(list) > maxLen {
 		return nil, invalid("too_long", fmt.Sprintf("List should have at most %d items after validation, not %d", maxLen, len(list)),
@@ -103,39 +133,65 @@ func stringList(obj map[string]json.RawMessage, body []byte, field string, maxLe
 	return list, nil
 }
 
+// checkStringItems refuses, as pydantic does, a JSON value that is not a list, and
+// names every item of a list that is not a string.
+func checkStringItems(raw json.RawMessage, field string) error {
+	var items []json.RawMessage
+	if json.Unmarshal(raw, &items) != nil || items == nil {
+		return invalid("list_type", "Input should be a valid list", raw, nil, field)
+	}
+	var bad []detail
+	for i, it := range items {
+		if it[0] != '"' { // json.Unmarshal hands each item over without its surrounding space
+			bad = append(bad, invalid("string_type", "Input should be a valid string", it, nil, field, i).details[0])
+		}
+	}
+	if bad != nil {
+		return &validationError{bad}
+	}
+	return nil
+}
+
 // parseRetrieve validates a /retrieve body like the anchor's pydantic model
 // (queries: List[str]; topk: Optional[int] = None; return_scores: bool = False), in
 // pydantic's lax mode (topk "5" and 5.0 are 5; return_scores 1 and "true" are true; a null
 // return_scores is an error, as in the anchor). Checked side by side against FastAPI 0.115 +
 // pydantic 2 running bench/anchor_server.py.
-func parseRetrieve(body []byte, maxQueries int) (retrieveRequest, error) {
+func parseRetrieve(contentType, body []byte, maxQueries int) (retrieveRequest, error) {
 	var r retrieveRequest
-	obj, err := decodeObject(body)
+	obj, err := decodeObject(contentType, body)
 	if err != nil {
 		return r, err
 	}
-	if r.Queries, err = stringList(obj, body, "queries", maxQueries); err != nil {
-		return r, err
+	// pydantic reports every field's errors, in the model's field order.
+	var details []detail
+	keep := func(err error) {
+		if v, ok := err.(*validationError); ok { // the field checks return no other errors
+			details = append(details, v.details...)
+		}
 	}
+	r.Queries, err = stringList(obj, body, "queries", maxQueries)
+	keep(err)
 	if raw, ok := obj["topk"]; ok && string(raw) != "null" {
-		if r.TopK, err = laxInt(raw, "topk"); err != nil {
-			return r, err
+		r.TopK, err = laxInt(raw, "topk")
+		if err == nil && r.TopK < 0 {
+			err = invalid("greater_than_equal", "Input should be greater than or equal to 0", raw, map[string]any{"ge": 0}, "topk")
 		}
-		if r.TopK < 0 {
-			return r, invalid("greater_than_equal", "Input should be greater than or equal to 0", raw, map[string]any{"ge": 0}, "topk")
-		}
+		keep(err)
 	}
 	if raw, ok := obj["return_scores"]; ok {
-		if r.ReturnScores, err = laxBool(raw, "return_scores"); err != nil {
-			return r, err
-		}
+		r.ReturnScores, err = laxBool(raw, "return_scores")
+		keep(err)
+	}
+	if details != nil {
+		return retrieveRequest{}, &validationError{details}
 	}
 	return r, nil
 }
 
 // parseAccess validates an /access body: {"urls": List[str]}.
-func parseAccess(body []byte, maxURLs int) (accessRequest, error) {
-	obj, err := decodeObject(body)
+func parseAccess(contentType, body []byte, maxURLs int) (accessRequest, error) {
+	obj, err := decodeObject(contentType, body)
 	if err != nil {
 		return accessRequest{}, err
 	}
@@ -143,35 +199,80 @@ func parseAccess(body []byte, maxURLs int) (accessRequest, error) {
 	return accessRequest{URLs: urls}, err
 }
 
-// laxInt accepts a JSON integer, a float without a fractional part or a string holding
-// an integer. Values beyond int32 saturate (topk is capped later anyway).
+// laxInt accepts what pydantic's lax int does: a JSON integer, a float without a
+// fractional part, true/false (1/0) and a string holding an integer (space around it,
+// "_" between digits and a ".0" fraction allowed). Values beyond int32 saturate (topk is
+// capped later anyway).
 func laxInt(raw json.RawMessage, field string) (int, error) {
-	text := string(raw)
-	if s, err := strconv.Unquote(text); err == nil && raw[0] == '"' {
-		text = strings.TrimSpace(s)
-		if _, err := strconv.ParseFloat(text, 64); err != nil {
-			return 0, invalid("int_parsing", "Input should be a valid integer, unable to parse string as an integer", raw, nil, field)
-		}
+	switch string(raw) {
+	case "true":
+		return 1, nil
+	case "false":
+		return 0, nil
 	}
-	f, err := strconv.ParseFloat(text, 64)
+	if raw[0] == '"' {
+		var s string
+		_ = json.Unmarshal(raw, &s) // raw is a valid JSON string: the object holding it parsed
+		if n, ok := parseIntString(s); ok {
+			return n, nil
+		}
+		return 0, invalid("int_parsing", "Input should be a valid integer, unable to parse string as an integer", raw, nil, field)
+	}
+	f, err := strconv.ParseFloat(string(raw), 64)
 	if err != nil {
 		return 0, invalid("int_type", "Input should be a valid integer", raw, nil, field)
 	}
 	if f != math.Trunc(f) {
 		return 0, invalid("int_from_float", "Input should be a valid integer, got a number with a fractional part", raw, nil, field)
 	}
-	return int(max(min(f, 1<<31-1), -1<<31)), nil
+	return saturate(f), nil
 }
 
-// laxBool accepts JSON booleans, 0/1 and pydantic's boolean strings.
-func laxBool(raw json.RawMessage, field string) (bool, error) {
-	switch strings.ToLower(string(raw)) {
-	case "true", "1", `"true"`, `"1"`, `"yes"`, `"y"`, `"on"`, `"t"`:
-		return true, nil
-	case "false", "0", `"false"`, `"0"`, `"no"`, `"n"`, `"off"`, `"f"`:
-		return false, nil
+// parseIntString reads an integer as pydantic does from a string: "5", " -5 ", "5_000", "5.00".
+func parseIntString(s string) (int, bool) {
+	s = strings.TrimSpace(s)
+	if whole, frac, ok := strings.Cut(s, "."); ok {
+		if frac == "" || strings.Trim(frac, "0") != "" {
+			return 0, false
+		}
+		s = whole
 	}
-	if raw[0] == '"' {
+	digits := strings.TrimLeft(s, "+-")
+	if len(s)-len(digits) > 1 || digits == "" || digits[0] == '_' || digits[len(digits)-1] == '_' || strings.Contains(digits, "__") {
+		return 0, false
+	}
+	f, err := strconv.ParseFloat(strings.ReplaceAll(s, "_", ""), 64)
+	if err != nil || strings.ContainsAny(digits, "eEiInN.xX") {
+		return 0, false
+	}
+	return saturate(f), true
+}
+
+func saturate(f float64) int { return int(max(min(f, 1<<31-1), -1<<31)) }
+
+// laxBool accepts what pydantic's lax bool does: JSON booleans, the numbers 0 and 1 and
+// its boolean words in any case. Other whole numbers and other strings are bool_parsing
+// errors, everything else bool_type.
+func laxBool(raw json.RawMessage, field string) (bool, error) {
+	switch raw[0] {
+	case 't', 'f':
+		return raw[0] == 't', nil
+	case '"':
+		var s string
+		_ = json.Unmarshal(raw, &s) // raw is a valid JSON string: the object holding it parsed
+		switch strings.ToLower(s) {
+		case "true", "1", "yes", "y", "on", "t":
+			return true, nil
+		case "false", "0", "no", "n", "off", "f":
+			return false, nil
+		}
+		return false, invalid("bool_parsing", "Input should be a valid boolean, unable to interpret input", raw, nil, field)
+	}
+	f, err := strconv.ParseFloat(string(raw), 64)
+	switch {
+	case err == nil && (f == 0 || f == 1):
+		return f == 1, nil
+	case err == nil && f == math.Trunc(f):
 		return false, invalid("bool_parsing", "Input should be a valid boolean, unable to interpret input", raw, nil, field)
 	}
 	return false, invalid("bool_type", "Input should be a valid boolean", raw, nil, field)

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log"
 	"net"
 	"strconv"
 	"sync"
@@ -65,6 +66,7 @@ type Server struct {
 	cfg       Config
 	auth      []byte // the expected Authorization header ("Bearer <token>"), nil without a token
 	retriever atomic.Pointer[engine.Retriever]
+	changed   atomic.Bool // a served file changed under the server (storeFailed): not ready
 	metrics   *metrics
 	http      *fasthttp.Server
 	bodies    sync.Pool // *[]byte response buffers, owned by one handler at a time
@@ -80,7 +82,7 @@ func New(cfg Config) *Server {
 		Handler:              s.Handler,
 		ErrorHandler:         s.transportError,
 		Name:                 "needle",
-		Concurrency:          s.cfg.MaxConns,
+		Concurrency:          s.cfg.MaxConns + 2*connReserve, // never reached: see limits.go
 		MaxRequestBodySize:   s.cfg.MaxBodyBytes,
 		ReadTimeout:          s.cfg.ReadTimeout,
 		WriteTimeout:         s.cfg.WriteTimeout,
@@ -98,13 +100,18 @@ func (s *Server) SetRetriever(r *engine.Retriever) { s.retriever.Store(r) }
 func (s *Server) ObserveBatch(queries int) { s.metrics.batch.observe(float64(queries)) }
 
 // Serve answers requests on ln until Shutdown.
-func (s *Server) Serve(ln net.Listener) error { return s.http.Serve(ln) }
+func (s *Server) Serve(ln net.Listener) error {
+	return s.http.Serve(&limitListener{Listener: ln, s: s})
+}
 
 // Shutdown stops accepting connections and waits, until ctx ends, for in-flight requests.
 func (s *Server) Shutdown(ctx context.Context) error { return s.http.ShutdownWithContext(ctx) }
 
 // Handler routes one request and records its metrics.
 func (s *Server) Handler(ctx *fasthttp.RequestCtx) {
+	if s.refuseOverLimit(ctx) {
+		return
+	}
 	start := time.Now()
 	ep := s.route(ctx)
 	s.metrics.observeRequest(ep, ctx.Response.StatusCode(), time.Since(start).Seconds())
@@ -144,13 +151,15 @@ func (s *Server) route(ctx *fasthttp.RequestCtx) endpoint {
 	case epReady:
 		if r == nil {
 			writeJSON(ctx, fasthttp.StatusServiceUnavailable, []byte(`{"status":"loading"}`))
+		} else if s.changed.Load() {
+			writeJSON(ctx, fasthttp.StatusServiceUnavailable, []byte(`{"status":"a served file changed"}`))
 		} else {
 			writeJSON(ctx, fasthttp.StatusOK, []byte(`{"status":"ready"}`))
 		}
 	case epMetrics:
 		g := gauges{}
 		if r != nil {
-			g = gauges{ready: true, queueQueries: r.Queued(), indexVectors: r.Ntotal(), badRows: r.BadRowsSkipped()}
+			g = gauges{ready: !s.changed.Load(), queueQueries: r.Queued(), indexVectors: r.Ntotal(), badRows: r.BadRowsSkipped()}
 		}
 		ctx.SetContentType("text/plain; version=0.0.4; charset=utf-8")
 		s.metrics.write(ctx, g)
@@ -177,7 +186,7 @@ func (s *Server) authorized(ctx *fasthttp.RequestCtx) bool {
 // retrieve answers POST /retrieve: one inner list per query, best first; with
 // return_scores each hit is {"document": <row>, "score": s}, else the row itself.
 func (s *Server) retrieve(ctx *fasthttp.RequestCtx, r *engine.Retriever) {
-	req, err := parseRetrieve(ctx.PostBody(), s.cfg.MaxQueries)
+	req, err := parseRetrieve(ctx.Request.Header.ContentType(), ctx.PostBody(), s.cfg.MaxQueries)
 	if err != nil {
 		writeValidation(ctx, err)
 		return
@@ -203,11 +212,21 @@ func (s *Server) retrieve(ctx *fasthttp.RequestCtx, r *engine.Retriever) {
 		writeDetail(ctx, fasthttp.StatusServiceUnavailable, err.Error())
 		return
 	case err != nil:
+		s.storeFailed("corpus", err)
 		writeDetail(ctx, fasthttp.StatusInternalServerError, err.Error())
 		return
 	}
+	// The rows are views into the corpus mapping: a fault while copying them (the file
+	// truncated after the engine read the line) is an error wrapping engine.ErrChanged.
+	body := s.getBody()
+	if err := engine.CatchFault(func() { body = appendRetrieveResult(body, hits, req.ReturnScores) }); err != nil {
+		s.putBody(body)
+		s.storeFailed("corpus", err)
+		writeDetail(ctx, fasthttp.StatusInternalServerError, "reading the corpus: "+err.Error())
+		return
+	}
 	s.metrics.queries.Add(uint64(n))
-	s.setBody(ctx, appendRetrieveResult(s.getBody(), hits, req.ReturnScores))
+	s.setBody(ctx, body)
 }
 
 // access answers POST /access: the page row of each URL, or null for a miss.
@@ -216,24 +235,31 @@ func (s *Server) access(ctx *fasthttp.RequestCtx, r *engine.Retriever) {
 		writeDetail(ctx, fasthttp.StatusNotFound, "no pages file: start needle serve with --pages (alias --pages_path) to use /access")
 		return
 	}
-	req, err := parseAccess(ctx.PostBody(), s.cfg.MaxQueries)
+	req, err := parseAccess(ctx.Request.Header.ContentType(), ctx.PostBody(), s.cfg.MaxQueries)
 	if err != nil {
 		writeValidation(ctx, err)
 		return
 	}
-	body := append(s.getBody(), `{"result":[`...)
-	for i, row := range r.Access(req.URLs) {
-		if i > 0 {
-			body = append(body, ',')
-		}
-		if row == nil {
-			body = append(body, "null"...)
-		} else {
-			body = append(body, row...)
-		}
+	body := s.getBody()
+	rows, err := r.Access(req.URLs)
+	if err == nil {
+		err = engine.CatchFault(func() { body = appendAccessResult(body, rows) })
 	}
-	body = append(body, "]}"...)
+	if err != nil {
+		s.putBody(body)
+		s.storeFailed("pages file", err)
+		writeDetail(ctx, fasthttp.StatusInternalServerError, "reading the pages file: "+err.Error())
+		return
+	}
 	s.setBody(ctx, body)
+}
+
+// storeFailed takes the server out of /ready, with one log line, when err says a served
+// file (what: the corpus or the pages file) changed under its mapping.
+func (s *Server) storeFailed(what string, err error) {
+	if errors.Is(err, engine.ErrChanged) && s.changed.CompareAndSwap(false, true) {
+		log.Printf("needle serve: the %s changed under the server, /ready is now false; restart once it is complete: %v", what, err)
+	}
 }
 
 func (s *Server) getBody() []byte {
@@ -242,6 +268,9 @@ func (s *Server) getBody() []byte {
 	}
 	return make([]byte, 0, 64<<10)
 }
+
+// putBody returns a body that was not sent to the pool.
+func (s *Server) putBody(b []byte) { s.bodies.Put(&b) }
 
 // setBody hands body to the response without copying and takes the response's previous
 // buffer back into the pool.
@@ -253,13 +282,24 @@ func (s *Server) setBody(ctx *fasthttp.RequestCtx, body []byte) {
 }
 
 // transportError answers requests fasthttp could not read (too large, malformed HTTP,
-// timeouts) with a JSON body like every other error.
+// timeouts) with a JSON body like every other error, and counts them.
 func (s *Server) transportError(ctx *fasthttp.RequestCtx, err error) {
-	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
+	var small *fasthttp.ErrSmallBuffer
+	var netErr net.Error
+	switch {
+	case errors.Is(err, fasthttp.ErrBodyTooLarge):
+		s.metrics.refused[refusedBodyTooLarge].Add(1)
 		writeDetail(ctx, fasthttp.StatusRequestEntityTooLarge, "request body is larger than the server's limit")
-		return
+	case errors.As(err, &small):
+		s.metrics.refused[refusedHeaderTooLarge].Add(1)
+		writeDetail(ctx, fasthttp.StatusRequestHeaderFieldsTooLarge, "request headers are larger than the server's limit")
+	case errors.As(err, &netErr) && netErr.Timeout():
+		s.metrics.refused[refusedReadTimeout].Add(1)
+		writeDetail(ctx, fasthttp.StatusRequestTimeout, "timed out reading the request")
+	default:
+		s.metrics.refused[refusedMalformed].Add(1)
+		writeDetail(ctx, fasthttp.StatusBadRequest, "cannot read the HTTP request: "+err.Error())
 	}
-	writeDetail(ctx, fasthttp.StatusBadRequest, "cannot read the HTTP request: "+err.Error())
 }
 
 func writeJSON(ctx *fasthttp.RequestCtx, status int, body []byte) {
@@ -288,7 +328,7 @@ func writeValidation(ctx *fasthttp.RequestCtx, err error) {
 		writeDetail(ctx, fasthttp.StatusUnprocessableEntity, err.Error())
 		return
 	}
-	body, mErr := json.Marshal(struct {
+	body, mErr := marshalJSON(struct {
 		Detail []detail `json:"detail"`
 	}{v.details})
 	if mErr != nil {

@@ -1,14 +1,21 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"log"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/valyala/fasthttp"
+	"golang.org/x/sys/unix"
 
 	"needle/engine"
+	"needle/engine/docstore"
 	"needle/engine/enginetest"
 )
 
@@ -194,6 +201,22 @@ func TestRetrieveValidationErrors(t *testing.T) {
 		{`{"queries":["a"],"return_scores":"maybe"}`, "bool_parsing", `["body","return_scores"]`, 422},
 		{`{"queries":["a"],"return_scores":{}}`, "bool_type", `["body","return_scores"]`, 422},
 		{`{"queries":["a","b","c","d"]}`, "too_long", `["body","queries"]`, 422},
+		{`{"queries":["a",null]}`, "string_type", `["body","queries",1]`, 422},
+		{`{"queries":{"a":1}}`, "list_type", `["body","queries"]`, 422},
+		{`   `, "json_invalid", `["body",3]`, 422},
+		{`{"queries":["a"]} x`, "json_invalid", `["body",18]`, 422},
+		{`{"queries":["a"],"topk":}`, "json_invalid", `["body",24]`, 422},
+		{`{"queries":["a"],"topk":"5.5"}`, "int_parsing", `["body","topk"]`, 422},
+		{`{"queries":["a"],"topk":"1e2"}`, "int_parsing", `["body","topk"]`, 422},
+		{`{"queries":["a"],"topk":"5."}`, "int_parsing", `["body","topk"]`, 422},
+		{`{"queries":["a"],"topk":{}}`, "int_type", `["body","topk"]`, 422},
+		{`{"queries":["a"],"return_scores":2}`, "bool_parsing", `["body","return_scores"]`, 422},
+		{`{"queries":["a"],"return_scores":-1}`, "bool_parsing", `["body","return_scores"]`, 422},
+		{`{"queries":["a"],"return_scores":2.0}`, "bool_parsing", `["body","return_scores"]`, 422},
+		{`{"queries":["a"],"return_scores":1.5}`, "bool_type", `["body","return_scores"]`, 422},
+		{`{"queries":["a"],"return_scores":" true "}`, "bool_parsing", `["body","return_scores"]`, 422},
+		{`{"queries":["a"],"return_scores":"1.0"}`, "bool_parsing", `["body","return_scores"]`, 422},
+		{`{"queries":["a"],"return_scores":[]}`, "bool_type", `["body","return_scores"]`, 422},
 	} {
 		code, out, _ := do(s, "POST", "/retrieve", tc.body)
 		var got struct {
@@ -230,6 +253,74 @@ func TestMissingQueriesMatchesFastAPIShape(t *testing.T) {
 	want := `{"detail":[{"type":"missing","loc":["body","queries"],"msg":"Field required","input":{"topk":3}}]}`
 	if string(out) != want {
 		t.Errorf("got  %s\nwant %s", out, want)
+	}
+}
+
+// Lax values FastAPI 0.115.5 + pydantic 2 accept for the anchor's model (seen side by side).
+func TestRetrieveLaxValuesAccepted(t *testing.T) {
+	s, _, _ := testServer(t, Config{}, false)
+	for _, body := range []string{
+		`{"queries":["a"],"topk":true}`, `{"queries":["a"],"topk":false}`, `{"queries":["a"],"topk":"5.0"}`,
+		`{"queries":["a"],"topk":" 5 "}`, `{"queries":["a"],"topk":"+5"}`, `{"queries":["a"],"topk":"5_000"}`,
+		`{"queries":["a"],"topk":"-0"}`, `{"queries":["a"],"topk":1e2}`, `{"queries":["a"],"topk":5.0}`,
+		`{"queries":["a"],"return_scores":1.0}`, `{"queries":["a"],"return_scores":0.0}`, `{"queries":["a"],"return_scores":1e0}`,
+		`{"queries":["a"],"return_scores":"True"}`, ` {"queries":["a"]}`,
+	} {
+		if code, out, _ := do(s, "POST", "/retrieve", body); code != 200 {
+			t.Errorf("body %s: got %d %s, want 200", body, code, out)
+		}
+	}
+}
+
+// The exact bytes FastAPI 0.115.5 + pydantic 2 answer, seen by running the anchor's
+// request models (bench/anchor_server.py) under uvicorn: a null or other non-string list
+// item names each bad item, every bad field has its entry, and a body whose Content-Type is not JSON reaches pydantic as
+// a string (no Content-Type, application/json with any case or parameters and
+// application/*+json are read as JSON).
+func TestFastAPIBodiesForItemsAndContentTypes(t *testing.T) {
+	s, _, _ := testServer(t, Config{}, true)
+	const notObject = `{"detail":[{"type":"model_attributes_type","loc":["body"],"msg":"Input should be a valid dictionary or object to extract fields from","input":`
+	for _, tc := range []struct {
+		path, contentType, body, want string
+	}{
+		{"/retrieve", "application/json", `{"queries":["a",null]}`,
+			`{"detail":[{"type":"string_type","loc":["body","queries",1],"msg":"Input should be a valid string","input":null}]}`},
+		{"/retrieve", "application/json", `{"queries":[null, 5]}`,
+			`{"detail":[{"type":"string_type","loc":["body","queries",0],"msg":"Input should be a valid string","input":null},` +
+				`{"type":"string_type","loc":["body","queries",1],"msg":"Input should be a valid string","input":5}]}`},
+		{"/retrieve", "application/json", `{"queries":[null,"a",3],"topk":"x","return_scores":"maybe"}`,
+			`{"detail":[{"type":"string_type","loc":["body","queries",0],"msg":"Input should be a valid string","input":null},` +
+				`{"type":"string_type","loc":["body","queries",2],"msg":"Input should be a valid string","input":3},` +
+				`{"type":"int_parsing","loc":["body","topk"],"msg":"Input should be a valid integer, unable to parse string as an integer","input":"x"},` +
+				`{"type":"bool_parsing","loc":["body","return_scores"],"msg":"Input should be a valid boolean, unable to interpret input","input":"maybe"}]}`},
+		{"/retrieve", "application/json", `{"return_scores":[]}`,
+			`{"detail":[{"type":"missing","loc":["body","queries"],"msg":"Field required","input":{"return_scores":[]}},` +
+				`{"type":"bool_type","loc":["body","return_scores"],"msg":"Input should be a valid boolean","input":[]}]}`},
+		{"/retrieve", "application/json", `{"queries":[{}]}`,
+			`{"detail":[{"type":"string_type","loc":["body","queries",0],"msg":"Input should be a valid string","input":{}}]}`},
+		{"/access", "application/json", `{"urls":["a","b",null]}`,
+			`{"detail":[{"type":"string_type","loc":["body","urls",2],"msg":"Input should be a valid string","input":null}]}`},
+		{"/retrieve", "text/plain", `{"queries":["a"]}`, notObject + `"{\"queries\":[\"a\"]}"}]}`},
+		{"/retrieve", "application/x-www-form-urlencoded", `queries=a&topk=3`, notObject + `"queries=a&topk=3"}]}`},
+		{"/retrieve", "multipart/form-data", `{"queries":["a"]}`, notObject + `"{\"queries\":[\"a\"]}"}]}`},
+		{"/retrieve", "application/octet-stream", `["a"]`, notObject + `"[\"a\"]"}]}`},
+		{"/retrieve", "application/x-json", `null`, notObject + `"null"}]}`},
+		{"/retrieve", "text/json", `   `, notObject + `"   "}]}`},
+		{"/retrieve", "application/", `{}`, notObject + `"{}"}]}`},
+		{"/retrieve", "json", `{}`, notObject + `"{}"}]}`},
+		{"/access", "text/plain", `{"urls":["a"]}`, notObject + `"{\"urls\":[\"a\"]}"}]}`},
+		{"/retrieve", "text/plain", ``, `{"detail":[{"type":"missing","loc":["body"],"msg":"Field required","input":null}]}`},
+	} {
+		code, out, _ := do(s, "POST", tc.path, tc.body, "Content-Type", tc.contentType)
+		if code != 422 || string(out) != tc.want {
+			t.Errorf("%s %q %s:\n got  %d %s\n want 422 %s", tc.path, tc.contentType, tc.body, code, out, tc.want)
+		}
+	}
+	for _, ct := range []string{"", " application/json ", "APPLICATION/JSON", "application/JSON; charset=utf-8", "application/json;",
+		"application/vnd.api+json", "application/json-patch+json", "application/json; charset=latin-1"} {
+		if code, out, _ := do(s, "POST", "/retrieve", `{"queries":["a"]}`, "Content-Type", ct); code != 200 {
+			t.Errorf("Content-Type %q: got %d %s, want 200", ct, code, out)
+		}
 	}
 }
 
@@ -353,5 +444,138 @@ func TestBadCorpusRowsAreLeftOut(t *testing.T) {
 	_, metrics, _ := do(s, "GET", "/metrics", "")
 	if want := fmt.Sprintf("needle_bad_rows_skipped_total %d", 20-total); !strings.Contains(string(metrics), want) {
 		t.Errorf("metrics lack %q", want)
+	}
+}
+
+// A corpus truncated in place while served: that request gets a 500, /ready turns false
+// with one log line, and the process lives on (a read past the new end is a SIGBUS).
+func TestCorpusTruncatedUnderServer(t *testing.T) {
+	enc := &enginetest.HashEncoder{Dimension: 16}
+	texts := make([]string, 3000) // rows spanning many pages past the truncation point
+	var corpus strings.Builder
+	for i := range texts {
+		texts[i] = fmt.Sprintf("title%d about topic%d", i, i%7)
+		fmt.Fprintf(&corpus, `{"id":"%d","contents":%q}`+"\n", i, texts[i])
+	}
+	path := writeTempFile(t, "corpus.jsonl", corpus.String())
+	docs, err := docstore.OpenCorpus(path, docstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { docs.Close() })
+	_, idx := enginetest.Corpus(enc, texts)
+	s := New(Config{})
+	r, err := engine.NewRetriever(enc, idx, docs, nil, "", engine.BatcherOptions{MaxBatch: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Close)
+	s.SetRetriever(r)
+	logged := captureLog(t)
+
+	body := `{"queries":["title2999 about topic3"],"topk":3000}` // every row: some past the cut
+	if code, out, _ := do(s, "POST", "/retrieve", body); code != 200 || !strings.Contains(string(out), `"id":"2999"`) {
+		t.Fatalf("before: %d %s", code, out)
+	}
+	if err := os.Truncate(path, 64); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		code, out, _ := do(s, "POST", "/retrieve", body)
+		if code != 500 || !strings.Contains(string(out), "changed under the server") {
+			t.Errorf("after truncation: %d %s, want 500 saying the corpus changed", code, out)
+		}
+	}
+	if code, out, _ := do(s, "GET", "/ready", ""); code != 503 || string(out) != `{"status":"a served file changed"}` {
+		t.Errorf("/ready: %d %s", code, out)
+	}
+	if code, _, _ := do(s, "GET", "/health", ""); code != 200 {
+		t.Errorf("/health: %d", code)
+	}
+	if _, out, _ := do(s, "GET", "/metrics", ""); !strings.Contains(string(out), "needle_ready 0\n") {
+		t.Errorf("/metrics does not say needle_ready 0")
+	}
+	if lines := strings.Count(logged.String(), "\n"); lines != 1 || !strings.Contains(logged.String(), path) {
+		t.Errorf("log: %d lines %q, want one naming %s", lines, logged.String(), path)
+	}
+}
+
+func writeTempFile(t *testing.T, name, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// captureLog sends the standard logger's lines to the returned buffer until the test ends.
+func captureLog(t *testing.T) *bytes.Buffer {
+	var logged bytes.Buffer
+	log.SetOutput(&logged)
+	t.Cleanup(func() { log.SetOutput(os.Stderr) })
+	return &logged
+}
+
+// A pages file truncated in place while served: /access answers 500 and /ready turns false.
+func TestPagesTruncatedUnderServer(t *testing.T) {
+	var pages strings.Builder
+	for i := range 3000 { // rows spanning many pages past the truncation point
+		fmt.Fprintf(&pages, `{"url":"https://en.wikipedia.org/wiki/P%d","contents":"page %d"}`+"\n", i, i)
+	}
+	path := writeTempFile(t, "pages.jsonl", pages.String())
+	ps, err := docstore.OpenPages(path, docstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ps.Close() })
+	enc := &enginetest.HashEncoder{Dimension: 16}
+	docs, idx := enginetest.Corpus(enc, []string{"a", "b"})
+	r, err := engine.NewRetriever(enc, idx, docs, ps, "", engine.BatcherOptions{MaxBatch: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Close)
+	s := New(Config{})
+	s.SetRetriever(r)
+	logged := captureLog(t)
+
+	body := `{"urls":["https://en.wikipedia.org/wiki/P2999"]}`
+	if code, out, _ := do(s, "POST", "/access", body); code != 200 || !strings.Contains(string(out), `"page 2999"`) {
+		t.Fatalf("before: %d %s", code, out)
+	}
+	if err := os.Truncate(path, 64); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, _ := do(s, "POST", "/access", body); code != 500 || !strings.Contains(string(out), "changed under the server") {
+		t.Errorf("after truncation: %d %s, want 500 saying the file changed", code, out)
+	}
+	if code, _, _ := do(s, "GET", "/ready", ""); code != 503 {
+		t.Errorf("/ready: %d, want 503", code)
+	}
+	if !strings.Contains(logged.String(), "the pages file changed under the server") {
+		t.Errorf("log %q does not name the pages file", logged.String())
+	}
+}
+
+func TestCopyingARowOfATruncatedCorpusIsAnError(t *testing.T) {
+	path := writeTempFile(t, "corpus.jsonl", strings.Repeat("x", 3*4096))
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	mapped, err := unix.Mmap(int(f.Fd()), 0, 3*4096, unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(mapped)
+	if err := os.Truncate(path, 0); err != nil {
+		t.Fatal(err)
+	}
+	// A row the engine read before the cut: only copying it into the response faults.
+	hits := [][]engine.Hit{{{Row: mapped[8192:8300], Score: 1}}}
+	if err := engine.CatchFault(func() { appendRetrieveResult(nil, hits, true) }); !errors.Is(err, engine.ErrChanged) {
+		t.Errorf("got %v, want an error wrapping engine.ErrChanged", err)
 	}
 }

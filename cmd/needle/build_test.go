@@ -109,6 +109,11 @@ func TestBuildResumeAfterKill(t *testing.T) {
 	if !strings.Contains(out, "resuming after") {
 		t.Fatalf("rerun did not resume:\n%s", out)
 	}
+	for _, pattern := range []string{filepath.Join(killed, ".*.tmp*"), filepath.Join(killed, "partial", ".*.tmp*")} {
+		if left, _ := filepath.Glob(pattern); len(left) > 0 {
+			t.Fatalf("temp files left after the rerun: %v", left)
+		}
+	}
 	want := readBytes(t, filepath.Join(whole, indexbuild.IndexFileName))
 	if !bytes.Equal(readBytes(t, filepath.Join(killed, indexbuild.IndexFileName)), want) {
 		t.Fatal("index of the killed-and-resumed build differs from the uninterrupted one")

@@ -4,8 +4,9 @@
 // files (mmapped too) built once and rebuilt when the file changes, so opening a 14 GB
 // corpus costs milliseconds and RSS holds only the pages recently read.
 //
-// A file must not be truncated or rewritten in place while it is open: its mapping would
-// then fault (SIGBUS). Replace it by rename, as every tool writing large files should.
+// A file must not be truncated or rewritten in place while it is open: its mapping then
+// faults (SIGBUS). Corpus reads catch that fault and answer an error wrapping ErrChanged
+// from then on. Replace files by rename, as every tool writing large files should.
 package docstore
 
 import (
@@ -62,15 +63,27 @@ func (c *Corpus) Contents(i int64) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return decodeJSONString(raw), nil
+	var s string
+	if err := c.lines.read(func() { s = decodeJSONString(raw) }); err != nil {
+		return "", err
+	}
+	return s, nil
 }
 
-// row returns line i and the raw (undecoded) `contents` string in it.
+// row returns line i and the raw (undecoded) `contents` string in it. Checking the line
+// reads all of it, so a file shrunk under the mapping is an error here (ErrChanged).
 func (c *Corpus) row(i int64) (line, contents []byte, err error) {
-	if line, err = c.lines.line(i); err != nil {
+	var reason string
+	if rerr := c.lines.read(func() {
+		if line, err = c.lines.line(i); err == nil {
+			contents, _, reason = stringField(line, "contents")
+		}
+	}); rerr != nil {
+		return nil, nil, rerr
+	}
+	if err != nil {
 		return nil, nil, err
 	}
-	contents, _, reason := stringField(line, "contents")
 	if reason != "" {
 		return nil, nil, &BadRowError{Path: c.lines.path, Line: i + 1, Reason: reason}
 	}

@@ -169,6 +169,29 @@ func TestCorpusCorruptSidecarIsRebuilt(t *testing.T) {
 	}
 }
 
+// A sidecar whose header still matches but whose offsets were damaged (a flipped byte, a
+// disk error) fails its checksum at open and is rebuilt.
+func TestCorpusSidecarWithDamagedOffsetsIsRebuilt(t *testing.T) {
+	dir := t.TempDir()
+	path := writeFile(t, dir, "c.jsonl", `{"contents":"a"}`+"\n"+`{"contents":"b"}`+"\n"+`{"contents":"c"}`+"\n")
+	openCorpus(t, path, Options{}).Close()
+	side := path + offsetsExt
+	good, err := os.ReadFile(side)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := slices.Clone(good)
+	bad[headerSize+8*2] ^= 0x04 // row 2's start offset: 34 becomes 38
+	writeFile(t, dir, filepath.Base(side), string(bad))
+	c := openCorpus(t, path, Options{})
+	if row, err := c.Row(1); err != nil || string(row) != `{"contents":"b"}` {
+		t.Errorf("Row(1) = %q, %v after damaging the sidecar", row, err)
+	}
+	if now, _ := os.ReadFile(side); !slices.Equal(now, good) {
+		t.Errorf("the damaged sidecar was not rebuilt")
+	}
+}
+
 func TestCorpusSidecarLocation(t *testing.T) {
 	dir := t.TempDir()
 	path := writeFile(t, dir, "c.jsonl", `{"contents":"a"}`)
@@ -285,4 +308,40 @@ func TestRowDoesNotAllocate(t *testing.T) {
 	if allocs != 0 {
 		t.Errorf("Row allocates %.1f times per call, want 0", allocs)
 	}
+}
+
+// A corpus truncated in place under its mapping: reads past the new end fault (SIGBUS),
+// which must become an error naming the change, not a crash; so must every later read.
+func TestCorpusTruncatedInPlaceIsAnError(t *testing.T) {
+	var sb strings.Builder
+	for i := range 20000 { // ~0.6 MB: many pages past the truncation point
+		sb.WriteString(`{"id":"` + strconv.Itoa(i) + `","contents":"row text"}` + "\n")
+	}
+	path := writeFile(t, t.TempDir(), "c.jsonl", sb.String())
+	c := openCorpus(t, path, Options{})
+	last := c.Len() - 1
+	if _, err := c.Row(last); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(path, 100); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		_, err := c.Row(last)
+		if !errors.Is(err, ErrChanged) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "now 100 bytes") {
+			t.Fatalf("Row after truncation: %v, want ErrChanged naming %s and its new size", err, path)
+		}
+	}
+	if _, err := c.Contents(0); !errors.Is(err, ErrChanged) {
+		t.Errorf("Contents after a fault: %v, want ErrChanged", err)
+	}
+}
+
+func TestCatchFaultPassesOtherPanicsOn(t *testing.T) {
+	defer func() {
+		if r := recover(); r != "not a fault" {
+			t.Errorf("recovered %v, want the original panic", r)
+		}
+	}()
+	_ = CatchFault(func() { panic("not a fault") })
 }

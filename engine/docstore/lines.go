@@ -14,6 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/cespare/xxhash/v2"
 	"golang.org/x/sys/unix"
 
 	"needle/internal/atomicfile"
@@ -21,9 +22,11 @@ import (
 
 // Sidecar header, shared by both sidecar kinds (64 bytes, little endian):
 // magic [8] | data file fingerprint [32] | rows u64 | kind-specific u64 | kind-specific u64.
+// The offsets sidecar's extra1 is the xxhash64 of its offsets, so that a sidecar damaged
+// after it was written is found at open and rebuilt (version 01 had none: rebuilt too).
 const (
 	headerSize   = 64
-	offsetsMagic = "NDLOFS01"
+	offsetsMagic = "NDLOFS02"
 	offsetsExt   = ".needle-offsets"
 )
 
@@ -66,6 +69,7 @@ type lineFile struct {
 	side    []byte // the whole offsets sidecar
 	offs    []byte // side[headerSize:]: rows+1 u64 offsets into data
 	rows    int64
+	changed atomic.Pointer[error] // set by the first read that faulted (fault.go)
 }
 
 func openLines(path string, opt Options) (*lineFile, error) {
@@ -92,10 +96,15 @@ func openLines(path string, opt Options) (*lineFile, error) {
 	fresh := func(side []byte) bool {
 		h := getHeader(side)
 		// A line takes at least one byte, so 0 < rows <= size bounds the length check.
-		return h.magic == offsetsMagic && h.fp == fp && h.rows > 0 && h.rows <= fp.size &&
+		if !(h.magic == offsetsMagic && h.fp == fp && h.rows > 0 && h.rows <= fp.size &&
 			int64(len(side)) == headerSize+8*(h.rows+1) &&
 			binary.LittleEndian.Uint64(side[headerSize:]) == 0 &&
-			binary.LittleEndian.Uint64(side[len(side)-8:]) == uint64(fp.size)
+			binary.LittleEndian.Uint64(side[len(side)-8:]) == uint64(fp.size)) {
+			return false
+		}
+		sum := xxhash.Sum64(side[headerSize:])
+		dropResident(side, 0, len(side)) // the check read all of it; lines read later fault their pages back
+		return sum == uint64(h.extra1)
 	}
 	build := func(dst *os.File) error { return writeOffsets(f, fp, dst, opt.Progress) }
 	l.side, l.sidecar, err = findOrBuild(path, offsetsExt, opt, fresh, build)
@@ -183,6 +192,8 @@ func writeOffsets(f *os.File, fp fingerprint, dst *os.File, progress func(done, 
 	if _, err := dst.Write(make([]byte, headerSize)); err != nil { // header goes last
 		return err
 	}
+	sum := xxhash.New()
+	offsets := io.MultiWriter(dst, sum)
 	buf := make([]byte, scanChunk)
 	out := make([]byte, 0, scanChunk)
 	out = binary.LittleEndian.AppendUint64(out, 0)
@@ -202,7 +213,7 @@ func writeOffsets(f *os.File, fp fingerprint, dst *os.File, progress func(done, 
 			rows++
 			if end := pos + int64(i); end < fp.size {
 				if len(out)+8 > cap(out) {
-					if _, err := dst.Write(out); err != nil {
+					if _, err := offsets.Write(out); err != nil {
 						return err
 					}
 					out = out[:0]
@@ -222,14 +233,14 @@ func writeOffsets(f *os.File, fp fingerprint, dst *os.File, progress func(done, 
 		rows++ // the bytes after the last newline are a line too
 	}
 	out = binary.LittleEndian.AppendUint64(out, uint64(fp.size))
-	if _, err := dst.Write(out); err != nil {
+	if _, err := offsets.Write(out); err != nil {
 		return err
 	}
 	if st, err := f.Stat(); err != nil || st.Size() != fp.size || st.ModTime().UnixNano() != fp.mtime {
 		return fmt.Errorf("%s changed while its sidecar was being built", f.Name())
 	}
 	hdr := make([]byte, headerSize)
-	header{magic: offsetsMagic, fp: fp, rows: rows}.put(hdr)
+	header{magic: offsetsMagic, fp: fp, rows: rows, extra1: int64(sum.Sum64())}.put(hdr)
 	_, err := dst.WriteAt(hdr, 0)
 	return err
 }

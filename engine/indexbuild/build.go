@@ -168,8 +168,11 @@ func (s outputState) hash() string {
 }
 
 // UpToDate returns the manifest of Out when Out already holds a complete build of these
-// arguments (same corpus path, size and mtime, model files, settings), so the caller can
-// skip loading the model. It returns nil, nil when a build is needed.
+// arguments (same corpus path, size, mtime and content hash, model files, settings), so
+// the caller can skip loading the model. It returns nil, nil when a build is needed. The
+// corpus is hashed (streamed, xxh64) each time: an in-place rewrite that keeps size and
+// mtime is caught. A manifest without a corpus hash this binary can compute is not up to
+// date; one with a sha256 hash (older builds) is checked by re-hashing with sha256.
 func UpToDate(cfg Config) (*Manifest, error) {
 	cfg.setDefaults()
 	m, err := ReadManifest(cfg.Out)
@@ -182,6 +185,10 @@ func UpToDate(cfg Config) (*Manifest, error) {
 	}
 	if !complete(cfg.Out, m, st.hash()) {
 		return nil, nil
+	}
+	_, asRecorded, err := hashCorpus(cfg.Corpus, m.Corpus.Hash, cfg.Log)
+	if err != nil || asRecorded == "" || asRecorded != m.Corpus.Hash {
+		return nil, err
 	}
 	return m, nil
 }
@@ -221,19 +228,24 @@ func Run(cfg Config, parts Parts) (*Report, error) {
 		return nil, err
 	}
 	defer unlock()
+	if err := removeTemps(cfg); err != nil {
+		return nil, err
+	}
 	out, err := cfg.outputState()
 	if err != nil {
 		return nil, err
 	}
 	old, _ := ReadManifest(cfg.Out) // nil: no finished build there
-	if old != nil && complete(cfg.Out, old, out.hash()) {
-		return upToDateReport(old), nil
+	recorded := ""
+	if old != nil {
+		recorded = old.Corpus.Hash
 	}
 	info := CorpusInfo{Path: out.CorpusPath, Size: out.CorpusSize, Mtime: out.CorpusMtime}
-	if info.Hash, err = hashFile(cfg.Corpus, cfg.Log); err != nil {
+	var asRecorded string
+	if info.Hash, asRecorded, err = hashCorpus(cfg.Corpus, recorded, cfg.Log); err != nil {
 		return nil, err
 	}
-	if old != nil {
+	if old != nil && asRecorded != "" && asRecorded == old.Corpus.Hash && old.Corpus.Size == info.Size {
 		if ok, err := refreshManifest(cfg.Out, old, out, info); err != nil || ok {
 			if err != nil {
 				return nil, err
@@ -304,21 +316,37 @@ func Run(cfg Config, parts Parts) (*Report, error) {
 	return rep, nil
 }
 
-// refreshManifest handles a finished build whose corpus was rewritten with the same bytes
-// or moved (a new mtime or path, the same content hash): the manifest is updated to the
-// corpus's new identity (m, read from dir, is updated in place), ok is true and nothing is
-// rebuilt. ok is false when m records no such build.
+// refreshManifest handles a finished build of these arguments whose corpus has the bytes
+// m records (the caller compared the hashes): up to date, ok is true and nothing is
+// rebuilt. When the corpus was moved or rewritten with the same bytes (a new path or
+// mtime) or m records its hash in an older format, m (read from dir) is updated in place
+// and rewritten. ok is false when m records a build of other arguments.
 func refreshManifest(dir string, m *Manifest, now outputState, info CorpusInfo) (ok bool, err error) {
-	if m.Corpus.Hash != info.Hash || m.Corpus.Size != info.Size {
-		return false, nil
-	}
 	then := now
 	then.CorpusPath, then.CorpusMtime = m.Corpus.Path, m.Corpus.Mtime
 	if !complete(dir, m, then.hash()) {
 		return false, nil
 	}
+	if m.Corpus == info {
+		return true, nil
+	}
 	m.Corpus, m.ArgsHash = info, now.hash()
 	return true, WriteManifest(dir, m)
+}
+
+// removeTemps removes the temp files a killed build left in the output folder and its
+// partial folder (the caller holds the folder's lock, so no live writer owns them).
+func removeTemps(cfg Config) error {
+	for _, dir := range []string{cfg.Out, filepath.Join(cfg.Out, partialDirName)} {
+		removed, err := atomicfile.RemoveTemps(dir)
+		if err != nil {
+			return fmt.Errorf("remove temp files of an interrupted build: %w", err)
+		}
+		if len(removed) > 0 {
+			fmt.Fprintf(cfg.Log, "removed %d temp files left by an interrupted build in %s\n", len(removed), dir)
+		}
+	}
+	return nil
 }
 
 // clearOldOutput refuses (or, with Restart, removes) a complete build of other arguments in

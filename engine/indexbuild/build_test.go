@@ -2,7 +2,9 @@ package indexbuild
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -152,7 +154,7 @@ func TestBuildAndUpToDate(t *testing.T) {
 		t.Fatal(err)
 	}
 	if m.Count != 25 || m.Dimension != 3 || len(m.BadRows) != 2 || m.BadRows[1] != (BadRow{Line: 18, Reason: "no contents"}) ||
-		!strings.HasPrefix(m.Corpus.Hash, "sha256:") || m.EmbeddingsFile != EmbeddingsFileName {
+		!strings.HasPrefix(m.Corpus.Hash, hashXXH64) || m.EmbeddingsFile != EmbeddingsFileName {
 		t.Fatalf("manifest %+v", m)
 	}
 	// Bad rows keep their row and are encoded as empty text: row 3 is the vector of "".
@@ -213,6 +215,95 @@ func TestTouchedCorpusIsUpToDate(t *testing.T) {
 	}
 	if m, _ := UpToDate(f.cfg); m == nil || m.Corpus.Mtime != later.UnixNano() {
 		t.Fatalf("manifest not refreshed: %+v", m)
+	}
+}
+
+// A corpus rewritten in place with other bytes of the same size, its mtime put back, is
+// not up to date: the check hashes the bytes.
+func TestCorpusRewrittenInPlaceIsNotUpToDate(t *testing.T) {
+	f := newFixture(t, 12)
+	if _, err := f.run(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(f.cfg.Corpus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(f.cfg.Corpus, []byte(strings.Repeat("[]\n", 12)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(f.cfg.Corpus, st.ModTime(), st.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := UpToDate(f.cfg); m != nil || err != nil {
+		t.Fatalf("UpToDate = %v, %v for a corpus of other bytes with the same size and mtime", m, err)
+	}
+	if _, err := f.run(); err == nil || !strings.Contains(err.Error(), "--restart") {
+		t.Fatalf("rerun on a changed corpus: %v, want the refusal naming --restart", err)
+	}
+}
+
+// Manifests of older builds: a sha256 corpus hash is checked by re-hashing with sha256
+// (up to date, and the manifest moves to xxh64); a manifest without a hash is not up to date.
+func TestOlderManifestHashes(t *testing.T) {
+	f := newFixture(t, 12)
+	if _, err := f.run(); err != nil {
+		t.Fatal(err)
+	}
+	m, err := ReadManifest(f.cfg.Out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(readFile(t, f.cfg.Corpus))
+	m.Corpus.Hash = hashSHA256 + hex.EncodeToString(sum[:])
+	if err := WriteManifest(f.cfg.Out, m); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := UpToDate(f.cfg); m == nil || err != nil {
+		t.Fatalf("UpToDate = %v, %v with a matching sha256 hash", m, err)
+	}
+	calls := f.enc.calls
+	if rep, err := f.run(); err != nil || !rep.UpToDate || f.enc.calls != calls {
+		t.Fatalf("rerun with a sha256 manifest: %+v, %v, encoder calls %d -> %d", rep, err, calls, f.enc.calls)
+	}
+	if m, _ := ReadManifest(f.cfg.Out); !strings.HasPrefix(m.Corpus.Hash, hashXXH64) {
+		t.Errorf("manifest hash %q, want it moved to xxh64", m.Corpus.Hash)
+	}
+	m.Corpus.Hash = ""
+	if err := WriteManifest(f.cfg.Out, m); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := UpToDate(f.cfg); m != nil || err != nil {
+		t.Fatalf("UpToDate = %v, %v for a manifest without a corpus hash", m, err)
+	}
+}
+
+// Temp files of a build killed while writing (atomicfile's ".NAME.tmpDIGITS") are removed
+// by the next run.
+func TestTempFilesOfAKilledBuildAreRemoved(t *testing.T) {
+	f := newFixture(t, 25)
+	partial := filepath.Join(f.cfg.Out, partialDirName)
+	if err := os.MkdirAll(partial, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	temps := []string{filepath.Join(f.cfg.Out, ".index.faiss.tmp123456"), filepath.Join(partial, ".shard-00000001.bin.tmp42")}
+	for _, p := range temps {
+		if err := os.WriteFile(p, []byte("half written"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var log strings.Builder
+	f.cfg.Log = &log
+	if _, err := f.run(); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range temps {
+		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s left behind (%v)", p, err)
+		}
+	}
+	if !strings.Contains(log.String(), "removed 1 temp files left by an interrupted build") {
+		t.Errorf("log does not report the removal:\n%s", log.String())
 	}
 }
 

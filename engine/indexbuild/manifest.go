@@ -41,7 +41,7 @@ type CorpusInfo struct {
 	Path  string `json:"path"`  // absolute path at build time
 	Size  int64  `json:"size"`  // bytes
 	Mtime int64  `json:"mtime"` // modification time, Unix nanoseconds
-	Hash  string `json:"hash"`  // "sha256:<hex>" of the whole file
+	Hash  string `json:"hash"`  // "xxh64:<hex>" of the whole file ("sha256:<hex>" in builds before it)
 }
 
 // BadRow is a corpus line that is not a JSON object with a string "contents"; it keeps its

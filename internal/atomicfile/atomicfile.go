@@ -4,9 +4,11 @@
 package atomicfile
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // Write makes path hold exactly data or stay as it was: it writes a temp file in
@@ -24,7 +26,7 @@ func Write(path string, data []byte) error {
 // (the temp file starts at 0600).
 func Create(path string, fill func(f *os.File) error) (err error) {
 	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+tempMark+"*")
 	if err != nil {
 		return fmt.Errorf("create %s: %w", path, err)
 	}
@@ -51,6 +53,42 @@ func Create(path string, fill func(f *os.File) error) (err error) {
 		return fmt.Errorf("rename %s: %w", path, err)
 	}
 	return SyncDir(dir)
+}
+
+// tempMark is in the name of every temp file Create makes: "."+name+tempMark+digits.
+const tempMark = ".tmp"
+
+// isTemp reports whether name has the form of Create's temp files.
+func isTemp(name string) bool {
+	i := strings.LastIndex(name, tempMark)
+	if !strings.HasPrefix(name, ".") || i < 1 || i+len(tempMark) == len(name) {
+		return false
+	}
+	return strings.Trim(name[i+len(tempMark):], "0123456789") == ""
+}
+
+// RemoveTemps removes the temp files Create left in dir when its process was killed
+// mid-write, and returns their names. Only for a folder no other process writes into
+// at the same time (the caller holds its lock): a live Create's temp file would go too.
+// A missing dir has none.
+func RemoveTemps(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var removed []string
+	for _, e := range entries {
+		if e.Type().IsRegular() && isTemp(e.Name()) {
+			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
+				return removed, err
+			}
+			removed = append(removed, e.Name())
+		}
+	}
+	return removed, nil
 }
 
 // SyncDir makes a rename or removal in dir durable.

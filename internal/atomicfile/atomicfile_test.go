@@ -51,3 +51,31 @@ func TestUnwritableFolder(t *testing.T) {
 		t.Fatal("Write into a missing folder succeeded")
 	}
 }
+
+// The temp files of a Create whose process died are found by name and removed; other
+// files, dotfiles included, stay.
+func TestRemoveTemps(t *testing.T) {
+	dir := t.TempDir()
+	f, err := os.CreateTemp(dir, ".index.faiss"+tempMark+"*") // as Create names them
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	keep := []string{"index.faiss", ".hidden", ".x.tmp", ".x.tmpfile", "a.tmp123", ".tmp123"}
+	for _, name := range append(keep, ".shard-00000001.bin.tmp42") {
+		if err := os.WriteFile(filepath.Join(dir, name), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	removed, err := RemoveTemps(dir)
+	if err != nil || len(removed) != 2 {
+		t.Fatalf("removed %v, %v; want the 2 temp files", removed, err)
+	}
+	left, _ := os.ReadDir(dir)
+	if len(left) != len(keep) {
+		t.Errorf("%d files left, want %v", len(left), keep)
+	}
+	if removed, err := RemoveTemps(filepath.Join(dir, "missing")); removed != nil || err != nil {
+		t.Errorf("missing folder: %v, %v", removed, err)
+	}
+}
