@@ -38,6 +38,8 @@ type serveFlags struct {
 	port, topk, threads         int
 	saveAddressTo, authToken    string
 	faissGPU, mmap              bool
+	precision                   string
+	forcePrecision              bool
 	prefixSet                   bool // --query-prefix was given (even as "")
 	maxBatch, maxQueued         int
 	encoders                    int
@@ -71,6 +73,8 @@ func parseServeFlags(args []string) (*serveFlags, error) {
 	fs.IntVar(&f.port, "port", 8000, "TCP port (0 picks a free one; see --save-address-to)")
 	fs.IntVar(&f.topk, "topk", 3, "results per query when a request has no topk (or null or 0)")
 	fs.IntVar(&f.threads, "threads", 0, "threads for the encoder and FAISS (0 = all cores)")
+	fs.StringVar(&f.precision, "precision", "", precisionUsage+" (default: the build manifest's, else fp16; another than the manifest's is an error without --force-precision)")
+	fs.BoolVar(&f.forcePrecision, "force-precision", false, "serve at --precision even where the build manifest records another")
 	fs.StringVar(&f.saveAddressTo, "save-address-to", "", "folder to write Host{ip}_IP{port}.txt = \"{ip}:{port}\" into once the server is ready (removed on SIGINT/SIGTERM)")
 	fs.StringVar(&f.authToken, "auth-token", os.Getenv("NEEDLE_AUTH_TOKEN"), "if set, /retrieve, /access and /metrics need \"Authorization: Bearer <token>\" (default $NEEDLE_AUTH_TOKEN)")
 	fs.BoolVar(&f.faissGPU, "faiss_gpu", false, "accepted for the anchors' scripts; this build has no GPU FAISS, so it says so and serves on the CPU")
@@ -108,13 +112,14 @@ func parseServeFlags(args []string) (*serveFlags, error) {
 // servedFiles are the resolved inputs of one `needle serve`.
 type servedFiles struct {
 	indexFile, corpus, model, prefix string
+	precision                        string               // of the query encoder
 	manifest                         *indexbuild.Manifest // nil for a bare index file
 }
 
 // resolveFiles reads the build manifest when --index is a folder and fills in what the
 // flags left out. The query prefix is the flag's, else "query: " for e5 models.
 func resolveFiles(f *serveFlags) (servedFiles, error) {
-	sf := servedFiles{indexFile: f.index, corpus: f.corpus, model: f.model, prefix: f.queryPrefix}
+	sf := servedFiles{indexFile: f.index, corpus: f.corpus, model: f.model, prefix: f.queryPrefix, precision: f.precision}
 	if info, err := os.Stat(f.index); err != nil {
 		return sf, fmt.Errorf("--index: %w", err)
 	} else if info.IsDir() {
@@ -128,6 +133,9 @@ func resolveFiles(f *serveFlags) (servedFiles, error) {
 		}
 		if sf.model == "" {
 			sf.model = m.Model
+		}
+		if sf.precision, err = m.QueryPrecision(f.precision, f.forcePrecision); err != nil {
+			return sf, fmt.Errorf("--index %s: %w", f.index, err)
 		}
 	}
 	if sf.corpus == "" {
@@ -275,7 +283,7 @@ func load(f *serveFlags, files servedFiles, srv *server.Server) (*loadedParts, e
 		run(2, "--pages", func() (err error) { l.pages, err = docstore.OpenPages(f.pages, docstore.Options{}); return })
 	}
 	run(3, "--model", func() (err error) {
-		opt := bert.Options{MaxLength: 256, BatchSize: f.maxBatch, Threads: f.threads}
+		opt := bert.Options{MaxLength: 256, BatchSize: f.maxBatch, Threads: f.threads, Precision: bert.Precision(files.precision)}
 		if files.manifest != nil && files.manifest.Pooling != "" {
 			opt.Pooling = files.manifest.Pooling
 		}
