@@ -157,7 +157,11 @@ static float F(sumsq)(const float *x, int64_t n) {
 // reaches all rows): no horizontal sums, no shuffles, and the accumulators fill the registers
 // (24 of 32 zmm, 12 of 16 ymm).
 #define DOT_VECS 2
-#define DOT_ROWS (VW == 16 ? 12 : 6)
+#if VW == 16
+#define DOT_ROWS 12
+#else
+#define DOT_ROWS 6
+#endif
 
 // bcast loads *p into every lane (vbroadcastss from memory: a load, no shuffle).
 static inline vf bcast(const float *p) {
@@ -196,13 +200,14 @@ static inline __attribute__((always_inline)) void F(dot_block)(const float *xt, 
 			if (out - o0 - v * VW > 0) storep(y + r * out + o0 + v * VW, acc[r][v], out - o0 - v * VW);
 }
 
-// ROW_CASES(C) is C(n) for every row count n of a block, 1..DOT_ROWS: the cases of a switch
-// that gives each row count its own inlined block.
-#if DOT_ROWS > 6
-#define ROW_CASES(C) C(1) C(2) C(3) C(4) C(5) C(6) C(7) C(8) C(9) C(10) C(11) C(12)
-#else
-#define ROW_CASES(C) C(1) C(2) C(3) C(4) C(5) C(6)
-#endif
+// ROW_CASES(n, C) is C(k) for every row count k = 1..n of a block (n a literal): the cases of
+// a switch that gives each row count its own inlined block.
+#define ROWS_4(C) C(1) C(2) C(3) C(4)
+#define ROWS_6(C) ROWS_4(C) C(5) C(6)
+#define ROWS_8(C) ROWS_6(C) C(7) C(8)
+#define ROWS_12(C) ROWS_8(C) C(9) C(10) C(11) C(12)
+#define ROW_CASES2(n, C) ROWS_##n(C)
+#define ROW_CASES(n, C) ROW_CASES2(n, C)
 
 // dot_rows_of runs the blocks of nv vectors at w over all rows, DOT_ROWS at a time.
 #define DOT_CASE(n) case n: F(dot_block)(xb, w, y + r * out, n, nv, in, o0, out); break;
@@ -210,7 +215,7 @@ static inline __attribute__((always_inline)) void F(dot_rows_of)(const float *xt
 		int64_t rows, int nv, int64_t in, int64_t o0, int64_t out) {
 	for (int64_t r = 0; r < rows; r += DOT_ROWS) {
 		const float *xb = xt + (r / NN_XT_ROWS) * in * NN_XT_ROWS + r % NN_XT_ROWS;
-		switch (rows - r < DOT_ROWS ? rows - r : DOT_ROWS) { ROW_CASES(DOT_CASE) }
+		switch (rows - r < DOT_ROWS ? rows - r : DOT_ROWS) { ROW_CASES(DOT_ROWS, DOT_CASE) }
 	}
 }
 #undef DOT_CASE
@@ -272,7 +277,13 @@ static void F(quantize_row)(int16_t *a, const float *x, int64_t n, float *scale)
 // products summed in int32, exact), add. The epilogue dequantizes, adds the bias and applies
 // GELU on the accumulators before the store.
 #define Q8_VECS 2
-#define Q8_ROWS DOT_ROWS // the row blocks of ROW_CASES
+// Rows per block: the accumulators, the block's weights, one broadcast and one product fit
+// the registers (16 ymm, 32 zmm); at 6 rows GCC spilled accumulators to the stack (AVX2).
+#if VW == 16
+#define Q8_ROWS 8
+#else
+#define Q8_ROWS 4
+#endif
 #if VW == 16
 typedef __m512i vq;
 static inline vq q_load(const int8_t *p) { return _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)p)); }
@@ -300,7 +311,6 @@ static inline __attribute__((always_inline)) void F(q8_block)(const int16_t *a, 
 	for (int64_t g = 0; g < k; g += 2) {
 		vq wg[Q8_VECS];
 		for (int v = 0; v < nv; v++) wg[v] = q_load(wv[v] + g * NN_PANEL);
-		__builtin_prefetch(wv[0] + (g + 32) * NN_PANEL);
 		for (int r = 0; r < nr; r++) {
 			vq ab = q_bcast(a + r * k + g);
 			for (int v = 0; v < nv; v++) acc[r][v] = q_dot(acc[r][v], ab, wg[v]);
@@ -321,7 +331,7 @@ static inline __attribute__((always_inline)) void F(q8_block)(const int16_t *a, 
 static inline __attribute__((always_inline)) void F(q8_rows_of)(const int16_t *a, const float *xs, const int8_t *w,
 		const float *ws, const float *b, float *y, int64_t rows, int nv, int64_t k, int64_t o0, int64_t out, int act) {
 	for (int64_t r = 0; r < rows; r += Q8_ROWS) {
-		switch (rows - r < Q8_ROWS ? rows - r : Q8_ROWS) { ROW_CASES(Q8_CASE) }
+		switch (rows - r < Q8_ROWS ? rows - r : Q8_ROWS) { ROW_CASES(Q8_ROWS, Q8_CASE) }
 	}
 }
 #undef Q8_CASE
