@@ -288,13 +288,13 @@ static void F(quantize_row)(int16_t *a, const float *x, int64_t n, float *scale)
 typedef __m512i vq;
 static inline vq q_load(const int8_t *p) { return _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)p)); }
 static inline vq q_bcast(const int16_t *p) { int32_t v; memcpy(&v, p, 4); return _mm512_set1_epi32(v); }
-static inline vq q_dot(vq acc, vq a, vq w) { return _mm512_add_epi32(acc, _mm512_madd_epi16(a, w)); }
+static inline vi q_dot(vi acc, vq a, vq w) { return acc + (vi)_mm512_madd_epi16(a, w); }
 static inline vf vfma(vf a, vf b, vf c) { return (vf)_mm512_fmadd_ps((__m512)a, (__m512)b, (__m512)c); }
 #else
 typedef __m256i vq;
 static inline vq q_load(const int8_t *p) { return _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)p)); }
 static inline vq q_bcast(const int16_t *p) { int32_t v; memcpy(&v, p, 4); return _mm256_set1_epi32(v); }
-static inline vq q_dot(vq acc, vq a, vq w) { return _mm256_add_epi32(acc, _mm256_madd_epi16(a, w)); }
+static inline vi q_dot(vi acc, vq a, vq w) { return acc + (vi)_mm256_madd_epi16(a, w); }
 static inline vf vfma(vf a, vf b, vf c) { return (vf)_mm256_fmadd_ps((__m256)a, (__m256)b, (__m256)c); }
 #endif
 
@@ -305,9 +305,9 @@ static inline __attribute__((always_inline)) void F(q8_block)(const int16_t *a, 
 		const float *ws, const float *b, float *y, int nr, int nv, int64_t k, int64_t o0, int64_t out, int act) {
 	const int8_t *wv[Q8_VECS]; // vector v: panel (v*VW)/16, outputs from (v*VW)%16
 	for (int v = 0; v < nv; v++) wv[v] = w + (v * VW / NN_PANEL) * k * NN_PANEL + (v * VW) % NN_PANEL * 2;
-	vq acc[Q8_ROWS][Q8_VECS];
+	vi acc[Q8_ROWS][Q8_VECS];
 	for (int r = 0; r < nr; r++)
-		for (int v = 0; v < nv; v++) acc[r][v] = (vq){0};
+		for (int v = 0; v < nv; v++) acc[r][v] = (vi){0};
 	for (int64_t g = 0; g < k; g += 2) {
 		vq wg[Q8_VECS];
 		for (int v = 0; v < nv; v++) wg[v] = q_load(wv[v] + g * NN_PANEL);
@@ -321,7 +321,7 @@ static inline __attribute__((always_inline)) void F(q8_block)(const int16_t *a, 
 		if (rem <= 0) continue; // padding outputs
 		const vf wsv = loadp(ws + o, rem, 0), bv = b ? loadp(b + o, rem, 0) : splat(0);
 		for (int r = 0; r < nr; r++) {
-			vf f = vfma(__builtin_convertvector((vi)acc[r][v], vf), splat(xs[r]) * wsv, bv);
+			vf f = vfma(__builtin_convertvector(acc[r][v], vf), splat(xs[r]) * wsv, bv);
 			storep(y + r * out + o, act == NN_ACT_GELU ? vgelu(f) : f, rem);
 		}
 	}
