@@ -149,7 +149,7 @@ func (o Ops) PackHalf(dst []uint16, w []float32, out, in int) error {
 // output channel (symmetric, [-127, 127]) with a float32 scale per output. Immutable; safe
 // to share.
 type Int8Matrix struct {
-	Out, In int
+	out, in int
 	q       []int8
 	scale   []float32
 }
@@ -180,7 +180,7 @@ func PackInt8(w []float32, out, in int) (*Int8Matrix, error) {
 	if err := need("PackInt8", "w", len(w), out*in); err != nil {
 		return nil, err
 	}
-	m := &Int8Matrix{Out: out, In: in, q: make([]int8, (out+C.NN_PANEL-1)/C.NN_PANEL*C.NN_PANEL*q8K(in)),
+	m := &Int8Matrix{out: out, in: in, q: make([]int8, (out+C.NN_PANEL-1)/C.NN_PANEL*C.NN_PANEL*q8K(in)),
 		scale: make([]float32, out)}
 	if out == 0 || in == 0 {
 		for o := range m.scale {
@@ -204,7 +204,7 @@ func q8p(x []int8) *C.int8_t {
 // q8K is the length of a quantized row of in values (NN_Q8_K: a multiple of 2).
 func q8K(in int) int { return (in + 1) / 2 * 2 }
 
-// LinearInt8 computes y[rows,w.Out] = act(x[rows,w.In] * w^T + b) on int8 weights: each row
+// LinearInt8 computes y[rows,out] = act(x[rows,in] * w^T + b) for w packed from [out,in] on int8 weights: each row
 // of x is quantized to int16 (symmetric, its own scale: why not 8 bits, see nn.h), the
 // products are summed exactly in int32 (vpmaddwd),
 // and the dequantize, bias and activation are fused into the store. All row counts run on
@@ -213,16 +213,16 @@ func (o Ops) LinearInt8(y, x []float32, w *Int8Matrix, b []float32, rows int, ac
 	if w == nil {
 		return fmt.Errorf("nn.LinearInt8: no weights")
 	}
-	if err := firstErr(need("LinearInt8", "y", len(y), rows*w.Out), need("LinearInt8", "x", len(x), rows*w.In),
-		optional("LinearInt8", "b", b, w.Out)); err != nil {
+	if err := firstErr(need("LinearInt8", "y", len(y), rows*w.out), need("LinearInt8", "x", len(x), rows*w.in),
+		optional("LinearInt8", "b", b, w.out)); err != nil {
 		return err
 	}
-	if rows == 0 || w.Out == 0 {
+	if rows == 0 || w.out == 0 {
 		return nil
 	}
 	if C.nn_linear_q8(C.int(o.level), fp(x), q8p(w.q), fp(w.scale), fp(b), fp(y),
-		C.int64_t(rows), C.int64_t(w.In), C.int64_t(w.Out), C.int(act)) != 0 {
-		return fmt.Errorf("nn.LinearInt8: no memory for %d quantized rows of %d", rows, w.In)
+		C.int64_t(rows), C.int64_t(w.in), C.int64_t(w.out), C.int(act)) != 0 {
+		return fmt.Errorf("nn.LinearInt8: no memory for %d quantized rows of %d", rows, w.in)
 	}
 	return nil
 }
