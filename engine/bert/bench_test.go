@@ -60,7 +60,7 @@ func cpuTime(b *testing.B) time.Duration {
 func BenchmarkInt8VsFP16(b *testing.B) {
 	encs := []*Encoder{loadMiniLMAt(b, FP16), loadMiniLMAt(b, Int8)}
 	texts := glosses(b)
-	const queries = 20 // per round and precision
+	const queries = 20                       // per round and precision
 	var total, best, cpu [2][2]time.Duration // [precision][passages, query]
 	for b.Loop() {
 		for i, e := range encs {
