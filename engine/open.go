@@ -36,8 +36,12 @@ type Options struct {
 	// QueryPrefix is prepended to every query before encoding. nil guesses it: "query: " for
 	// e5 models (RetrieverName, or a manifest whose passage prefix is "passage: "), else none.
 	QueryPrefix *string
-	Threads     int  // encoder and index threads (0 = all cores)
-	Mmap        bool // map IVF inverted lists from the index file instead of loading them
+	// Precision is the query encoder's Linear precision ("": the manifest's, else fp16); one
+	// other than the manifest's is an error unless ForcePrecision.
+	Precision      string
+	ForcePrecision bool
+	Threads        int  // encoder and index threads (0 = all cores)
+	Mmap           bool // map IVF inverted lists from the index file instead of loading them
 	// Batcher bounds the batches; its MaxBatch is also the encoder's batch size.
 	Batcher BatcherOptions
 }
@@ -63,6 +67,9 @@ func Resolve(opts Options) (Options, error) {
 		}
 		if opts.Pooling == "" {
 			opts.Pooling = manifest.Pooling
+		}
+		if opts.Precision, err = manifest.QueryPrecision(opts.Precision, opts.ForcePrecision); err != nil {
+			return opts, fmt.Errorf("--index: %w", err)
 		}
 	}
 	if opts.Corpus == "" {
@@ -125,7 +132,8 @@ func Open(opts Options) (*Retriever, error) {
 	}
 	run(3, "--model", func() (_ func(), err error) {
 		enc, err = bert.Load(opts.Model, bert.Options{
-			MaxLength: maxQueryTokens, BatchSize: opts.Batcher.MaxBatch, Threads: opts.Threads, Pooling: opts.Pooling})
+			MaxLength: maxQueryTokens, BatchSize: opts.Batcher.MaxBatch, Threads: opts.Threads, Pooling: opts.Pooling,
+			Precision: bert.Precision(opts.Precision)})
 		return nil, err
 	})
 	wg.Wait()

@@ -3,8 +3,8 @@ package server
 import (
 	"bufio"
 	"context"
-	"fmt"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"

@@ -93,7 +93,8 @@ func TestEncodeBadInput(t *testing.T) {
 	if _, serr := os.Stat(npy); !os.IsNotExist(serr) {
 		t.Errorf("a failed encode left %s behind", npy)
 	}
-	for _, args := range [][]string{{}, {"--model", model, "--batch-size", "0"}, {"--model", dir}, {"--model", model, "--max-length", "1000"}} {
+	for _, args := range [][]string{{}, {"--model", model, "--batch-size", "0"}, {"--model", dir}, {"--model", model, "--max-length", "1000"},
+		{"--model", model, "--precision", "fp32"}, {"--model", model, "--precision", "bf16"}} {
 		if err := runEncode(args); err == nil {
 			t.Errorf("encode %v succeeded", args)
 		}

@@ -63,6 +63,8 @@ func parseServeFlags(args []string) (*serveFlags, error) {
 	fs.IntVar(&f.port, "port", 8000, "TCP port (0 picks a free one; see --save-address-to)")
 	fs.IntVar(&f.topk, "topk", 3, "results per query when a request has no topk (or null or 0)")
 	fs.IntVar(&f.engine.Threads, "threads", 0, "threads for the encoder and FAISS (0 = all cores)")
+	fs.StringVar(&f.engine.Precision, "precision", "", precisionUsage+" (default: the build manifest's, else fp16; another than the manifest's is an error without --force-precision)")
+	fs.BoolVar(&f.engine.ForcePrecision, "force-precision", false, "serve at --precision even where the build manifest records another")
 	fs.StringVar(&f.saveAddressTo, "save-address-to", "", "folder to write Host{ip}_IP{port}.txt = \"{ip}:{port}\" into once the server is ready (removed on SIGINT/SIGTERM)")
 	fs.StringVar(&f.authToken, "auth-token", os.Getenv("NEEDLE_AUTH_TOKEN"), "if set, /retrieve, /access and /metrics need \"Authorization: Bearer <token>\" (default $NEEDLE_AUTH_TOKEN)")
 	fs.BoolVar(&f.faissGPU, "faiss_gpu", false, "accepted for the anchors' scripts; this build has no GPU FAISS, so it says so and serves on the CPU")

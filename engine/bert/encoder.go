@@ -26,6 +26,8 @@ type Options struct {
 	// Concurrent Encode calls each run their own OpenMP team for batches, so callers x Threads
 	// threads compete; a query's GEMMs share one team, one caller at a time.
 	Threads int
+	// Precision of the Linear layers: "" or "fp16" (default), "int8" (see ParsePrecision).
+	Precision Precision
 }
 
 // Encoder turns texts into sentence embeddings. Safe for concurrent Encode calls: weights
@@ -63,7 +65,10 @@ func Load(dir string, opt Options) (*Encoder, error) {
 	if err != nil {
 		return nil, err
 	}
-	w, err := loadWeights(dir, cfg, ops)
+	if opt.Precision, err = ParsePrecision(string(opt.Precision)); err != nil {
+		return nil, err
+	}
+	w, err := loadWeights(dir, cfg, ops, opt.Precision)
 	if err != nil {
 		return nil, err
 	}
@@ -83,7 +88,10 @@ func NewRandom(cfg Config, seed int64, tok *wordpiece.Tokenizer, opt Options) (*
 	if err != nil {
 		return nil, err
 	}
-	return newEncoder(cfg, randomWeights(cfg, seed, ops), tok, ops, opt)
+	if opt.Precision, err = ParsePrecision(string(opt.Precision)); err != nil {
+		return nil, err
+	}
+	return newEncoder(cfg, randomWeights(cfg, seed, ops, opt.Precision), tok, ops, opt)
 }
 
 func newEncoder(cfg Config, w *weights, tok *wordpiece.Tokenizer, ops nn.Ops, opt Options) (*Encoder, error) {
@@ -124,7 +132,7 @@ func (e *Encoder) Dim() int { return e.cfg.Hidden }
 // Options are the effective options (defaults filled in).
 func (e *Encoder) Options() Options { return e.opt }
 
-// WeightBytes is the size of the loaded weights in memory (fp16 matrices, fp32 the rest).
+// WeightBytes is the size of the loaded weights in memory (matrices in their precision, fp32 the rest).
 func (e *Encoder) WeightBytes() int64 { return e.w.bytes() }
 
 // Tokenizer is the encoder's tokenizer.
@@ -237,14 +245,14 @@ func (e *Encoder) forward(ws *workspace, seqs [][]int32, batch []int, out []floa
 	for _, l := range w.layers {
 		qkv := ws.big[:T*3*H]
 		err := firstErr(
-			o.Linear(qkv, ws.x, l.qkvW, l.qkvB, T, H, 3*H, nn.NoAct),
+			l.qkv.apply(o, qkv, ws.x, l.qkvB, T, nn.NoAct),
 			o.Attention(ws.ctx, qkv, ws.start, e.cfg.Heads, H/e.cfg.Heads, ws.scratch),
 			// attention output: x = LN(ctx W^T + b + x); the GEMM result reuses big.
-			o.Linear(ws.big[:T*H], ws.ctx, l.attnOutW, nil, T, H, H, nn.NoAct),
+			l.attnOut.apply(o, ws.big[:T*H], ws.ctx, nil, T, nn.NoAct),
 			o.AddLayerNorm(ws.x, ws.big[:T*H], l.attnOutB, ws.x, l.ln1Gamma, l.ln1Beta, T, H, eps),
 			// FFN: x = LN(GELU(x W1^T + b1) W2^T + b2 + x); the second GEMM writes into ctx.
-			o.Linear(ws.big[:T*I], ws.x, l.ffnInW, l.ffnInB, T, H, I, nn.GELU),
-			o.Linear(ws.ctx, ws.big[:T*I], l.ffnOutW, nil, T, I, H, nn.NoAct),
+			l.ffnIn.apply(o, ws.big[:T*I], ws.x, l.ffnInB, T, nn.GELU),
+			l.ffnOut.apply(o, ws.ctx, ws.big[:T*I], nil, T, nn.NoAct),
 			o.AddLayerNorm(ws.x, ws.ctx, l.ffnOutB, ws.x, l.ln2Gamma, l.ln2Beta, T, H, eps),
 		)
 		if err != nil {

@@ -42,15 +42,15 @@ func namedTensors(cfg Config, w *weights) map[string][]float32 {
 	}
 	for l, lw := range w.layers {
 		p := fmt.Sprintf("encoder.layer.%d.", l)
-		qkvW := f32(lw.qkvW, 3*H, H)
+		qkvW := f32(lw.qkv.half, 3*H, H)
 		for i, qkv := range []string{"query", "key", "value"} {
 			m[p+"attention.self."+qkv+".weight"] = qkvW[i*H*H : (i+1)*H*H]
 			m[p+"attention.self."+qkv+".bias"] = lw.qkvB[i*H : (i+1)*H]
 		}
-		m[p+"attention.output.dense.weight"], m[p+"attention.output.dense.bias"] = f32(lw.attnOutW, H, H), lw.attnOutB
+		m[p+"attention.output.dense.weight"], m[p+"attention.output.dense.bias"] = f32(lw.attnOut.half, H, H), lw.attnOutB
 		m[p+"attention.output.LayerNorm.weight"], m[p+"attention.output.LayerNorm.bias"] = lw.ln1Gamma, lw.ln1Beta
-		m[p+"intermediate.dense.weight"], m[p+"intermediate.dense.bias"] = f32(lw.ffnInW, I, H), lw.ffnInB
-		m[p+"output.dense.weight"], m[p+"output.dense.bias"] = f32(lw.ffnOutW, H, I), lw.ffnOutB
+		m[p+"intermediate.dense.weight"], m[p+"intermediate.dense.bias"] = f32(lw.ffnIn.half, I, H), lw.ffnInB
+		m[p+"output.dense.weight"], m[p+"output.dense.bias"] = f32(lw.ffnOut.half, H, I), lw.ffnOutB
 		m[p+"output.LayerNorm.weight"], m[p+"output.LayerNorm.bias"] = lw.ln2Gamma, lw.ln2Beta
 	}
 	return m
@@ -153,7 +153,7 @@ func encodeDir(t *testing.T, dir string) []float32 {
 }
 
 func TestLoadDTypesAndPrefix(t *testing.T) {
-	w := randomWeights(tinyConfig, 7, nn.New(cpu.Ref))
+	w := randomWeights(tinyConfig, 7, nn.New(cpu.Ref), FP16)
 	want := encodeDir(t, writeTinyModel(t, w, "", "F32", nil))
 	ops, err := nn.Selected()
 	if err != nil {
@@ -205,7 +205,7 @@ func mustTokenizer(t *testing.T) *wordpiece.Tokenizer {
 }
 
 func TestLoadErrorsNameFileAndTensor(t *testing.T) {
-	w := randomWeights(tinyConfig, 8, nn.New(cpu.Ref))
+	w := randomWeights(tinyConfig, 8, nn.New(cpu.Ref), FP16)
 	const q = "encoder.layer.1.attention.self.query.weight"
 	for _, tc := range []struct {
 		name  string
@@ -263,7 +263,7 @@ func TestLoadErrorsNameFileAndTensor(t *testing.T) {
 
 // TestConcurrentEncode runs callers in parallel: results must equal the serial ones.
 func TestConcurrentEncode(t *testing.T) {
-	e, err := Load(writeTinyModel(t, randomWeights(tinyConfig, 9, nn.New(cpu.Ref)), "", "F32", nil), Options{BatchSize: 2})
+	e, err := Load(writeTinyModel(t, randomWeights(tinyConfig, 9, nn.New(cpu.Ref), FP16), "", "F32", nil), Options{BatchSize: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,22 +12,58 @@ import (
 )
 
 // weights are the parameters of a BertModel (pooler excluded: sentence embeddings pool the
-// last hidden state). The Linear matrices are held as fp16 (nn.Linear's format: half the
-// bytes a query streams, and half the RSS; the golden test bounds the rounding), the rest
-// as fp32. Immutable after load; shared by concurrent forward passes.
+// last hidden state). The Linear matrices are held in the encoder's precision (see linear),
+// the rest as fp32. Immutable after load; shared by concurrent forward passes.
 type weights struct {
 	word, pos, type0  []float32 // [vocab,H], [positions,H], [H] (token type 0)
 	embGamma, embBeta []float32
 	layers            []layerWeights
 }
 
-// layerWeights: matrices [out, in] (PyTorch's Linear layout) packed as fp16 by nn.PackHalf.
+// layerWeights: matrices [out, in] (PyTorch's Linear layout).
 type layerWeights struct {
-	qkvW                            []uint16  // query | key | value stacked: [3H, H]
-	attnOutW, ffnInW, ffnOutW       []uint16  // [H, H], [I, H], [H, I]
+	qkv                             linear    // query | key | value stacked: [3H, H]
+	attnOut, ffnIn, ffnOut          linear    // [H, H], [I, H], [H, I]
 	qkvB, attnOutB, ffnInB, ffnOutB []float32 // [3H], [H], [I], [H]
 	ln1Gamma, ln1Beta               []float32
 	ln2Gamma, ln2Beta               []float32
+}
+
+// linear is one Linear matrix in one precision: fp16 panels (nn.PackHalf: half the bytes a
+// query streams, and half the RSS; the golden test bounds the rounding), or int8 per output
+// channel (nn.PackInt8), when q8 is set.
+type linear struct {
+	half    []uint16
+	q8      *nn.Int8Matrix
+	out, in int
+}
+
+// packLinear packs w[out,in] for prec; an fp16 value out of range is a *nn.HalfRangeError.
+func packLinear(ops nn.Ops, prec Precision, w []float32, out, in int) (linear, error) {
+	l := linear{out: out, in: in}
+	var err error
+	if prec == Int8 {
+		l.q8, err = nn.PackInt8(w, out, in)
+	} else {
+		l.half = make([]uint16, nn.PackedLen(out, in))
+		err = ops.PackHalf(l.half, w, out, in)
+	}
+	return l, err
+}
+
+// apply computes y[rows,out] = act(x[rows,in] * w^T + b).
+func (l linear) apply(o nn.Ops, y, x, b []float32, rows int, act nn.Act) error {
+	if l.q8 != nil {
+		return o.LinearInt8(y, x, l.q8, b, rows, act)
+	}
+	return o.Linear(y, x, l.half, b, rows, l.in, l.out, act)
+}
+
+func (l linear) bytes() int64 {
+	if l.q8 != nil {
+		return l.q8.Bytes()
+	}
+	return 2 * int64(len(l.half))
 }
 
 // tensorReader reads named tensors of one safetensors file, checking shapes, with or
@@ -36,11 +72,12 @@ type tensorReader struct {
 	f       *safetensors.File
 	prefix  string
 	ops     nn.Ops    // converts matrices to fp16
+	prec    Precision // of the Linear matrices
 	scratch []float32 // fp32 staging of getPacked
 }
 
-func newTensorReader(f *safetensors.File, ops nn.Ops) (*tensorReader, error) {
-	r := &tensorReader{f: f, ops: ops}
+func newTensorReader(f *safetensors.File, ops nn.Ops, prec Precision) (*tensorReader, error) {
+	r := &tensorReader{f: f, ops: ops, prec: prec}
 	const probe = "embeddings.word_embeddings.weight"
 	if _, ok := f.Tensor(probe); !ok {
 		if _, ok := f.Tensor("bert." + probe); !ok {
@@ -74,30 +111,32 @@ func (r *tensorReader) get(name string, shape ...int64) ([]float32, error) {
 }
 
 // getPacked reads the [rows, in] tensors names, stacks them along the output axis (Q, K and V
-// become one [3H, H] matrix) and packs them as fp16 for nn.Linear. The fp32 values pass
-// through r.scratch, reused for every matrix, so loading leaves no fp32 copies to collect.
-func (r *tensorReader) getPacked(rows, in int64, names ...string) ([]uint16, error) {
+// become one [3H, H] matrix) and packs them in r.prec. The fp32 values pass through
+// r.scratch, reused for every matrix, so loading leaves no fp32 copies to collect.
+func (r *tensorReader) getPacked(rows, in int64, names ...string) (linear, error) {
 	n := int(rows * in)
 	r.scratch = grow(r.scratch, len(names)*n)
 	for k, name := range names {
 		full, err := r.check(name, rows, in)
 		if err != nil {
-			return nil, err
+			return linear{}, err
 		}
 		if err := r.f.Float32Into(r.scratch[k*n:(k+1)*n], full); err != nil {
-			return nil, err
+			return linear{}, err
 		}
 	}
-	out := len(names) * int(rows)
-	packed := make([]uint16, nn.PackedLen(out, int(in)))
+	packed, err := packLinear(r.ops, r.prec, r.scratch, len(names)*int(rows), int(in))
 	var bad *nn.HalfRangeError
-	if err := r.ops.PackHalf(packed, r.scratch, out, int(in)); errors.As(err, &bad) {
-		return nil, fmt.Errorf("%s: tensor %q: value %g at index %d is outside the fp16 range (|x| < 65520) in which needle holds weights",
+	var nonFinite *nn.NonFiniteError
+	switch {
+	case errors.As(err, &bad):
+		return linear{}, fmt.Errorf("%s: tensor %q: value %g at index %d is outside the fp16 range (|x| < 65520) in which needle holds weights",
 			r.f.Path(), r.prefix+names[bad.Index/n], bad.Value, bad.Index%n)
-	} else if err != nil {
-		return nil, err
+	case errors.As(err, &nonFinite):
+		return linear{}, fmt.Errorf("%s: tensor %q: value %g at index %d is not finite",
+			r.f.Path(), r.prefix+names[nonFinite.Index/n], nonFinite.Value, nonFinite.Index%n)
 	}
-	return packed, nil
+	return packed, err
 }
 
 // getAll reads several tensors in order, stopping at the first error.
@@ -112,14 +151,14 @@ func (r *tensorReader) getAll(dst []*[]float32, names []string, shapes [][]int64
 	return nil
 }
 
-// loadWeights reads dir/model.safetensors for the shape cfg.
-func loadWeights(dir string, cfg Config, ops nn.Ops) (*weights, error) {
+// loadWeights reads dir/model.safetensors for the shape cfg, Linear matrices in prec.
+func loadWeights(dir string, cfg Config, ops nn.Ops, prec Precision) (*weights, error) {
 	f, err := safetensors.Open(filepath.Join(dir, "model.safetensors"))
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close() // every tensor is copied (fp32 or fp16) below
-	r, err := newTensorReader(f, ops)
+	r, err := newTensorReader(f, ops, prec)
 	if err != nil {
 		return nil, err
 	}
@@ -138,16 +177,16 @@ func loadWeights(dir string, cfg Config, ops nn.Ops) (*weights, error) {
 		var qb, kb, vb []float32
 		p := fmt.Sprintf("encoder.layer.%d.", l)
 		var err error
-		if lw.qkvW, err = r.getPacked(H, H, p+"attention.self.query.weight", p+"attention.self.key.weight", p+"attention.self.value.weight"); err != nil {
+		if lw.qkv, err = r.getPacked(H, H, p+"attention.self.query.weight", p+"attention.self.key.weight", p+"attention.self.value.weight"); err != nil {
 			return nil, err
 		}
-		if lw.attnOutW, err = r.getPacked(H, H, p+"attention.output.dense.weight"); err != nil {
+		if lw.attnOut, err = r.getPacked(H, H, p+"attention.output.dense.weight"); err != nil {
 			return nil, err
 		}
-		if lw.ffnInW, err = r.getPacked(I, H, p+"intermediate.dense.weight"); err != nil {
+		if lw.ffnIn, err = r.getPacked(I, H, p+"intermediate.dense.weight"); err != nil {
 			return nil, err
 		}
-		if lw.ffnOutW, err = r.getPacked(H, I, p+"output.dense.weight"); err != nil {
+		if lw.ffnOut, err = r.getPacked(H, I, p+"output.dense.weight"); err != nil {
 			return nil, err
 		}
 		names := []string{"attention.self.query.bias", "attention.self.key.bias", "attention.self.value.bias",
@@ -169,7 +208,7 @@ func loadWeights(dir string, cfg Config, ops nn.Ops) (*weights, error) {
 
 // randomWeights are seeded N(0, 0.02) matrices with unit LayerNorms: a model of cfg's shape
 // whose cost equals a real one's, for benchmarks of checkpoints we cannot download.
-func randomWeights(cfg Config, seed int64, ops nn.Ops) *weights {
+func randomWeights(cfg Config, seed int64, ops nn.Ops, prec Precision) *weights {
 	rng := rand.New(rand.NewSource(seed))
 	normal := func(n int) []float32 {
 		x := make([]float32, n)
@@ -179,16 +218,16 @@ func randomWeights(cfg Config, seed int64, ops nn.Ops) *weights {
 		return x
 	}
 	var scratch []float32 // fp32 staging of every matrix, so no fp32 copies are left to collect
-	packed := func(out, in int) []uint16 {
+	packed := func(out, in int) linear {
 		scratch = grow(scratch, out*in)
 		for i := range scratch {
 			scratch[i] = float32(rng.NormFloat64() * 0.02)
 		}
-		h := make([]uint16, nn.PackedLen(out, in))
-		if err := ops.PackHalf(h, scratch, out, in); err != nil {
-			panic(err) // N(0, 0.02) is far inside the fp16 range
+		l, err := packLinear(ops, prec, scratch, out, in)
+		if err != nil {
+			panic(err) // N(0, 0.02) is finite and far inside the fp16 range
 		}
-		return h
+		return l
 	}
 	ones := func(n int) []float32 {
 		x := make([]float32, n)
@@ -202,21 +241,24 @@ func randomWeights(cfg Config, seed int64, ops nn.Ops) *weights {
 		embGamma: ones(H), embBeta: make([]float32, H)}
 	for l := 0; l < cfg.Layers; l++ {
 		w.layers = append(w.layers, layerWeights{
-			qkvW: packed(3*H, H), qkvB: normal(3 * H), attnOutW: packed(H, H), attnOutB: normal(H),
-			ln1Gamma: ones(H), ln1Beta: make([]float32, H), ffnInW: packed(I, H), ffnInB: normal(I),
-			ffnOutW: packed(H, I), ffnOutB: normal(H), ln2Gamma: ones(H), ln2Beta: make([]float32, H)})
+			qkv: packed(3*H, H), qkvB: normal(3 * H), attnOut: packed(H, H), attnOutB: normal(H),
+			ln1Gamma: ones(H), ln1Beta: make([]float32, H), ffnIn: packed(I, H), ffnInB: normal(I),
+			ffnOut: packed(H, I), ffnOutB: normal(H), ln2Gamma: ones(H), ln2Beta: make([]float32, H)})
 	}
 	return w
 }
 
-// bytes is the size of the weights in memory (what RSS must hold): fp16 matrices, fp32 the rest.
+// bytes is the size of the weights in memory (what RSS must hold): matrices in their precision, fp32 the rest.
 func (w *weights) bytes() int64 {
 	n := 4 * (len(w.word) + len(w.pos) + len(w.type0) + len(w.embGamma) + len(w.embBeta))
 	for _, l := range w.layers {
 		for _, x := range [][]float32{l.qkvB, l.attnOutB, l.ln1Gamma, l.ln1Beta, l.ffnInB, l.ffnOutB, l.ln2Gamma, l.ln2Beta} {
 			n += 4 * len(x)
 		}
-		n += 2 * (len(l.qkvW) + len(l.attnOutW) + len(l.ffnInW) + len(l.ffnOutW))
 	}
-	return int64(n)
+	m := int64(n)
+	for _, l := range w.layers {
+		m += l.qkv.bytes() + l.attnOut.bytes() + l.ffnIn.bytes() + l.ffnOut.bytes()
+	}
+	return m
 }

@@ -59,6 +59,7 @@ type Config struct {
 	MaxLength int    // tokens per passage, specials included
 	Pooling   string // "mean" or "cls" as asked; "" = the model's default (see Parts.Pooling)
 	Normalize bool   // embeddings L2-normalized, as the encoder was loaded
+	Precision string // the encoder's Linear precision ("fp16", "int8"; "" with Embeddings)
 
 	Factory   string // FAISS index_factory string
 	Metric    string // "ip" or "l2"
@@ -132,6 +133,16 @@ type outputState struct {
 	TrainSize   int    `json:"train_size"`
 	Seed        int64  `json:"seed"`
 	SaveEmb     bool   `json:"save_embeddings"`
+	Precision   string `json:"precision,omitempty"` // stateful(Config.Precision)
+}
+
+// stateful is a precision as the state hashes hold it: fp16 (the default, and what every
+// build before the field encoded with) as "", so those builds keep their hashes.
+func stateful(precision string) string {
+	if precision == "fp16" {
+		return ""
+	}
+	return precision
 }
 
 func (c *Config) outputState() (outputState, error) {
@@ -157,7 +168,7 @@ func (c *Config) outputState() (outputState, error) {
 		CorpusPath: abs, CorpusSize: st.Size(), CorpusMtime: st.ModTime().UnixNano(), Model: model,
 		Prefix: c.Prefix, MaxLength: c.MaxLength, Pooling: c.Pooling, Normalize: c.Normalize,
 		Factory: c.Factory, Metric: c.Metric, TrainSize: c.TrainSize, Seed: c.Seed,
-		SaveEmb: c.SaveEmbeddings,
+		SaveEmb: c.SaveEmbeddings, Precision: stateful(c.Precision),
 	}, nil
 }
 
@@ -278,7 +289,7 @@ func Run(cfg Config, parts Parts) (*Report, error) {
 		enc := encodeState{
 			CorpusSize: info.Size, CorpusHash: info.Hash, Model: out.Model, Prefix: cfg.Prefix,
 			MaxLength: cfg.MaxLength, Pooling: cfg.Pooling, Normalize: cfg.Normalize,
-			Dim: parts.Encoder.Dim(), ShardRows: cfg.ShardRows,
+			Dim: parts.Encoder.Dim(), ShardRows: cfg.ShardRows, Precision: stateful(cfg.Precision),
 		}
 		set, b, err := encodeShards(cfg, enc, parts, rep)
 		if err != nil {
@@ -291,7 +302,7 @@ func Run(cfg Config, parts Parts) (*Report, error) {
 		Model: cfg.Model, Dimension: vecs.Dim(), Count: rep.Rows, Factory: cfg.Factory, Metric: cfg.Metric,
 		Prefix: cfg.Prefix, MaxLength: cfg.MaxLength, Pooling: cmp.Or(parts.Pooling, cfg.Pooling), Normalize: cfg.Normalize,
 		IndexFile: IndexFileName, Corpus: info, BadRows: bad, ArgsHash: out.hash(),
-		NeedleVersion: cfg.Version, TrainSize: cfg.TrainSize, Seed: cfg.Seed,
+		NeedleVersion: cfg.Version, TrainSize: cfg.TrainSize, Seed: cfg.Seed, Precision: cfg.Precision,
 	}
 	if m.BadRows == nil {
 		m.BadRows = []BadRow{}

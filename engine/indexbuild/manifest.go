@@ -34,6 +34,9 @@ type Manifest struct {
 	NeedleVersion  string     `json:"needle_version"`
 	TrainSize      int        `json:"train_size,omitempty"` // training sample size of IVF/PQ/SQ factories
 	Seed           int64      `json:"seed,omitempty"`       // training sample seed
+	// Precision of the encoder's Linear layers: "fp16" or "int8"; "" for --embeddings builds
+	// and for builds from before the field (which encoded at fp16).
+	Precision string `json:"precision,omitempty"`
 }
 
 // CorpusInfo identifies the corpus file an index was built from.
@@ -87,6 +90,8 @@ func (m *Manifest) validate() error {
 		return fmt.Errorf("field embeddings_file: %q, want a file name inside the folder", m.EmbeddingsFile)
 	case m.Pooling != "" && m.Pooling != "mean" && m.Pooling != "cls":
 		return fmt.Errorf("field pooling: %q, want \"mean\" or \"cls\"", m.Pooling)
+	case m.Precision != "" && m.Precision != "fp16" && m.Precision != "int8":
+		return fmt.Errorf("field precision: %q, want \"fp16\" or \"int8\"", m.Precision)
 	}
 	for i, b := range m.BadRows {
 		if b.Line < 1 || b.Line > m.Count {
@@ -94,6 +99,28 @@ func (m *Manifest) validate() error {
 		}
 	}
 	return nil
+}
+
+// QueryPrecision is the precision serve encodes queries at, given --precision asked ("" =
+// the build's). Queries encoded at another precision than the passages drift from them
+// (int8 vs fp16: cosine down to 0.996 on MiniLM), so a mismatch is an error unless force;
+// a build from embeddings names no precision and takes any (fp16 by default).
+func (m *Manifest) QueryPrecision(asked string, force bool) (string, error) {
+	built := m.Precision
+	if built == "" && m.Model != "" {
+		built = "fp16" // builds from before the field
+	}
+	switch {
+	case asked == "":
+		if built == "" {
+			return "fp16", nil
+		}
+		return built, nil
+	case built == "" || asked == built || force:
+		return asked, nil
+	}
+	return "", fmt.Errorf("--precision %s: the index was built with %s passage embeddings, and queries encoded at another precision drift from them; drop --precision, rebuild with --precision %s, or pass --force-precision",
+		asked, built, asked)
 }
 
 // localName reports whether name is a plain file name (no folder part), so a manifest can

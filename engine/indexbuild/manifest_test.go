@@ -51,6 +51,7 @@ func TestReadManifestErrors(t *testing.T) {
 		{func(m *Manifest) { m.IndexFile = "../x.faiss" }, "field index_file"},
 		{func(m *Manifest) { m.EmbeddingsFile = "/tmp/e" }, "field embeddings_file"},
 		{func(m *Manifest) { m.Pooling = "max" }, "field pooling"},
+		{func(m *Manifest) { m.Precision = "fp32" }, "field precision"},
 		{func(m *Manifest) { m.BadRows[0].Line = 4 }, "field bad_rows[0].line"},
 	}
 	for _, c := range cases {
@@ -99,5 +100,32 @@ func writeJSON(t *testing.T, path string, v any) {
 	}
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestQueryPrecision(t *testing.T) {
+	for _, c := range []struct {
+		model, built, asked string
+		force               bool
+		want                string // "" = an error
+	}{
+		{"/m", "int8", "", false, "int8"},    // the build's by default
+		{"/m", "", "", false, "fp16"},        // a build from before the field encoded at fp16
+		{"/m", "", "int8", false, ""},        // ... so int8 queries are a mismatch
+		{"/m", "fp16", "int8", false, ""},    // a mismatch is an error
+		{"/m", "fp16", "int8", true, "int8"}, // unless forced
+		{"/m", "int8", "int8", false, "int8"},
+		{"", "", "int8", false, "int8"}, // --embeddings builds name no precision
+		{"", "", "", false, "fp16"},
+	} {
+		m := sampleManifest()
+		m.Model, m.Precision = c.model, c.built
+		got, err := m.QueryPrecision(c.asked, c.force)
+		if got != c.want || (err == nil) != (c.want != "") {
+			t.Errorf("%+v: got %q, %v", c, got, err)
+		}
+		if err != nil && !strings.Contains(err.Error(), "--force-precision") {
+			t.Errorf("%+v: error %q does not say how to force", c, err)
+		}
 	}
 }

@@ -31,6 +31,7 @@ type encodeState struct {
 	Normalize  bool   `json:"normalize"`
 	Dim        int    `json:"dimension"`
 	ShardRows  int64  `json:"shard_rows"`
+	Precision  string `json:"precision,omitempty"` // stateful(Config.Precision)
 }
 
 func (s encodeState) key() [32]byte {

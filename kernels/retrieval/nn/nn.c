@@ -116,6 +116,73 @@ int nn_linear(int level, const float *x, const uint16_t *w, const float *b, floa
 	return 0;
 }
 
+// The int8 Linear runs on the team for any row count (no BLAS has its layout). A task is
+// Q8_TASK_ROWS rows by Q8_TASK panels: the rows' activations stay in L2 while each panel's
+// weights (16 x in bytes) serve them from L1.
+#define Q8_TASK_ROWS 96
+#define Q8_TASK 4
+typedef struct {
+	const nn_ops *ops;
+	const float *x, *b, *ws;
+	const int8_t *w;
+	int16_t *a;
+	float *xs, *y;
+	int64_t rows, in, k, out, panels;
+	int act;
+} q8_job;
+
+static void q8_quantize_task(void *arg, int64_t t) {
+	const q8_job *j = arg;
+	for (int64_t r = t * Q8_TASK_ROWS; r < j->rows && r < (t + 1) * Q8_TASK_ROWS; r++)
+		j->ops->quantize_row(j->a + r * j->k, j->x + r * j->in, j->in, j->xs + r);
+}
+
+static void q8_dot_task(void *arg, int64_t t) {
+	const q8_job *j = arg;
+	const int64_t groups = (j->panels + Q8_TASK - 1) / Q8_TASK, r0 = t / groups * Q8_TASK_ROWS;
+	const int64_t p0 = t % groups * Q8_TASK, p1 = p0 + Q8_TASK < j->panels ? p0 + Q8_TASK : j->panels;
+	const int64_t rows = j->rows - r0 < Q8_TASK_ROWS ? j->rows - r0 : Q8_TASK_ROWS;
+	j->ops->dot_q8(j->a + r0 * j->k, j->xs + r0, j->w, j->ws, j->b, j->y + r0 * j->out, rows, j->k, p0, p1,
+	               j->out, j->act);
+}
+
+int nn_linear_q8(int level, const float *x, const int8_t *w, const float *ws, const float *b, float *y,
+                 int64_t rows, int64_t in, int64_t out, int act) {
+	if (rows == 0 || out == 0) return 0;
+	const int64_t k = NN_Q8_K(in), chunks = (rows + Q8_TASK_ROWS - 1) / Q8_TASK_ROWS;
+	int16_t *a = malloc((size_t)(rows * k + 1) * sizeof(int16_t));
+	float *xs = malloc((size_t)rows * sizeof(float));
+	if (!a || !xs) {
+		free(a), free(xs);
+		return -1;
+	}
+	q8_job j = {pick(level), x, b, ws, w, a, xs, y, rows, in, k, out, panels(out), act};
+	team_run(chunks, q8_quantize_task, &j, nn_get_threads());
+	team_run(chunks * ((j.panels + Q8_TASK - 1) / Q8_TASK), q8_dot_task, &j, nn_get_threads());
+	free(a), free(xs);
+	return 0;
+}
+
+int64_t nn_pack_q8(int8_t *dst, float *scale, const float *w, int64_t out, int64_t in) {
+	for (int64_t i = 0; i < out * in; i++)
+		if (!isfinite(w[i])) return i;
+	const int64_t k = NN_Q8_K(in);
+	memset(dst, 0, (size_t)(panels(out) * NN_PANEL * k));
+#pragma omp parallel for num_threads(nn_get_threads()) if (out * in >= PAR_MIN)
+	for (int64_t o = 0; o < out; o++) {
+		const float *wo = w + o * in;
+		float m = 0;
+		for (int64_t i = 0; i < in; i++) m = fabsf(wo[i]) > m ? fabsf(wo[i]) : m;
+		scale[o] = m > 0 ? m / 127 : 1;
+		int8_t *d = dst + (o / NN_PANEL) * k * NN_PANEL + (o % NN_PANEL) * 2;
+		for (int64_t i = 0; i < in; i++) {
+			float q = rintf(wo[i] / scale[o]);
+			d[(i / 2) * NN_PANEL * 2 + i % 2] = (int8_t)(q > 127 ? 127 : q < -127 ? -127 : q);
+		}
+	}
+	return -1;
+}
+
 int64_t nn_pack_half(int level, uint16_t *dst, const float *w, int64_t out, int64_t in) {
 	const nn_ops *ops = pick(level);
 	const int64_t np = panels(out);

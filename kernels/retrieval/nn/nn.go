@@ -145,6 +145,88 @@ func (o Ops) PackHalf(dst []uint16, w []float32, out, in int) error {
 	return nil
 }
 
+// Int8Matrix is an [Out,In] weight matrix quantized for LinearInt8 by PackInt8: int8 per
+// output channel (symmetric, [-127, 127]) with a float32 scale per output. Immutable; safe
+// to share.
+type Int8Matrix struct {
+	out, in int
+	q       []int8
+	scale   []float32
+}
+
+// Bytes is the matrix's size in memory.
+func (m *Int8Matrix) Bytes() int64 { return int64(len(m.q) + 4*len(m.scale)) }
+
+// NonFiniteError is PackInt8's error for a NaN or ±Inf weight.
+type NonFiniteError struct {
+	Index int // in w, row-major [out,in]
+	Value float32
+}
+
+func (e *NonFiniteError) Error() string {
+	return fmt.Sprintf("value %g at index %d is not finite", e.Value, e.Index)
+}
+
+// maxInt8In bounds LinearInt8's input width: the int16 activations keep at least 8 bits
+// (nn_q8_amax) while in * amax * 127 fits int32.
+const maxInt8In = 65536
+
+// PackInt8 quantizes w[out,in] per output channel for LinearInt8 (scale max|w[o,:]|/127). A
+// NaN or ±Inf value is a *NonFiniteError.
+func PackInt8(w []float32, out, in int) (*Int8Matrix, error) {
+	if out < 0 || in < 0 || in > maxInt8In {
+		return nil, fmt.Errorf("nn.PackInt8: shape [%d,%d] (at most %d inputs)", out, in, maxInt8In)
+	}
+	if err := need("PackInt8", "w", len(w), out*in); err != nil {
+		return nil, err
+	}
+	m := &Int8Matrix{out: out, in: in, q: make([]int8, (out+C.NN_PANEL-1)/C.NN_PANEL*C.NN_PANEL*q8K(in)),
+		scale: make([]float32, out)}
+	if out == 0 || in == 0 {
+		for o := range m.scale {
+			m.scale[o] = 1
+		}
+		return m, nil
+	}
+	if i := int(C.nn_pack_q8(q8p(m.q), fp(m.scale), fp(w), C.int64_t(out), C.int64_t(in))); i >= 0 {
+		return nil, &NonFiniteError{i, w[i]}
+	}
+	return m, nil
+}
+
+func q8p(x []int8) *C.int8_t {
+	if len(x) == 0 {
+		return nil
+	}
+	return (*C.int8_t)(unsafe.Pointer(&x[0]))
+}
+
+// q8K is the length of a quantized row of in values (NN_Q8_K: a multiple of 2).
+func q8K(in int) int { return (in + 1) / 2 * 2 }
+
+// LinearInt8 computes y[rows,out] = act(x[rows,in] * w^T + b) for w packed from [out,in] on int8 weights: each row
+// of x is quantized to int16 (symmetric, its own scale: why not 8 bits, see nn.h), the
+// products are summed exactly in int32 (vpmaddwd),
+// and the dequantize, bias and activation are fused into the store. All row counts run on
+// the team of the few-row Linear (see SetThreads). b may be nil.
+func (o Ops) LinearInt8(y, x []float32, w *Int8Matrix, b []float32, rows int, act Act) error {
+	if w == nil {
+		return fmt.Errorf("nn.LinearInt8: no weights")
+	}
+	if err := firstErr(need("LinearInt8", "y", len(y), rows*w.out), need("LinearInt8", "x", len(x), rows*w.in),
+		optional("LinearInt8", "b", b, w.out)); err != nil {
+		return err
+	}
+	if rows == 0 || w.out == 0 {
+		return nil
+	}
+	if C.nn_linear_q8(C.int(o.level), fp(x), q8p(w.q), fp(w.scale), fp(b), fp(y),
+		C.int64_t(rows), C.int64_t(w.in), C.int64_t(w.out), C.int(act)) != 0 {
+		return fmt.Errorf("nn.LinearInt8: no memory for %d quantized rows of %d", rows, w.in)
+	}
+	return nil
+}
+
 // optional checks a buffer that may be nil.
 func optional(op, name string, x []float32, n int) error {
 	if x == nil {

@@ -105,5 +105,29 @@ static void dot_panels_ref(const float *x, const float *xt, const uint16_t *w, f
 		}
 }
 
+static void quantize_row_ref(int16_t *a, const float *x, int64_t n, float *scale) {
+	float M = 0;
+	for (int64_t i = 0; i < n; i++) M = fabsf(x[i]) > M ? fabsf(x[i]) : M;
+	const int32_t m = nn_q8_amax(n);
+	*scale = M > 0 ? M / (float)m : 1;
+	const float inv = M > 0 ? (float)m / M : 0;
+	for (int64_t i = 0; i < NN_Q8_K(n); i++) {
+		float v = i < n ? rintf(x[i] * inv) : 0;
+		a[i] = (int16_t)(v < -m ? -m : v > m ? m : v);
+	}
+}
+
+static void dot_q8_ref(const int16_t *a, const float *xs, const int8_t *w, const float *ws, const float *b,
+                       float *y, int64_t rows, int64_t k, int64_t p0, int64_t p1, int64_t out, int act) {
+	for (int64_t o = p0 * NN_PANEL; o < p1 * NN_PANEL && o < out; o++)
+		for (int64_t r = 0; r < rows; r++) {
+			const int8_t *wo = w + (o / NN_PANEL) * k * NN_PANEL + (o % NN_PANEL) * 2;
+			int32_t s = 0;
+			for (int64_t i = 0; i < k; i++) s += (int32_t)a[r * k + i] * wo[(i / 2) * NN_PANEL * 2 + i % 2];
+			float v = fmaf((float)s, xs[r] * ws[o], b ? b[o] : 0.0f);
+			y[r * out + o] = act == NN_ACT_GELU ? gelu_ref(v) : v;
+		}
+}
+
 const nn_ops nn_ops_ref = {add_layernorm_ref, bias_act_ref, softmax_ref, add_ref, scale_ref, sumsq_ref, dot_panels_ref,
-                           half_to_float_ref, float_to_half_ref};
+                           half_to_float_ref, float_to_half_ref, quantize_row_ref, dot_q8_ref};

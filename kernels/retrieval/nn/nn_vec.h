@@ -44,6 +44,7 @@ static inline vf loadhp(const uint16_t *p, int64_t rem) {
 }
 static inline vf sel(vi m, vf a, vf b) { return (vf)((m & (vi)a) | (~m & (vi)b)); }
 static inline float hsum(vf v) { float s = 0; for (int i = 0; i < VW; i++) s += v[i]; return s; }
+static inline float hmin(vf v) { float m = v[0]; for (int i = 1; i < VW; i++) m = v[i] < m ? v[i] : m; return m; }
 static inline float hmax(vf v) { float m = v[0]; for (int i = 1; i < VW; i++) m = v[i] > m ? v[i] : m; return m; }
 
 // vexp: exp with range reduction by ln2 and a degree-6 polynomial (Cephes expf); inputs
@@ -156,7 +157,11 @@ static float F(sumsq)(const float *x, int64_t n) {
 // reaches all rows): no horizontal sums, no shuffles, and the accumulators fill the registers
 // (24 of 32 zmm, 12 of 16 ymm).
 #define DOT_VECS 2
-#define DOT_ROWS (VW == 16 ? 12 : 6)
+#if VW == 16
+#define DOT_ROWS 12
+#else
+#define DOT_ROWS 6
+#endif
 
 // bcast loads *p into every lane (vbroadcastss from memory: a load, no shuffle).
 static inline vf bcast(const float *p) {
@@ -195,18 +200,22 @@ static inline __attribute__((always_inline)) void F(dot_block)(const float *xt, 
 			if (out - o0 - v * VW > 0) storep(y + r * out + o0 + v * VW, acc[r][v], out - o0 - v * VW);
 }
 
+// ROW_CASES(n, C) is C(k) for every row count k = 1..n of a block (n a literal): the cases of
+// a switch that gives each row count its own inlined block.
+#define ROWS_4(C) C(1) C(2) C(3) C(4)
+#define ROWS_6(C) ROWS_4(C) C(5) C(6)
+#define ROWS_8(C) ROWS_6(C) C(7) C(8)
+#define ROWS_12(C) ROWS_8(C) C(9) C(10) C(11) C(12)
+#define ROW_CASES2(n, C) ROWS_##n(C)
+#define ROW_CASES(n, C) ROW_CASES2(n, C)
+
 // dot_rows_of runs the blocks of nv vectors at w over all rows, DOT_ROWS at a time.
 #define DOT_CASE(n) case n: F(dot_block)(xb, w, y + r * out, n, nv, in, o0, out); break;
 static inline __attribute__((always_inline)) void F(dot_rows_of)(const float *xt, const uint16_t *w, float *y,
 		int64_t rows, int nv, int64_t in, int64_t o0, int64_t out) {
 	for (int64_t r = 0; r < rows; r += DOT_ROWS) {
 		const float *xb = xt + (r / NN_XT_ROWS) * in * NN_XT_ROWS + r % NN_XT_ROWS;
-		switch (rows - r < DOT_ROWS ? rows - r : DOT_ROWS) { // each row count has its own inlined block
-		DOT_CASE(1) DOT_CASE(2) DOT_CASE(3) DOT_CASE(4) DOT_CASE(5) DOT_CASE(6)
-#if DOT_ROWS > 6
-		DOT_CASE(7) DOT_CASE(8) DOT_CASE(9) DOT_CASE(10) DOT_CASE(11) DOT_CASE(12)
-#endif
-		}
+		switch (rows - r < DOT_ROWS ? rows - r : DOT_ROWS) { ROW_CASES(DOT_ROWS, DOT_CASE) }
 	}
 }
 #undef DOT_CASE
@@ -236,5 +245,107 @@ static void F(float_to_half)(uint16_t *dst, const float *src, int64_t n) {
 	}
 }
 
-const nn_ops CAT(nn_ops, SUFFIX) = {F(add_layernorm), F(bias_act), F(softmax), F(add),           F(scale),
-                                    F(sumsq),         F(dot_panels), F(half_to_float), F(float_to_half)};
+static void F(quantize_row)(int16_t *a, const float *x, int64_t n, float *scale) {
+	vf mx = splat(0);
+	for (int64_t i = 0; i < n; i += VW) {
+		vf v = (vf)((vi)loadp(x + i, n - i, 0) & 0x7fffffff);
+		mx = sel(v > mx, v, mx);
+	}
+	const float M = hmax(mx);
+	const int32_t m = nn_q8_amax(n);
+	*scale = M > 0 ? M / (float)m : 1;
+	const float inv = M > 0 ? (float)m / M : 0;
+	typedef int16_t vi16 __attribute__((vector_size(VW * 2)));
+	for (int64_t i = 0; i < n; i += VW) { // every i < NN_Q8_K(n) is < n: both step by multiples of 2
+		vf v = loadp(x + i, n - i, 0) * inv;
+#if VW == 16
+		vi q = (vi)_mm512_cvtps_epi32((__m512)v); // rounds to nearest even, as rintf
+#else
+		vi q = (vi)_mm256_cvtps_epi32((__m256)v);
+#endif
+		vi lo = q < -m, hi = q > m;
+		q = (q & ~(lo | hi)) | (-m & lo) | (m & hi);
+		vi16 h = __builtin_convertvector(q, vi16);
+		const int64_t k = NN_Q8_K(n) - i;
+		memcpy(a + i, &h, (size_t)(k < VW ? k : VW) * 2); // padding lanes: x 0, so a 0
+	}
+}
+
+// The int8 GEMM (nn.h): a block is Q8_VECS vectors of VW outputs by up to Q8_ROWS rows; per
+// pair of inputs the block's int8 weights are loaded and sign-extended to int16 once and serve
+// every row, whose pair of int16 activations is broadcast to every lane: vpmaddwd (two
+// products summed in int32, exact), add. The epilogue dequantizes, adds the bias and applies
+// GELU on the accumulators before the store.
+#define Q8_VECS 2
+// Rows per block: the accumulators, the block's weights, one broadcast and one product fit
+// the registers (16 ymm, 32 zmm); at 6 rows GCC spilled accumulators to the stack (AVX2).
+#if VW == 16
+#define Q8_ROWS 8
+#else
+#define Q8_ROWS 4
+#endif
+#if VW == 16
+typedef __m512i vq;
+static inline vq q_load(const int8_t *p) { return _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)p)); }
+static inline vq q_bcast(const int16_t *p) { int32_t v; memcpy(&v, p, 4); return _mm512_set1_epi32(v); }
+static inline vi q_dot(vi acc, vq a, vq w) { return acc + (vi)_mm512_madd_epi16(a, w); }
+static inline vf vfma(vf a, vf b, vf c) { return (vf)_mm512_fmadd_ps((__m512)a, (__m512)b, (__m512)c); }
+#else
+typedef __m256i vq;
+static inline vq q_load(const int8_t *p) { return _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)p)); }
+static inline vq q_bcast(const int16_t *p) { int32_t v; memcpy(&v, p, 4); return _mm256_set1_epi32(v); }
+static inline vi q_dot(vi acc, vq a, vq w) { return acc + (vi)_mm256_madd_epi16(a, w); }
+static inline vf vfma(vf a, vf b, vf c) { return (vf)_mm256_fmadd_ps((__m256)a, (__m256)b, (__m256)c); }
+#endif
+
+// q8_block writes y[r*out + o] for nr rows of a (k values each) and the nv vectors of outputs
+// at w, the first being output o0; inlined with constant nr and nv, the accumulators stay in
+// registers.
+static inline __attribute__((always_inline)) void F(q8_block)(const int16_t *a, const float *xs, const int8_t *w,
+		const float *ws, const float *b, float *y, int nr, int nv, int64_t k, int64_t o0, int64_t out, int act) {
+	const int8_t *wv[Q8_VECS]; // vector v: panel (v*VW)/16, outputs from (v*VW)%16
+	for (int v = 0; v < nv; v++) wv[v] = w + (v * VW / NN_PANEL) * k * NN_PANEL + (v * VW) % NN_PANEL * 2;
+	vi acc[Q8_ROWS][Q8_VECS];
+	for (int r = 0; r < nr; r++)
+		for (int v = 0; v < nv; v++) acc[r][v] = (vi){0};
+	for (int64_t g = 0; g < k; g += 2) {
+		vq wg[Q8_VECS];
+		for (int v = 0; v < nv; v++) wg[v] = q_load(wv[v] + g * NN_PANEL);
+		for (int r = 0; r < nr; r++) {
+			vq ab = q_bcast(a + r * k + g);
+			for (int v = 0; v < nv; v++) acc[r][v] = q_dot(acc[r][v], ab, wg[v]);
+		}
+	}
+	for (int v = 0; v < nv; v++) {
+		const int64_t o = o0 + v * VW, rem = out - o;
+		if (rem <= 0) continue; // padding outputs
+		const vf wsv = loadp(ws + o, rem, 0), bv = b ? loadp(b + o, rem, 0) : splat(0);
+		for (int r = 0; r < nr; r++) {
+			vf f = vfma(__builtin_convertvector(acc[r][v], vf), splat(xs[r]) * wsv, bv);
+			storep(y + r * out + o, act == NN_ACT_GELU ? vgelu(f) : f, rem);
+		}
+	}
+}
+
+#define Q8_CASE(n) case n: F(q8_block)(a + r * k, xs + r, w, ws, b, y + r * out, n, nv, k, o0, out, act); break;
+static inline __attribute__((always_inline)) void F(q8_rows_of)(const int16_t *a, const float *xs, const int8_t *w,
+		const float *ws, const float *b, float *y, int64_t rows, int nv, int64_t k, int64_t o0, int64_t out, int act) {
+	for (int64_t r = 0; r < rows; r += Q8_ROWS) {
+		switch (rows - r < Q8_ROWS ? rows - r : Q8_ROWS) { ROW_CASES(Q8_ROWS, Q8_CASE) }
+	}
+}
+#undef Q8_CASE
+
+static void F(dot_q8)(const int16_t *a, const float *xs, const int8_t *w, const float *ws, const float *b,
+                      float *y, int64_t rows, int64_t k, int64_t p0, int64_t p1, int64_t out, int act) {
+	const int64_t block = Q8_VECS * VW / NN_PANEL; // panels per block
+	int64_t p = p0;
+	for (; p + block <= p1; p += block)
+		F(q8_rows_of)(a, xs, w + p * k * NN_PANEL, ws, b, y, rows, Q8_VECS, k, p * NN_PANEL, out, act);
+	for (; p < p1; p++)
+		F(q8_rows_of)(a, xs, w + p * k * NN_PANEL, ws, b, y, rows, NN_PANEL / VW, k, p * NN_PANEL, out, act);
+}
+
+const nn_ops CAT(nn_ops, SUFFIX) = {F(add_layernorm), F(bias_act),      F(softmax),       F(add),
+                                    F(scale),         F(sumsq),         F(dot_panels),    F(half_to_float),
+                                    F(float_to_half), F(quantize_row),  F(dot_q8)};
