@@ -1,0 +1,117 @@
+"""NumPy arrays and torch tensors as the raw buffers libneedle.so reads and writes.
+
+torch is never imported here: a tensor can only come from a program that imported it already
+(sys.modules). CPU buffers are used in place through their data pointers; a non-contiguous
+input is made contiguous first (one copy, as torch's own ops do).
+"""
+import sys
+
+import numpy as np
+
+
+class GPUNotBuiltError(NotImplementedError):
+    """A CUDA tensor reached a function whose GPU path is not in this build."""
+
+
+def torch_module():
+    return sys.modules.get("torch")
+
+
+def is_torch(x):
+    t = torch_module()
+    return t is not None and isinstance(x, t.Tensor)
+
+
+def check_devices(**named):
+    """Raises ValueError when the torch tensors among named sit on different devices, and
+    GPUNotBuiltError when they sit on a GPU (NumPy arrays count as CPU)."""
+    devices = {name: str(x.device) if is_torch(x) else "cpu" for name, x in named.items()
+               if x is not None}
+    names = list(devices)
+    for other in names[1:]:
+        if devices[other] != devices[names[0]]:
+            raise ValueError(f"{other} is on {devices[other]} but {names[0]} is on "
+                             f"{devices[names[0]]}: all inputs must be on one device")
+    for name, dev in devices.items():
+        if dev != "cpu":
+            raise GPUNotBuiltError(
+                f"{name} is on {dev}: this build of needle_trainer runs on CPU tensors only (needle's "
+                f"CUDA kernels exist as PTX but have never run on a GPU and are not wired to "
+                f"Python); pass CPU tensors (.cpu())")
+
+
+def _kind(x, name):
+    if isinstance(x, np.ndarray) or is_torch(x):
+        return
+    raise TypeError(f"{name} must be a NumPy array or a torch tensor, got {type(x).__name__}")
+
+
+# Float dtypes by name: NumPy's float32/float16, ml_dtypes' bfloat16, torch's three.
+_FLOATS = {"float32": "f32", "float16": "f16", "bfloat16": "bf16",
+           "torch.float32": "f32", "torch.float16": "f16", "torch.bfloat16": "bf16"}
+_BITS = {"bfloat16": "bf16", "bf16": "bf16", "float16": "f16", "f16": "f16"}
+
+
+def float_tensor(x, name, bits=None):
+    """(pointer, shape, dtype code "f32"|"f16"|"bf16", owner) of a float input. A NumPy uint16
+    array holds bf16 or fp16 bits when bits names which ("bfloat16" or "float16")."""
+    _kind(x, name)
+    if is_torch(x):
+        code = _FLOATS.get(str(x.dtype))
+        if code is None:
+            raise TypeError(f"{name} has dtype {x.dtype}; want float32, float16 or bfloat16")
+        x = x.detach().contiguous()
+        return x.data_ptr(), tuple(x.shape), code, x
+    if x.dtype == np.uint16 and bits is not None:
+        code = _BITS.get(bits)
+        if code is None:
+            raise ValueError(f"bits={bits!r}: want 'bfloat16' or 'float16' for the uint16 {name}")
+    else:
+        code = _FLOATS.get(x.dtype.name)
+        if code is None:
+            hint = " (pass bits='bfloat16' or 'float16' for raw 16-bit patterns)" if x.dtype == np.uint16 else ""
+            raise TypeError(f"{name} has dtype {x.dtype}; want float32, float16 or bfloat16{hint}")
+    x = np.ascontiguousarray(x)
+    return x.ctypes.data, x.shape, code, x
+
+
+def int64_tensor(x, name):
+    """(pointer, shape, owner) of an integer input as contiguous int64 (converted if needed)."""
+    _kind(x, name)
+    if is_torch(x):
+        t = torch_module()
+        if x.dtype.is_floating_point or x.dtype.is_complex or x.dtype == t.bool:
+            raise TypeError(f"{name} has dtype {x.dtype}; want an integer dtype (int64)")
+        x = x.detach().to(t.int64).contiguous()
+        return x.data_ptr(), tuple(x.shape), x
+    if x.dtype.kind not in "iu":
+        raise TypeError(f"{name} has dtype {x.dtype}; want an integer dtype (int64)")
+    x = np.ascontiguousarray(x, dtype=np.int64)
+    return x.ctypes.data, x.shape, x
+
+
+def bits_view(x, name):
+    """(raw-bits NumPy view, owner) of a tensor with 2- or 4-byte elements, for bitwise ops.
+    A torch CPU tensor is viewed through NumPy without a copy (same memory)."""
+    _kind(x, name)
+    if is_torch(x):
+        t = torch_module()
+        if x.element_size() not in (2, 4):
+            raise TypeError(f"{name} has dtype {x.dtype} ({x.element_size()}-byte elements); "
+                            "deltas are for 2-byte (bf16, fp16) or 4-byte (fp32) elements")
+        if not x.is_contiguous():
+            raise ValueError(f"{name} is not contiguous; deltas need the tensor's own memory")
+        ints = x.detach().view(t.int16 if x.element_size() == 2 else t.int32)
+        return ints.numpy().reshape(-1), x
+    if x.itemsize not in (2, 4):
+        dtype = getattr(x, "st_dtype", x.dtype)  # a safetensors file's tensor: the file's name
+        raise TypeError(f"{name} has dtype {dtype} ({x.itemsize}-byte elements); deltas are "
+                        "for 2-byte (bf16, fp16) or 4-byte (fp32) elements")
+    if not x.flags.c_contiguous:
+        raise ValueError(f"{name} is not contiguous; deltas need the array's own memory")
+    return x.reshape(-1).view(np.uint16 if x.itemsize == 2 else np.uint32), x
+
+
+def like(x, array):
+    """array (NumPy, CPU) as a torch tensor when x is one (sharing memory), else as is."""
+    return torch_module().from_numpy(array) if is_torch(x) else array
