@@ -78,15 +78,17 @@ def _encode_one(old, new, name):
     _arrays.check_devices(**{o_name: old, n_name: new})
     o, _ = _arrays.bits_view(old, o_name)
     w, _ = _arrays.bits_view(new, n_name)
-    if _dtype(old) != _dtype(new) or tuple(old.shape) != tuple(new.shape):
+    if (old.dtype != new.dtype or old.shape != new.shape
+            or getattr(old, "st_dtype", None) != getattr(new, "st_dtype", None)):
         raise ValueError(f"{n_name} is {_dtype(new)} {tuple(new.shape)} but {o_name} is "
                          f"{_dtype(old)} {tuple(old.shape)}: a delta needs the same dtype and shape")
     n = o.size
     idx = np.empty(n, np.uint32 if n <= _U32_MAX else np.uint64)
     vals = np.empty(n, o.dtype)  # room for every element; untouched pages cost no memory
     err = ctypes.create_string_buffer(ERR_LEN)
-    nnz = lib.needle_delta_encode(o.ctypes.data, w.ctypes.data, n, o.itemsize, idx.ctypes.data,
-                                  idx.itemsize, vals.ctypes.data, err, ERR_LEN)
+    nnz = lib.needle_delta_encode(_arrays.address(o), _arrays.address(w), n, o.itemsize,
+                                  _arrays.address(idx), idx.itemsize, _arrays.address(vals), err,
+                                  ERR_LEN)
     if nnz < 0:
         raise ValueError(f"{n_name}: {err.value.decode()}")
     return Delta(n, idx[:nnz].copy(), vals[:nnz].copy())
@@ -114,8 +116,8 @@ def _apply_one(base, d, name):
     b = _check_sizes(base, d, name)
     idx, vals = np.ascontiguousarray(d.indices), np.ascontiguousarray(d.values)
     err = ctypes.create_string_buffer(ERR_LEN)
-    rc = lib.needle_delta_apply(b.ctypes.data, b.size, b.itemsize, idx.ctypes.data, idx.itemsize,
-                                vals.ctypes.data, vals.size, err, ERR_LEN)
+    rc = lib.needle_delta_apply(_arrays.address(b), b.size, b.itemsize, _arrays.address(idx),
+                                idx.itemsize, _arrays.address(vals), vals.size, err, ERR_LEN)
     if rc != 0:
         raise ValueError(f"delta for {name}: {err.value.decode()}")
 

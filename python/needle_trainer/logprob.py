@@ -2,6 +2,7 @@
 libneedle.so's C kernels (kernels/trainer/logprob): one pass over each row, fp32 math, fp32
 outputs. See capi/needle.h for the exact definitions (NaN and inf rows included)."""
 import ctypes
+import math
 
 import numpy as np
 
@@ -56,11 +57,11 @@ def logprobs_from_logits(logits, labels, temperature=1.0, ignore_index=-100,
                          f"dimension, {tuple(lshape[:-1])}")
     t, ig, th = _scalars(temperature, ignore_index, threads)
     v = lshape[-1]
-    n = int(np.prod(yshape, dtype=np.int64))
+    n = math.prod(yshape)
     lp, ent = _outputs(n, return_entropy)
     err = ctypes.create_string_buffer(ERR_LEN)
-    rc = _LOGPROB[code](lptr, n, v, yptr, t, ig, th, lp.ctypes.data,
-                        ent.ctypes.data if ent is not None else None, None, err, ERR_LEN)
+    rc = _LOGPROB[code](lptr, n, v, yptr, t, ig, th, _arrays.address(lp),
+                        _arrays.address(ent) if ent is not None else None, None, err, ERR_LEN)
     _check_call(rc, err)
     return _finish(logits, lp, ent, yshape, return_entropy)
 
@@ -87,11 +88,12 @@ def linear_logprobs(hidden, weight, labels, temperature=1.0, ignore_index=-100,
         raise ValueError(f"labels has shape {tuple(yshape)}; want hidden's shape without its "
                          f"last dimension, {tuple(hshape[:-1])}")
     t, ig, _ = _scalars(temperature, ignore_index, 1)
-    n = int(np.prod(yshape, dtype=np.int64))
+    n = math.prod(yshape)
     lp, ent = _outputs(n, return_entropy)
     err = ctypes.create_string_buffer(ERR_LEN)
     rc = lib.needle_linear_logprob_f32(hptr, n, hshape[-1], wptr, wshape[0], yptr, t, ig,
-                                       lp.ctypes.data, ent.ctypes.data if ent is not None else None,
+                                       _arrays.address(lp),
+                                       _arrays.address(ent) if ent is not None else None,
                                        None, err, ERR_LEN)
     _check_call(rc, err)
     return _finish(hidden, lp, ent, yshape, return_entropy)
@@ -106,4 +108,4 @@ def _fp32(x, name):
         keep = keep.float()
         return keep.data_ptr(), shape, keep
     keep = keep.astype(np.float32)
-    return keep.ctypes.data, shape, keep
+    return _arrays.address(keep), shape, keep
