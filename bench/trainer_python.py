@@ -8,7 +8,9 @@
   changed in the lowest bit: the C kernel alone (preallocated outputs) and delta_encode (the
   Python call, outputs allocated and trimmed), as GB/s over both inputs and as a share of the
   read bandwidth; NumPy's diff (nonzero + gather) beside it;
-- delta apply: delta_apply vs NumPy's scatter base[idx] = vals (bench/delta_numpy.py's baseline);
+- delta apply: delta_apply vs NumPy's scatter base[idx] = vals (bench/delta_numpy.py's baseline),
+  and apply's cache-line traffic (read for ownership + write back of each line holding a
+  change) as a share of the read bandwidth: the floor both scatters share;
 - logprob: logprobs_from_logits on bf16 [N, V] (+ entropy) vs a NumPy fp32 log_softmax +
   gather on the same values already in fp32 (there is no torch in the project venv: the torch
   baseline is bench/logprob_pytorch.py, run by hand);
@@ -24,6 +26,7 @@ import time
 import numpy as np
 
 import needle_trainer as nt
+from needle_trainer._arrays import address
 from needle_trainer._native import ERR_LEN, lib
 
 
@@ -85,7 +88,11 @@ def main():
         def scatter():
             base[ix] = vs
         np_apply = best(scatter, args.repeats)
-        row = {"changed": frac, "nnz": int(d.indices.size)}
+        # apply's floor: every 64-byte line holding a change is read for ownership and written
+        # back (NumPy's scatter moves the same lines), so its traffic is 128 B per touched line.
+        lines = int(np.unique(d.indices // 32).size)
+        row = {"changed": frac, "nnz": int(d.indices.size), "touched_lines": lines,
+               "apply_line_traffic_share_of_read": lines * 128 / apply[0] / (old.nbytes / read[0])}
         for name, (w, c) in (("encode_kernel", kernel), ("encode_python", python),
                              ("encode_numpy", np_enc)):
             # encode reads 2 x the tensor: share = (2 bytes / w) / (bytes / read time)
@@ -101,7 +108,8 @@ def main():
               f"({100 * row['encode_python']['share_of_read_cpu']:.0f}%), "
               f"{np_enc[0] / python[0]:.1f}x NumPy; apply {apply[0] * 1e3:.1f} ms vs NumPy "
               f"{np_apply[0] * 1e3:.1f} ms = {np_apply[0] / apply[0]:.2f}x wall, "
-              f"{np_apply[1] / apply[1]:.2f}x CPU")
+              f"{np_apply[1] / apply[1]:.2f}x CPU; apply's line traffic (128 B x {lines} lines) "
+              f"= {100 * row['apply_line_traffic_share_of_read']:.0f}% of read")
     del old, new, base, idx, vals, d
 
     rows, v = args.rows, 151936
@@ -129,6 +137,7 @@ def main():
 
     small, small_labels = np.zeros((1, 8), np.float32), np.zeros(1, np.int64)
     out = np.empty(1, np.float32)
+    ptrs = [address(a) for a in (small, small_labels, out)]
     a16, b16 = np.zeros(64, np.uint16), np.ones(64, np.uint16)
     calls = 2000
 
@@ -138,8 +147,7 @@ def main():
     res["overhead_us"] = {
         "logprobs_from_logits": per_call(lambda: nt.logprobs_from_logits(small, small_labels)),
         "ctypes_only": per_call(lambda: lib.needle_logprob_f32(
-            small.ctypes.data, 1, 8, small_labels.ctypes.data, 1.0, -100, 1, out.ctypes.data,
-            None, None, err, ERR_LEN)),
+            ptrs[0], 1, 8, ptrs[1], 1.0, -100, 1, ptrs[2], None, None, err, ERR_LEN)),
         "delta_encode_64": per_call(lambda: nt.delta_encode(a16, b16)),
     }
     o = res["overhead_us"]

@@ -84,14 +84,16 @@ def _encode_one(old, new, name):
                          f"{_dtype(old)} {tuple(old.shape)}: a delta needs the same dtype and shape")
     n = o.size
     idx = np.empty(n, np.uint32 if n <= _U32_MAX else np.uint64)
-    vals = np.empty(n, o.dtype)  # room for every element; untouched pages cost no memory
+    vals = np.empty(n, o.dtype)  # room for every element
     err = ctypes.create_string_buffer(ERR_LEN)
     nnz = lib.needle_delta_encode(_arrays.address(o), _arrays.address(w), n, o.itemsize,
                                   _arrays.address(idx), idx.itemsize, _arrays.address(vals), err,
                                   ERR_LEN)
     if nnz < 0:
         raise ValueError(f"{n_name}: {err.value.decode()}")
-    return Delta(n, idx[:nnz].copy(), vals[:nnz].copy())
+    # Views, not copies: the pages past entry nnz were never touched, so they hold no memory
+    # (only address space), and a copy would cost as much as the encode's own writes.
+    return Delta(n, idx[:nnz], vals[:nnz])
 
 
 def _dtype(x):
