@@ -116,6 +116,8 @@ def _check_sizes(base, d, name):
 def _apply_one(base, d, name):
     _arrays.check_devices(**{name: base})
     b = _check_sizes(base, d, name)
+    if not b.flags.writeable:
+        raise ValueError(f"{name} is read-only; delta_apply writes into it")
     idx, vals = np.ascontiguousarray(d.indices), np.ascontiguousarray(d.values)
     err = ctypes.create_string_buffer(ERR_LEN)
     rc = lib.needle_delta_apply(_arrays.address(b), b.size, b.itemsize, _arrays.address(idx),

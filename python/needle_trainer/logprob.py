@@ -32,10 +32,14 @@ def _finish(like, lp, ent, shape, return_entropy):
 
 
 def _scalars(temperature, ignore_index, threads):
+    """The scalar arguments as the C types take them (ctypes would wrap an int that does not fit)."""
     try:
-        return float(temperature), int(ignore_index), int(threads)
+        t, ig, th = float(temperature), int(ignore_index), int(threads)
     except (TypeError, ValueError) as e:
         raise TypeError(f"temperature, ignore_index and threads must be numbers: {e}") from None
+    if not -(1 << 63) <= ig < 1 << 63:
+        raise ValueError(f"ignore_index {ig} does not fit int64")
+    return t, ig, max(1, min(th, 1 << 16))
 
 
 def logprobs_from_logits(logits, labels, temperature=1.0, ignore_index=-100,
@@ -46,7 +50,8 @@ def logprobs_from_logits(logits, labels, temperature=1.0, ignore_index=-100,
     uint16 array holds raw bf16/fp16 bits when bits="bfloat16"/"float16"). labels: [...]
     integers; positions whose label is ignore_index get 0. Returns float32 [...] (a torch
     tensor when logits is one), and with return_entropy=True also the entropy
-    lse - sum(softmax * y) of y = logits / temperature. threads: CPU threads over the rows.
+    lse - sum(softmax * y) of y = logits / temperature. threads: CPU threads over the rows
+    (at most 256 are used).
     CPU only in this build: CUDA tensors raise GPUNotBuiltError.
     """
     _arrays.check_devices(logits=logits, labels=labels)

@@ -122,5 +122,9 @@ def test_bad_deltas_leave_base_untouched(rng):
         nt.delta_encode(old, new.tolist())
     with pytest.raises(TypeError, match="8-byte"):
         nt.delta_encode(old.astype(np.float64), new.astype(np.float64))
+    frozen = old.copy()
+    frozen.flags.writeable = False
+    with pytest.raises(ValueError, match="base is read-only"):
+        nt.delta_apply(frozen, d)
     with pytest.raises(ValueError, match="not contiguous"):
         nt.delta_apply(np.zeros(2000, np.float16)[::2], d)

@@ -120,6 +120,7 @@ def test_linear_fp16_inputs_and_batch_shape(rng):
     (lambda: nt.logprobs_from_logits(np.zeros((2, 3), np.float32), np.zeros(2, np.int64), temperature=0), ValueError, "temperature"),
     (lambda: nt.logprobs_from_logits(np.zeros((2, 3), np.float32), np.zeros(2, np.int64), temperature="hot"), TypeError, "temperature"),
     (lambda: nt.logprobs_from_logits(np.zeros((2, 0), np.float32), np.zeros(2, np.int64)), ValueError, "shape"),
+    (lambda: nt.logprobs_from_logits(np.zeros((2, 3), np.float32), np.zeros(2, np.int64), ignore_index=1 << 70), ValueError, "ignore_index"),
     (lambda: nt.linear_logprobs(np.zeros((2, 4), np.float32), np.zeros((5, 3), np.float32), np.zeros(2, np.int64)), ValueError, "hidden"),
     (lambda: nt.linear_logprobs(np.zeros((2, 4), np.float32), np.zeros(20, np.float32), np.zeros(2, np.int64)), ValueError, "weight"),
     (lambda: nt.linear_logprobs(np.zeros((2, 4), np.float32), np.zeros((5, 4), np.int8), np.zeros(2, np.int64)), TypeError, "weight"),
