@@ -26,21 +26,27 @@ def is_torch(x):
 def check_devices(**named):
     """Raises ValueError when the torch tensors among named sit on different devices, and
     GPUNotBuiltError when they sit on a GPU (NumPy arrays count as CPU)."""
-    if all(isinstance(x, np.ndarray) or x is None for x in named.values()):
-        return  # NumPy only: all on the CPU
-    devices = {name: str(x.device) if is_torch(x) else "cpu" for name, x in named.items()
-               if x is not None}
-    names = list(devices)
-    for other in names[1:]:
-        if devices[other] != devices[names[0]]:
-            raise ValueError(f"{other} is on {devices[other]} but {names[0]} is on "
-                             f"{devices[names[0]]}: all inputs must be on one device")
-    for name, dev in devices.items():
-        if dev != "cpu":
-            raise GPUNotBuiltError(
-                f"{name} is on {dev}: this build of needle_trainer runs on CPU tensors only (needle's "
-                f"CUDA kernels exist as PTX but have never run on a GPU and are not wired to "
-                f"Python); pass CPU tensors (.cpu())")
+    if all(x is None or isinstance(x, np.ndarray) or (is_torch(x) and x.is_cpu)
+           for x in named.values()):
+        return  # all on the CPU (the common case: no device objects built)
+    # torch.device objects compare cheaply; strings are built for messages only.
+    devices = [(name, x.device if is_torch(x) else None) for name, x in named.items()
+               if x is not None]
+    first, first_dev = devices[0]
+    for name, dev in devices[1:]:
+        if dev != first_dev:
+            raise ValueError(f"{name} is on {dev or 'cpu'} but {first} is on {first_dev or 'cpu'}: "
+                             "all inputs must be on one device")
+    if first_dev is not None and first_dev.type != "cpu":
+        raise GPUNotBuiltError(
+            f"{first} is on {first_dev}: this build of needle_trainer runs on CPU tensors only "
+            f"(needle's CUDA kernels exist as PTX but have never run on a GPU and are not wired "
+            f"to Python); pass CPU tensors (.cpu())")
+
+
+def _plain(x):
+    """x outside autograd (detach costs a microsecond: only when x requires grad)."""
+    return x.detach() if x.requires_grad else x
 
 
 def _not_a_tensor(x, name):
@@ -64,7 +70,7 @@ def float_tensor(x, name, bits=None):
         code = _FLOATS.get(str(x.dtype))
         if code is None:
             raise TypeError(f"{name} has dtype {x.dtype}; want float32, float16 or bfloat16")
-        x = x.detach().contiguous()
+        x = _plain(x).contiguous()
         return x.data_ptr(), tuple(x.shape), code, x
     if x.dtype == np.uint16 and bits is not None:
         code = _BITS.get(bits)
@@ -87,7 +93,10 @@ def int64_tensor(x, name):
         t = torch_module()
         if x.dtype.is_floating_point or x.dtype.is_complex or x.dtype == t.bool:
             raise TypeError(f"{name} has dtype {x.dtype}; want an integer dtype (int64)")
-        x = x.detach().to(t.int64).contiguous()
+        x = _plain(x)
+        if x.dtype != t.int64:
+            x = x.to(t.int64)
+        x = x.contiguous()
         return x.data_ptr(), tuple(x.shape), x
     if x.dtype.kind not in "iu":
         raise TypeError(f"{name} has dtype {x.dtype}; want an integer dtype (int64)")
@@ -116,7 +125,7 @@ def bits_view(x, name):
                             "deltas are for 2-byte (bf16, fp16) or 4-byte (fp32) elements")
         if not x.is_contiguous():
             raise ValueError(f"{name} is not contiguous; deltas need the tensor's own memory")
-        ints = x.detach().view(t.int16 if x.element_size() == 2 else t.int32)
+        ints = _plain(x).view(t.int16 if x.element_size() == 2 else t.int32)
         return ints.numpy().reshape(-1), x
     if x.itemsize not in (2, 4):
         dtype = getattr(x, "st_dtype", x.dtype)  # a safetensors file's tensor: the file's name
