@@ -8,6 +8,11 @@
 #define AVX2 __attribute__((target("avx2,bmi,bmi2,popcnt")))
 #define INLINE static inline __attribute__((always_inline))
 
+/* Bytes ahead of the step that encode prefetches in each input (a prefetch past the end does
+ * not fault). Measured (bf16, 256 MiB, 1 thread, CPU time, Zen 3): 2 KiB ahead took encode from
+ * 82-102% to 109-117% of the one-stream read loop at 0.5-2% changed; 512 B gained half that. */
+#define NL_DELTA_AHEAD 2048
+
 /* mask16 returns one bit per 16-bit element of 32 elements at o and w (bit set = differ):
  * the 16-bit compare results are packed to bytes (packs works per 128-bit lane, so the 64-bit
  * quarters are put back in order) and read out with movemask. */
@@ -49,6 +54,10 @@ AVX2 INLINE int64_t encode(const uint8_t *old_bits, const uint8_t *new_bits, int
   int64_t k = 0, i = 0;
   for (; i + 64 <= n; i += 64) {
     const uint8_t *o = old_bits + i * es, *w = new_bits + i * es;
+    for (int line = 0; line < es; line++) { /* a step reads 64 * es bytes = es lines of each */
+      _mm_prefetch((const char *)o + NL_DELTA_AHEAD + 64 * line, _MM_HINT_T0);
+      _mm_prefetch((const char *)w + NL_DELTA_AHEAD + 64 * line, _MM_HINT_T0);
+    }
     uint64_t m;
     if (es == 2) {
       m = mask16(o, w) | (uint64_t)mask16(o + 64, w + 64) << 32;
