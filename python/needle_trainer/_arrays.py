@@ -113,27 +113,38 @@ def address(a):
         return a.__array_interface__["data"][0]
 
 
-def bits_view(x, name):
-    """(raw-bits NumPy view, owner) of a tensor with 2- or 4-byte elements, for bitwise ops.
-    A torch CPU tensor is viewed through NumPy without a copy (same memory)."""
-    if not isinstance(x, np.ndarray):
-        if not is_torch(x):
-            raise _not_a_tensor(x, name)
-        t = torch_module()
-        if x.element_size() not in (2, 4):
-            raise TypeError(f"{name} has dtype {x.dtype} ({x.element_size()}-byte elements); "
-                            "deltas are for 2-byte (bf16, fp16) or 4-byte (fp32) elements")
-        if not x.is_contiguous():
-            raise ValueError(f"{name} is not contiguous; deltas need the tensor's own memory")
-        ints = _plain(x).view(t.int16 if x.element_size() == 2 else t.int32)
-        return ints.numpy().reshape(-1), x
-    if x.itemsize not in (2, 4):
+class Raw:
+    """A tensor's memory as the delta kernels see it: pointer, element count and size, and
+    whether it may be written."""
+    __slots__ = ("ptr", "size", "itemsize", "writable")
+
+    def __init__(self, ptr, size, itemsize, writable):
+        self.ptr, self.size, self.itemsize, self.writable = ptr, size, itemsize, writable
+
+    @property
+    def bits_dtype(self):
+        """The NumPy integer type of one element's bits."""
+        return np.uint16 if self.itemsize == 2 else np.uint32
+
+
+def raw(x, name):
+    """Raw of a contiguous tensor with 2- or 4-byte elements (deltas compare bits). A torch
+    CPU tensor is read through its data pointer (no NumPy view: that costs microseconds)."""
+    if isinstance(x, np.ndarray):
+        size, itemsize, contiguous = x.size, x.itemsize, x.flags.c_contiguous
         dtype = getattr(x, "st_dtype", x.dtype)  # a safetensors file's tensor: the file's name
-        raise TypeError(f"{name} has dtype {dtype} ({x.itemsize}-byte elements); deltas are "
+    elif is_torch(x):
+        size, itemsize, contiguous, dtype = x.numel(), x.element_size(), x.is_contiguous(), x.dtype
+    else:
+        raise _not_a_tensor(x, name)
+    if itemsize not in (2, 4):
+        raise TypeError(f"{name} has dtype {dtype} ({itemsize}-byte elements); deltas are "
                         "for 2-byte (bf16, fp16) or 4-byte (fp32) elements")
-    if not x.flags.c_contiguous:
-        raise ValueError(f"{name} is not contiguous; deltas need the array's own memory")
-    return x.reshape(-1).view(np.uint16 if x.itemsize == 2 else np.uint32), x
+    if not contiguous:
+        raise ValueError(f"{name} is not contiguous; deltas need the tensor's own memory")
+    if isinstance(x, np.ndarray):
+        return Raw(address(x), size, itemsize, x.flags.writeable)
+    return Raw(x.data_ptr(), size, itemsize, True)
 
 
 def like(x, array):

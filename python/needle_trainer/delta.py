@@ -76,17 +76,16 @@ def _encode_one(old, new, name):
     if old is None:
         raise KeyError(f"{n_name} has no tensor of that name in old; deltas need both versions")
     _arrays.check_devices(**{o_name: old, n_name: new})
-    o, _ = _arrays.bits_view(old, o_name)
-    w, _ = _arrays.bits_view(new, n_name)
+    o, w = _arrays.raw(old, o_name), _arrays.raw(new, n_name)
     if (old.dtype != new.dtype or old.shape != new.shape
             or getattr(old, "st_dtype", None) != getattr(new, "st_dtype", None)):
         raise ValueError(f"{n_name} is {_dtype(new)} {tuple(new.shape)} but {o_name} is "
                          f"{_dtype(old)} {tuple(old.shape)}: a delta needs the same dtype and shape")
     n = o.size
     idx = np.empty(n, np.uint32 if n <= _U32_MAX else np.uint64)
-    vals = np.empty(n, o.dtype)  # room for every element
+    vals = np.empty(n, o.bits_dtype)  # room for every element
     err = ctypes.create_string_buffer(ERR_LEN)
-    nnz = lib.needle_delta_encode(_arrays.address(o), _arrays.address(w), n, o.itemsize,
+    nnz = lib.needle_delta_encode(o.ptr, w.ptr, n, o.itemsize,
                                   _arrays.address(idx), idx.itemsize, _arrays.address(vals), err,
                                   ERR_LEN)
     if nnz < 0:
@@ -101,7 +100,7 @@ def _dtype(x):
 
 
 def _check_sizes(base, d, name):
-    b, _ = _arrays.bits_view(base, name)
+    b = _arrays.raw(base, name)
     if not isinstance(d, Delta):
         raise TypeError(f"delta for {name} must be a Delta, got {type(d).__name__}")
     if b.size != d.numel or b.itemsize != d.values.itemsize:
@@ -116,11 +115,11 @@ def _check_sizes(base, d, name):
 def _apply_one(base, d, name):
     _arrays.check_devices(**{name: base})
     b = _check_sizes(base, d, name)
-    if not b.flags.writeable:
+    if not b.writable:
         raise ValueError(f"{name} is read-only; delta_apply writes into it")
     idx, vals = np.ascontiguousarray(d.indices), np.ascontiguousarray(d.values)
     err = ctypes.create_string_buffer(ERR_LEN)
-    rc = lib.needle_delta_apply(_arrays.address(b), b.size, b.itemsize, _arrays.address(idx),
+    rc = lib.needle_delta_apply(b.ptr, b.size, b.itemsize, _arrays.address(idx),
                                 idx.itemsize, _arrays.address(vals), vals.size, err, ERR_LEN)
     if rc != 0:
         raise ValueError(f"delta for {name}: {err.value.decode()}")
