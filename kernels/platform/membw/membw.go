@@ -1,5 +1,7 @@
 // Package membw measures the machine's memory read bandwidth: the ceiling `needle bench kernels`
-// reports every bandwidth-bound kernel against, measured in the same run.
+// reports every bandwidth-bound kernel against, measured in the same run. The read loop is C at
+// the SIMD level package kernels/platform/cpu selects (full-width vector loads), so no kernel is
+// measured against a slower reader than itself.
 package membw
 
 /*
@@ -13,14 +15,23 @@ import (
 	"sync"
 	"time"
 	"unsafe"
+
+	"needle/kernels/platform/cpu"
 )
 
-// Sum reads every word of words once (one cgo call) and returns their wrapping sum.
+// Sum reads every word of words once (one cgo call) at the selected SIMD level and returns
+// their wrapping sum. A bad NEEDLE_SIMD reads with the scalar reference (the kernels report it).
 func Sum(words []uint64) uint64 {
+	l, _ := cpu.Selected()
+	return SumAt(l, words)
+}
+
+// SumAt is Sum at SIMD level l (tests compare every level the CPU runs).
+func SumAt(l cpu.Level, words []uint64) uint64 {
 	if len(words) == 0 {
 		return 0
 	}
-	return uint64(C.nl_membw_read((*C.uint64_t)(unsafe.Pointer(&words[0])), C.size_t(len(words))))
+	return uint64(C.nl_membw_read(C.int32_t(l), (*C.uint64_t)(unsafe.Pointer(&words[0])), C.size_t(len(words))))
 }
 
 // Buffer is a read target larger than the caches; reuse one across measurements.
@@ -47,6 +58,11 @@ func (b *Buffer) Bytes() int64 { return int64(len(b.words)) * 8 }
 // Read reads the whole buffer once with threads goroutines (one contiguous slice and one cgo
 // call each) and returns the wall time and the sum (checked by tests against Sum).
 func (b *Buffer) Read(threads int) (time.Duration, uint64) {
+	l, _ := cpu.Selected()
+	return b.readAt(l, threads)
+}
+
+func (b *Buffer) readAt(l cpu.Level, threads int) (time.Duration, uint64) {
 	threads = max(threads, 1)
 	sums := make([]uint64, threads)
 	var wg sync.WaitGroup
@@ -56,7 +72,7 @@ func (b *Buffer) Read(threads int) (time.Duration, uint64) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			sums[k] = Sum(b.words[lo:hi])
+			sums[k] = SumAt(l, b.words[lo:hi])
 		}()
 	}
 	wg.Wait()

@@ -6,7 +6,11 @@
 #include <stdint.h>
 
 // nl_membw_read returns the wrapping sum of words[0:n): every word is read once, and the sum
-// keeps the compiler from dropping the reads.
-uint64_t nl_membw_read(const uint64_t* words, size_t n);
+// keeps the compiler from dropping the reads. level is the SIMD level (0 scalar reference, 1
+// AVX2, 2 AVX-512; = kernels/platform/cpu.Level, the same dispatch as every kernel): the
+// vector loops load a full register per instruction from two streams, as the bandwidth-bound
+// kernels do, so the yardstick reads at least as fast as they can. An unknown level reads with
+// the reference.
+uint64_t nl_membw_read(int32_t level, const uint64_t* words, size_t n);
 
 #endif

@@ -50,28 +50,4 @@ static inline void nl_delta_put(uint8_t *idx, int32_t idx_size, int64_t k, uint6
   }
 }
 
-/* nl_delta_emit64 (AVX2 encode) appends the elements of a 64-element block at new_block
- * (numbered from pos) whose bits in m are set. The first two are written without branches: with 0.5-2% of
- * elements changed, a block holds 0-2 changes and which ones is random, so a branch per block
- * or per bit would be mispredicted about every other block. When m runs out early the
- * write lands at entry k, past the last real entry and inside the caller's buffers (a block
- * with a zero bit has fewer changes than elements, so k < the room for n entries), and is
- * overwritten by the next entry or never counted. */
-static inline int64_t nl_delta_emit64(uint64_t m, const uint8_t *new_block, int32_t elem_size,
-                                      uint64_t pos, uint8_t *idx, int32_t idx_size,
-                                      uint8_t *vals, int64_t k) {
-  for (int r = 0; r < 2; r++) {
-    int e = __builtin_ctzll(m | (1ull << 63));
-    nl_delta_put(idx, idx_size, k, pos + (uint64_t)e, vals, elem_size, new_block + e * elem_size);
-    k += m != 0;
-    m &= m - 1;
-  }
-  while (m) {
-    int e = __builtin_ctzll(m);
-    nl_delta_put(idx, idx_size, k++, pos + (uint64_t)e, vals, elem_size, new_block + e * elem_size);
-    m &= m - 1;
-  }
-  return k;
-}
-
 #endif

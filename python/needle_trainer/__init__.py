@@ -1,0 +1,11 @@
+"""needle_trainer: needle's trainer-side tensor ops (token log-probs, weight deltas) for Python,
+on the C kernels of libneedle.so (`make native`) through ctypes. NumPy arrays and torch CPU
+tensors are used in place; this build has no GPU path (CUDA tensors raise GPUNotBuiltError)."""
+from ._arrays import GPUNotBuiltError
+from ._native import PATH as library_path
+from ._native import simd_level
+from .delta import Delta, delta_apply, delta_encode
+from .logprob import linear_logprobs, logprobs_from_logits
+
+__all__ = ["Delta", "GPUNotBuiltError", "delta_apply", "delta_encode", "library_path",
+           "linear_logprobs", "logprobs_from_logits", "simd_level"]
