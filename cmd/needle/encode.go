@@ -11,6 +11,7 @@ import (
 
 	"needle/engine/bert"
 	"needle/internal/atomicfile"
+	"needle/internal/jsonl"
 )
 
 // precisionUsage documents --precision of encode, build and serve.
@@ -59,7 +60,7 @@ func runEncode(args []string) error {
 	if err != nil {
 		return err
 	}
-	src, closer, err := openTextLines(*in)
+	src, closer, err := jsonl.Open(*in)
 	if err != nil {
 		return err
 	}
@@ -93,10 +94,10 @@ func runEncode(args []string) error {
 }
 
 // encodeStream encodes src chunk by chunk and hands each vector to emit in input order.
-func encodeStream(enc *bert.Encoder, src *textLines, prefix string, emit func([]float32) error) error {
+func encodeStream(enc *bert.Encoder, src *jsonl.Strings, prefix string, emit func([]float32) error) error {
 	d := enc.Dim()
 	for {
-		texts, err := src.next(encodeChunk)
+		texts, err := src.NextN(encodeChunk)
 		if err != nil || len(texts) == 0 {
 			return err
 		}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"math"
@@ -99,26 +98,4 @@ func TestEncodeBadInput(t *testing.T) {
 			t.Errorf("encode %v succeeded", args)
 		}
 	}
-}
-
-// FuzzTextLines: any input either yields texts that re-encode to its lines, or an error
-// naming a line; never a panic.
-func FuzzTextLines(f *testing.F) {
-	f.Add([]byte("\"a\"\n\"b\\u00e9\"\n"))
-	f.Add([]byte("\"ok\"\n42\n"))
-	f.Add([]byte("\"unterminated\n"))
-	f.Add([]byte("\n\n"))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		src := newTextLines(bytes.NewReader(b), "fuzz")
-		texts, err := src.next(1 << 20)
-		if err != nil {
-			if !strings.Contains(err.Error(), "fuzz line ") {
-				t.Fatalf("error %q does not name the line", err)
-			}
-			return
-		}
-		if len(texts) != src.line {
-			t.Fatalf("%d texts from %d lines", len(texts), src.line)
-		}
-	})
 }

@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"needle/engine/wordpiece"
+	"needle/internal/jsonl"
 )
 
 func init() {
@@ -39,7 +40,7 @@ func runTokenize(args []string) error {
 	if err != nil {
 		return err
 	}
-	src, closer, err := openTextLines(*in)
+	src, closer, err := jsonl.Open(*in)
 	if err != nil {
 		return err
 	}
@@ -53,11 +54,11 @@ func runTokenize(args []string) error {
 }
 
 // tokenizeLines writes one line of space-separated ids to w for each text of src.
-func tokenizeLines(src *textLines, w io.Writer, tok *wordpiece.Tokenizer, maxLen int) error {
+func tokenizeLines(src *jsonl.Strings, w io.Writer, tok *wordpiece.Tokenizer, maxLen int) error {
 	var ids []int32
 	var line []byte
 	for {
-		text, ok, err := src.nextText()
+		text, ok, err := src.Next()
 		if err != nil || !ok {
 			return err
 		}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"needle/engine/wordpiece"
+	"needle/internal/jsonl"
 	"needle/internal/testenv"
 )
 
@@ -29,7 +30,7 @@ func TestTokenizeLines(t *testing.T) {
 	texts := []string{"Hello, World!", "", "naïve café 中文 [MASK]", strings.Repeat("word ", 50)}
 	in := `"Hello, World!"` + "\n" + `""` + "\r\n" + `  "na\u00efve caf\u00e9 中文 [MASK]"  ` + "\n" + `"` + texts[3] + `"`
 	var out bytes.Buffer
-	if err := tokenizeLines(newTextLines(strings.NewReader(in), "in.jsonl"), &out, tok, 16); err != nil {
+	if err := tokenizeLines(jsonl.NewStrings(strings.NewReader(in), "in.jsonl"), &out, tok, 16); err != nil {
 		t.Fatal(err)
 	}
 	var want strings.Builder
@@ -51,7 +52,7 @@ func TestTokenizeLinesErrors(t *testing.T) {
 		{"\"a\" \"b\"\n", "in.jsonl line 1: invalid character"},
 	} {
 		var out bytes.Buffer
-		err := tokenizeLines(newTextLines(strings.NewReader(c.in), "in.jsonl"), &out, tok, 256)
+		err := tokenizeLines(jsonl.NewStrings(strings.NewReader(c.in), "in.jsonl"), &out, tok, 256)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q: error %v, want one containing %q", c.in, err, c.want)
 		}
@@ -68,7 +69,7 @@ func FuzzTokenizeLines(f *testing.F) {
 	f.Add("[\"x\"]\n")
 	f.Fuzz(func(t *testing.T, in string) {
 		var out bytes.Buffer
-		err := tokenizeLines(newTextLines(strings.NewReader(in), "in"), &out, tok, 8)
+		err := tokenizeLines(jsonl.NewStrings(strings.NewReader(in), "in"), &out, tok, 8)
 		if err != nil {
 			if !strings.Contains(err.Error(), "in line ") {
 				t.Fatalf("error %q does not name the line", err)
