@@ -81,6 +81,29 @@ func TestResolve(t *testing.T) {
 	}
 }
 
+// The query encoder's precision comes from the manifest; another one is refused unless forced.
+func TestResolvePrecision(t *testing.T) {
+	dir := t.TempDir()
+	writeManifest(t, dir, "")
+	m, err := indexbuild.ReadManifest(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Precision = "int8"
+	if err := indexbuild.WriteManifest(dir, m); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := engine.Resolve(engine.Options{Index: dir}); err != nil || got.Precision != "int8" {
+		t.Errorf("default: precision %q, %v; want the manifest's int8", got.Precision, err)
+	}
+	if _, err := engine.Resolve(engine.Options{Index: dir, Precision: "fp16"}); err == nil || !strings.Contains(err.Error(), "--force-precision") {
+		t.Errorf("fp16 on an int8 build: %v, want an error naming --force-precision", err)
+	}
+	if got, err := engine.Resolve(engine.Options{Index: dir, Precision: "fp16", ForcePrecision: true}); err != nil || got.Precision != "fp16" {
+		t.Errorf("forced fp16: precision %q, %v", got.Precision, err)
+	}
+}
+
 // writeFlatIndex writes a FAISS flat IP index of vecs (rows of dim floats) to path.
 func writeFlatIndex(t *testing.T, path string, dim int, vecs []float32) {
 	t.Helper()
