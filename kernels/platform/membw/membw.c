@@ -52,8 +52,8 @@ __attribute__((target("avx512f"))) static uint64_t read_avx512(const uint64_t* w
 
 uint64_t nl_membw_read(int32_t level, const uint64_t* words, size_t n) {
   switch (level) {
-    case 1: return read_avx2(words, n);
-    case 2: return read_avx512(words, n);
+    case NL_LEVEL_AVX2: return read_avx2(words, n);
+    case NL_LEVEL_AVX512: return read_avx512(words, n);
   }
   return read_ref(words, n);
 }
