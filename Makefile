@@ -14,7 +14,7 @@ GO           ?= go
 export NEEDLE_CACHE
 export NEEDLE_MODEL  := $(NEEDLE_CACHE)/models/all-MiniLM-L6-v2
 
-.PHONY: setup native build test run bench clean
+.PHONY: setup native build test run bench clean gpucheck
 
 setup:
 	bash tools/setup.sh
@@ -40,3 +40,14 @@ bench: setup build
 
 clean:
 	rm -rf build bin
+
+# The GPU check (../shared/GPU.md): everything a GPU machine without Go, FAISS or OpenBLAS needs,
+# in one ignored folder to carry there; run it with `python3 gpucheck/gpucheck.py OUTDIR`.
+gpucheck: native
+	rm -rf gpucheck && mkdir -p gpucheck/lib
+	$(GO) test -c -o gpucheck/cuda.test ./cuda
+	$(GO) test -c -o gpucheck/logprob.test ./kernels/trainer/logprob
+	ldd gpucheck/*.test | awk '$$3 ~ /^\// && $$1 !~ /^(libc|libm|ld-linux)/ {print $$3}' | sort -u | \
+	  while read lib; do xz -9 -T2 -c $$lib > gpucheck/lib/$$(basename $$lib).xz; done
+	cp tools/gpucheck/gpucheck.py gpucheck/
+	du -sh gpucheck

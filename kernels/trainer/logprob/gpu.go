@@ -99,18 +99,14 @@ func (g *GPU) Compute(x Logits, labels []int64, opt Options, out Output) error {
 	}
 	outs := [3][]float32{out.Logprob, out.Entropy, out.LSE}
 	var dOut [3]*cuda.Buffer
-	args := []any{dLogits, int64(x.Vocab), dLabels, 1 / opt.Temperature, opt.IgnoreIndex}
 	for i, o := range outs {
-		if o == nil {
-			args = append(args, uint64(0)) // a null device pointer: output not wanted
-			continue
+		if o != nil {
+			if dOut[i], err = upload(nil, 4*n); err != nil {
+				return err
+			}
 		}
-		if dOut[i], err = upload(nil, 4*n); err != nil {
-			return err
-		}
-		args = append(args, dOut[i])
 	}
-	if err := g.fns[x.DType].Launch(cuda.Dim3{X: uint32(n), Y: 1, Z: 1}, cuda.Dim3{X: cudaBlock, Y: 1, Z: 1}, args...); err != nil {
+	if err := g.launch(x.DType, n, x.Vocab, dLogits, dLabels, opt, dOut); err != nil {
 		return err
 	}
 	for i, o := range outs {
@@ -121,4 +117,19 @@ func (g *GPU) Compute(x Logits, labels []int64, opt Options, out Output) error {
 		}
 	}
 	return nil
+}
+
+// launch runs the kernel of dtype on device memory: rows x vocab logits and rows labels in,
+// the log-prob, entropy and LSE floats out (a nil output buffer is not written). It returns when
+// the kernel has finished.
+func (g *GPU) launch(dtype DType, rows, vocab int, logits, labels *cuda.Buffer, opt Options, outs [3]*cuda.Buffer) error {
+	args := []any{logits, int64(vocab), labels, 1 / opt.Temperature, opt.IgnoreIndex}
+	for _, o := range outs {
+		if o == nil {
+			args = append(args, uint64(0)) // a null device pointer: output not wanted
+		} else {
+			args = append(args, o)
+		}
+	}
+	return g.fns[dtype].Launch(cuda.Dim3{X: uint32(rows), Y: 1, Z: 1}, cuda.Dim3{X: cudaBlock, Y: 1, Z: 1}, args...)
 }

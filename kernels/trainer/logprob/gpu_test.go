@@ -32,19 +32,7 @@ func TestPTXEmbedded(t *testing.T) {
 // a CUDA device it skips with cuda.Open's reason, also under NEEDLE_STRICT=1: a machine without
 // a GPU is a supported setup, not a missing resource (cuda_test.go covers that path).
 func TestGPUMatchesReference(t *testing.T) {
-	dev, err := cuda.Open(0)
-	if err != nil {
-		if !errors.Is(err, cuda.ErrNoDevice) {
-			t.Fatalf("cuda.Open: %v, want ErrNoDevice", err)
-		}
-		t.Skipf("runs only on a CUDA device; %v", err)
-	}
-	defer dev.Close()
-	g, err := NewGPU(dev)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
+	g := openGPU(t)
 	for ci, c := range shapeCases {
 		for _, dtype := range []DType{F32, F16, BF16} {
 			in, labels := c.build(dtype, int64(ci))
@@ -56,4 +44,23 @@ func TestGPUMatchesReference(t *testing.T) {
 			compare(t, "gpu/"+c.name+"/"+dtype.String(), out, lp, ent, lse)
 		}
 	}
+}
+
+// openGPU loads logprob.cu on device 0 for the test's duration, or skips the test (benchmark)
+// with cuda.Open's reason when there is no device; any other failure fails it.
+func openGPU(tb testing.TB) *GPU {
+	dev, err := cuda.Open(0)
+	if err != nil {
+		if !errors.Is(err, cuda.ErrNoDevice) {
+			tb.Fatalf("cuda.Open: %v, want ErrNoDevice", err)
+		}
+		tb.Skipf("runs only on a CUDA device; %v", err)
+	}
+	tb.Cleanup(func() { dev.Close() })
+	g, err := NewGPU(dev)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { g.Close() })
+	return g
 }

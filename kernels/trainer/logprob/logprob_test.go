@@ -25,22 +25,26 @@ func encode(dtype DType, rows, vocab int, vals []float64) tensor {
 	data := make([]byte, len(vals)*dtype.Size())
 	out := make([]float64, len(vals))
 	for i, v := range vals {
-		f := float32(v)
-		switch dtype {
-		case F32:
-			binary.LittleEndian.PutUint32(data[4*i:], math.Float32bits(f))
-			out[i] = float64(f)
-		case BF16:
-			b := uint16(math.Float32bits(f) >> 16)
-			binary.LittleEndian.PutUint16(data[2*i:], b)
-			out[i] = float64(math.Float32frombits(uint32(b) << 16))
-		case F16:
-			h := f32ToF16(f)
-			binary.LittleEndian.PutUint16(data[2*i:], h)
-			out[i] = f16ToF64(h)
-		}
+		out[i] = put(dtype, data, i, float32(v))
 	}
 	return tensor{rows, vocab, out, Logits{DType: dtype, Rows: rows, Vocab: vocab, Data: data}}
+}
+
+// put stores f as element i of data in dtype and returns the value the kernel reads back.
+func put(dtype DType, data []byte, i int, f float32) float64 {
+	switch dtype {
+	case F32:
+		binary.LittleEndian.PutUint32(data[4*i:], math.Float32bits(f))
+		return float64(f)
+	case BF16:
+		b := uint16(math.Float32bits(f) >> 16)
+		binary.LittleEndian.PutUint16(data[2*i:], b)
+		return float64(math.Float32frombits(uint32(b) << 16))
+	default:
+		h := f32ToF16(f)
+		binary.LittleEndian.PutUint16(data[2*i:], h)
+		return f16ToF64(h)
+	}
 }
 
 // f32ToF16 converts by truncation; enough for test inputs (normal range, inf and NaN kept).
