@@ -47,6 +47,7 @@ gpucheck: native
 	rm -rf gpucheck && mkdir -p gpucheck/lib
 	$(GO) test -c -o gpucheck/cuda.test ./cuda
 	$(GO) test -c -o gpucheck/logprob.test ./kernels/trainer/logprob
+	$(GO) test -c -o gpucheck/delta.test ./kernels/trainer/delta
 	ldd gpucheck/*.test | awk '$$3 ~ /^\// && $$1 !~ /^(libc|libm|ld-linux)/ {print $$3}' | sort -u | \
 	  while read lib; do xz -9 -T2 -c $$lib > gpucheck/lib/$$(basename $$lib).xz; done
 	cp tools/gpucheck/gpucheck.py gpucheck/

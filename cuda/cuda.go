@@ -14,6 +14,7 @@ package cuda
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"runtime"
@@ -198,6 +199,25 @@ func (dev *Device) Close() error {
 		return fmt.Errorf("cuda: release context: %s", dev.d.describe(rc))
 	}
 	return nil
+}
+
+// ReadPTX returns the PTX file path of fsys, the ptx/ folder a kernel package embeds (what
+// `make native` generated there before go build), or an error saying to run `make native`.
+func ReadPTX(fsys fs.FS, path string) ([]byte, error) {
+	b, err := fs.ReadFile(fsys, path)
+	if err != nil {
+		return nil, fmt.Errorf("%s was not embedded (run `make native` before go build): %w", path, err)
+	}
+	return b, nil
+}
+
+// LoadPTX JIT-loads the embedded PTX file path of fsys (ReadPTX).
+func (dev *Device) LoadPTX(fsys fs.FS, path string) (*Module, error) {
+	ptx, err := ReadPTX(fsys, path)
+	if err != nil {
+		return nil, err
+	}
+	return dev.LoadModule(ptx)
 }
 
 // Module is loaded PTX (JIT-compiled by the driver for the device).

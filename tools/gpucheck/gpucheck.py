@@ -111,6 +111,8 @@ def main():
         run_binary("cuda.test", ["-test.v"], out_dir, 120),
         run_binary("logprob.test", ["-test.v", "-test.run", "GPU|PTX", "-test.bench", "GPU", "-test.benchtime", "20x"],
                    out_dir, 300),
+        run_binary("delta.test", ["-test.v", "-test.run", "GPU|PTX", "-test.bench", "GPU", "-test.benchtime", "10x"],
+                   out_dir, 300),
     ]
     try:
         results["torch"] = torch_yardsticks()

@@ -1,7 +1,7 @@
 // CUDA delta encode/apply: the ops of delta.h on a GPU. Compiled twice from this one source
 // (kernels/testkit/cudaemu/cudaemu.h): to sm_80 PTX by clang-16 (kernels/CMakeLists.txt), and as C++ on
-// the CPU by the emulation test (emutest/), which compares it with the scalar reference. No Go
-// code loads the PTX yet (the CPU kernels serve needle delta), so only the emulation runs it.
+// the CPU by the emulation test (emutest/), which compares it with the scalar reference. gpu.go
+// loads the PTX (delta.GPU; the GPU check runs it), `needle delta` uses the CPU kernels.
 //
 // Encode keeps the reference's output order with two launches over the same tiles (block b owns
 // elements [b*T, (b+1)*T), T = blockDim.x * NL_DELTA_ITEMS, read with coalesced strided loads):

@@ -3,29 +3,18 @@ package logprob
 import (
 	"embed"
 	"errors"
-	"fmt"
 	"unsafe"
 
 	"needle/cuda"
 )
 
-// ptxFiles holds what `make native` generated into ptx/ (logprob.cu compiled by clang-16 for
-// sm_80; see kernels/CMakeLists.txt). The folder always exists (its README is committed), so
-// go build works before `make native` too; PTX then reports that the PTX is missing.
+// ptxFiles is the ptx/ folder, where `make native` writes logprob.cu compiled by clang-16 for
+// sm_80 (kernels/CMakeLists.txt) before go build embeds it.
 //
 //go:embed ptx
 var ptxFiles embed.FS
 
 const ptxPath = "ptx/logprob_sm80.ptx"
-
-// PTX returns the embedded PTX of logprob.cu.
-func PTX() ([]byte, error) {
-	b, err := ptxFiles.ReadFile(ptxPath)
-	if err != nil {
-		return nil, fmt.Errorf("logprob: %s was not embedded (run `make native` before go build): %w", ptxPath, err)
-	}
-	return b, nil
-}
 
 // cudaBlock is the threads per block of the launch (logprob.cu NL_CUDA_BLOCK).
 const cudaBlock = 256
@@ -42,11 +31,7 @@ type GPU struct {
 
 // NewGPU loads the embedded PTX on dev.
 func NewGPU(dev *cuda.Device) (*GPU, error) {
-	ptx, err := PTX()
-	if err != nil {
-		return nil, err
-	}
-	mod, err := dev.LoadModule(ptx)
+	mod, err := dev.LoadPTX(ptxFiles, ptxPath)
 	if err != nil {
 		return nil, err
 	}

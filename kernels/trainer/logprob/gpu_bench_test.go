@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	"needle/cuda"
+	"needle/cuda/cudatest"
 )
 
 // BenchmarkGPU times logprob.cu on logits already in device memory (the trainer's case: the
@@ -16,7 +17,7 @@ import (
 // reads as the logits read rate, to compare with the device's read bandwidth that the GPU check
 // measures with torch in the same run. Skips without a CUDA device.
 func BenchmarkGPU(b *testing.B) {
-	g := openGPU(b)
+	g := cudatest.Open(b, NewGPU)
 	for _, c := range []struct {
 		dtype       DType
 		rows, vocab int

@@ -1,38 +1,25 @@
 package logprob
 
 import (
-	"errors"
-	"fmt"
-	"strings"
 	"testing"
 
-	"needle/cuda"
-	"needle/internal/testenv"
+	"needle/cuda/cudatest"
 )
 
-// TestPTXEmbedded checks that the build embedded the PTX of logprob.cu with all three entry
-// points. Under `make test` (NEEDLE_STRICT=1, after make native) a missing PTX fails.
+// TestPTXEmbedded checks that the build embedded the PTX of logprob.cu with all three entry points.
 func TestPTXEmbedded(t *testing.T) {
-	ptx, err := PTX()
-	if err != nil {
-		testenv.Missing(t, fmt.Sprintf("the embedded PTX (%v)", err))
-	}
-	text := string(ptx)
-	if !strings.Contains(text, ".target sm_80") {
-		t.Error("PTX does not target sm_80")
-	}
+	var entries []string
 	for _, name := range cudaKernels {
-		if !strings.Contains(text, ".entry "+name+"(") {
-			t.Errorf("PTX has no entry %s", name)
-		}
+		entries = append(entries, name)
 	}
+	cudatest.CheckPTX(t, ptxFiles, ptxPath, entries...)
 }
 
 // TestGPUMatchesReference runs logprob.cu on a real GPU against the float64 reference. Without
 // a CUDA device it skips with cuda.Open's reason, also under NEEDLE_STRICT=1: a machine without
 // a GPU is a supported setup, not a missing resource (cuda_test.go covers that path).
 func TestGPUMatchesReference(t *testing.T) {
-	g := openGPU(t)
+	g := cudatest.Open(t, NewGPU)
 	for ci, c := range shapeCases {
 		for _, dtype := range []DType{F32, F16, BF16} {
 			in, labels := c.build(dtype, int64(ci))
@@ -44,23 +31,4 @@ func TestGPUMatchesReference(t *testing.T) {
 			compare(t, "gpu/"+c.name+"/"+dtype.String(), out, lp, ent, lse)
 		}
 	}
-}
-
-// openGPU loads logprob.cu on device 0 for the test's duration, or skips the test (benchmark)
-// with cuda.Open's reason when there is no device; any other failure fails it.
-func openGPU(tb testing.TB) *GPU {
-	dev, err := cuda.Open(0)
-	if err != nil {
-		if !errors.Is(err, cuda.ErrNoDevice) {
-			tb.Fatalf("cuda.Open: %v, want ErrNoDevice", err)
-		}
-		tb.Skipf("runs only on a CUDA device; %v", err)
-	}
-	tb.Cleanup(func() { dev.Close() })
-	g, err := NewGPU(dev)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { g.Close() })
-	return g
 }
