@@ -21,7 +21,7 @@ import (
 
 // The trainers' clients (verl's and RLinf's own code, ASearcher's restated) run in loops
 // while needle starts under them (address file written, index not loaded), drains on
-// SIGTERM, is gone for 2 s and comes back on the same port: no client crashes and no call
+// SIGTERM, is gone for 12 s and comes back on the same port: no client crashes and no call
 // fails (they retry through 503, refused connections and the gap).
 func testClientsSurviveLifecycle(t *testing.T, fx *fixture) {
 	port := freePort(t)
@@ -52,7 +52,9 @@ func testClientsSurviveLifecycle(t *testing.T, fx *fixture) {
 	t.Logf("first server: retrieve answers 200: %s, 503 while loading: %s", a.metric(t, `needle_requests_total{endpoint="retrieve",code="200"}`),
 		a.metric(t, `needle_requests_total{endpoint="retrieve",code="503"}`))
 	a.stop(t) // drains; its address file stays: the folder's only one
-	time.Sleep(2 * time.Second)
+	// No server for longer than ASearcher's 10 s between attempts: its clients fail once
+	// more and re-read the folder while nothing listens.
+	time.Sleep(12 * time.Second)
 	b := fx.launch(t, addrDir, port)
 	b.waitReady(t)
 	time.Sleep(25 * time.Second) // RLinf's and ASearcher's clients retry 10 s apart

@@ -412,7 +412,7 @@ func TestServeWithRealClients(t *testing.T) {
 	})
 	srv.stop(t)
 
-	// verl's 120 concurrent callers against a server with a tiny queue: requests beyond it
+	// verl's own client from 120 concurrent callers against a server with a tiny queue: requests beyond it
 	// get 503 + Retry-After, the clients retry, and every caller gets a correct answer.
 	t.Run("Verl120ConcurrentCallersWithBackpressure", func(t *testing.T) {
 		srv := fx.start(t, "--max-queued", "16", "--max-batch", "8")
@@ -420,13 +420,11 @@ func TestServeWithRealClients(t *testing.T) {
 		for i := range queries {
 			queries[i] = fx.queries[i%len(fx.queries)]
 		}
-		var got struct {
-			Results [][]scored
-			Retries int
-		}
-		python(t, &got, "verl.py", "http://"+srv.addr, writeJSON(t, queries), "120")
-		checkScoredLists(t, fx, queries, got.Results, 3)
-		t.Logf("120 concurrent callers: %d retries after 503 (queue of 16 queries)", got.Retries)
+		var got [][]scored
+		python(t, &got, "verl.py", filepath.Join(testenv.Cache(), "clients"), "http://"+srv.addr, writeJSON(t, queries), "120")
+		checkScoredLists(t, fx, queries, got, 3)
+		t.Logf("120 concurrent callers of verl's own client: %s answers 503 retried (queue of 16 queries)",
+			srv.metric(t, `needle_requests_total{endpoint="retrieve",code="503"}`))
 		srv.stop(t)
 	})
 	t.Run("ClientsSurviveStartBeforeReadyDrainAndRestart", func(t *testing.T) { testClientsSurviveLifecycle(t, fx) })

@@ -1,11 +1,10 @@
 """Runs the trainers' retrieval clients in loops against one address while the test starts,
 drains and restarts needle under them, until STOP_FILE exists:
-- verl 0.5.0's own call_search_api (verl/tools/utils/search_r1_like_utils.py from the wheel
-  `make setup` unpacks into CLIENTS_DIR): requests, 30 s timeout, 10 attempts on 5xx and
+- verl 0.5.0's own call_search_api (verl/tools/utils/search_r1_like_utils.py, trainers.py):
+  requests, 30 s timeout, 10 attempts on 5xx and
   connection errors, 1..9 s apart; it returns (None, error) instead of raising;
-- RLinf 0.3.0's own AsyncSearchClient (rlinf/agents/searchr1/search_tool_worker.py from its
-  wheel): aiohttp, 10 attempts 10 s apart on any error. The module's imports of RLinf's worker
-  framework and omegaconf are stubbed: the client uses none of them;
+- RLinf 0.3.0's own AsyncSearchClient (rlinf/agents/searchr1/search_tool_worker.py,
+  trainers.py): aiohttp, 10 attempts 10 s apart on any error;
 - ASearcher's client (asearcher.py: restated, no registry ships it), through ADDRESS_DIR.
 Each client runs WORKERS loops of one query per call. A call that gives no answer of topk
 rows is a failed call; an exception out of a client (e.g. IndexError on an empty address
@@ -14,7 +13,6 @@ Usage: lifecycle.py CLIENTS_DIR ADDRESS_DIR HOST:PORT QUERIES_JSON STOP_FILE WOR
 -> prints {"verl": {"ok": n, "failed": m}, "rlinf": {...}, "asearcher": {...}} as JSON."""
 import asyncio
 import contextlib
-import importlib.util
 import json
 import os
 import sys
@@ -22,6 +20,7 @@ import threading
 import types
 
 import asearcher
+import trainers
 
 clients_dir, address_dir, host_port, queries_file, stop_file, workers = sys.argv[1:7]
 workers = int(workers)
@@ -29,26 +28,8 @@ with open(queries_file) as f:
     queries = json.load(f)
 
 
-def load(name, path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def stub(name, **attrs):
-    module = types.ModuleType(name)
-    module.__dict__.update(attrs)
-    sys.modules[name] = module
-
-
-verl = load("search_r1_like_utils", os.path.join(clients_dir, "verl-0.5.0/verl/tools/utils/search_r1_like_utils.py"))
-for name, attrs in {"omegaconf": {"DictConfig": dict}, "rlinf": {}, "rlinf.data": {}, "rlinf.data.tool_call": {},
-                    "rlinf.data.tool_call.tool_io_struct": {"ToolChannelRequest": object, "ToolChannelResponse": object},
-                    "rlinf.scheduler": {"Channel": object}, "rlinf.workers": {}, "rlinf.workers.agent": {},
-                    "rlinf.workers.agent.tool_worker": {"ToolWorker": object}}.items():
-    stub(name, **attrs)
-rlinf = load("search_tool_worker", os.path.join(clients_dir, "rlinf-0.3.0/rlinf/agents/searchr1/search_tool_worker.py"))
+verl = trainers.verl(clients_dir)
+rlinf = trainers.rlinf(clients_dir)
 
 stats = {name: {"ok": 0, "failed": 0} for name in ("verl", "rlinf", "asearcher")}
 lock = threading.Lock()
