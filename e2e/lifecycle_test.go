@@ -152,7 +152,7 @@ func testDisconnectDropsQueries(t *testing.T, fx *fixture) {
 // Search-R1's one POST of 2,560 queries is in flight when SIGTERM comes: it is answered in
 // full (the drain). On another server a second SIGTERM during the drain exits at once.
 func testSignals(t *testing.T, fx *fixture) {
-	srv := fx.start(t)
+	srv := fx.start(t, "--drain", "10m") // a shared 2-core machine may take minutes
 	c := postQueries(t, fx, srv.addr, 2560)
 	defer c.Close()
 	srv.waitMetric(t, "needle_batch_queries_count", func(v float64) bool { return v >= 1 })
