@@ -9,12 +9,16 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -107,11 +111,11 @@ func newFixture(t *testing.T) *fixture {
 	return fx
 }
 
-func must(b []byte, err error) []byte {
+func must[T any](v T, err error) T {
 	if err != nil {
 		panic(err)
 	}
-	return b
+	return v
 }
 
 // directSearch is the oracle: the queries encoded in-process and searched with faissgo.
@@ -146,16 +150,41 @@ type server struct {
 	cmd         *exec.Cmd
 	addr        string // host:port from the address file
 	addressFile string
-	log         *bytes.Buffer
+	log         *syncBuffer
 	exited      chan error
 }
 
-// start runs `needle serve` and waits for its address file (written once it is ready).
+// syncBuffer is a log written by the process's stderr copier and read by the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// start runs `needle serve` on a free port and waits until it is ready.
 func (fx *fixture) start(t *testing.T, args ...string) *server {
-	addrDir := filepath.Join(t.TempDir(), "addresses")
-	args = append([]string{"serve", "--index_path", fx.index, "--corpus_path", fx.corpus, "--port", "0",
+	s := fx.launch(t, filepath.Join(t.TempDir(), "addresses"), 0, args...)
+	s.waitReady(t)
+	return s
+}
+
+// launch runs `needle serve` on port (0: a free one) and returns once its address file is
+// in addrDir (written as soon as the port listens, before the index is loaded).
+func (fx *fixture) launch(t *testing.T, addrDir string, port int, args ...string) *server {
+	args = append([]string{"serve", "--index_path", fx.index, "--corpus_path", fx.corpus, "--port", fmt.Sprint(port),
 		"--save-address-to", addrDir}, args...)
-	s := &server{cmd: exec.Command(fx.bin, args...), log: &bytes.Buffer{}, exited: make(chan error, 1)}
+	s := &server{cmd: exec.Command(fx.bin, args...), log: &syncBuffer{}, exited: make(chan error, 1)}
 	s.cmd.Stderr = s.log
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -165,20 +194,19 @@ func (fx *fixture) start(t *testing.T, args ...string) *server {
 		s.cmd.Process.Kill()
 		<-s.exited
 	})
-	deadline := time.Now().Add(3 * time.Minute)
-	for time.Now().Before(deadline) {
+	wrote := regexp.MustCompile(`wrote (\S+Host\S+_IP\d+\.txt)\n`)
+	for deadline := time.Now().Add(3 * time.Minute); time.Now().Before(deadline); {
 		select {
 		case err := <-s.exited:
-			t.Fatalf("needle serve exited before it was ready: %v\n%s", err, s.log)
-		case <-time.After(100 * time.Millisecond):
+			t.Fatalf("needle serve exited before it wrote its address file: %v\n%s", err, s.log)
+		case <-time.After(20 * time.Millisecond):
 		}
-		files, _ := filepath.Glob(filepath.Join(addrDir, "Host*_IP*.txt"))
-		if len(files) == 1 {
-			s.addressFile = files[0]
-			s.addr = string(must(os.ReadFile(files[0])))
+		if m := wrote.FindStringSubmatch(s.log.String()); m != nil {
+			s.addressFile = m[1]
+			s.addr = string(must(os.ReadFile(m[1])))
 			host, port, _ := strings.Cut(s.addr, ":")
-			if want := fmt.Sprintf("Host%s_IP%s.txt", host, port); filepath.Base(files[0]) != want || strings.ContainsAny(s.addr, "\n ") {
-				t.Fatalf("address file %s holds %q: want name %s and no newline", files[0], s.addr, want)
+			if want := fmt.Sprintf("Host%s_IP%s.txt", host, port); filepath.Base(m[1]) != want || strings.ContainsAny(s.addr, "\n ") {
+				t.Fatalf("address file %s holds %q: want name %s and no newline", m[1], s.addr, want)
 			}
 			return s
 		}
@@ -187,20 +215,43 @@ func (fx *fixture) start(t *testing.T, args ...string) *server {
 	return nil
 }
 
-// stop sends SIGTERM and checks the clean exit and the removed address file.
-func (s *server) stop(t *testing.T) {
-	s.cmd.Process.Signal(syscall.SIGTERM)
+// waitReady polls GET /ready until it answers 200.
+func (s *server) waitReady(t *testing.T) {
+	for deadline := time.Now().Add(3 * time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if resp, err := http.Get("http://" + s.addr + "/ready"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return
+			}
+		}
+	}
+	t.Fatalf("not ready after 3 minutes\n%s", s.log)
+}
+
+// signal sends sig and waits up to a minute for the exit, returning its error.
+func (s *server) signalExit(t *testing.T, sig os.Signal) error {
+	s.cmd.Process.Signal(sig)
 	select {
 	case err := <-s.exited:
 		s.exited <- err // for the cleanup
-		if err != nil {
-			t.Errorf("needle serve after SIGTERM: %v\n%s", err, s.log)
-		}
+		return err
 	case <-time.After(time.Minute):
-		t.Fatalf("needle serve still running a minute after SIGTERM\n%s", s.log)
+		t.Fatalf("needle serve still running a minute after %v\n%s", sig, s.log)
+		return nil
 	}
-	if _, err := os.Stat(s.addressFile); !os.IsNotExist(err) {
-		t.Errorf("address file %s still there after shutdown (%v)", s.addressFile, err)
+}
+
+// stop sends SIGTERM and checks the clean exit; the address file stays when it is the
+// folder's last (clients that find the folder empty crash), else it is removed.
+func (s *server) stop(t *testing.T) {
+	if err := s.signalExit(t, syscall.SIGTERM); err != nil {
+		t.Errorf("needle serve after SIGTERM: %v\n%s", err, s.log)
+	}
+	others := must(filepath.Glob(filepath.Join(filepath.Dir(s.addressFile), "Host*_IP*.txt")))
+	_, err := os.Stat(s.addressFile)
+	kept := err == nil && strings.Contains(s.log.String(), "kept "+s.addressFile)
+	if kept != (len(others) == 1) {
+		t.Errorf("after exit: address file kept=%v, address files in the folder %v\n%s", kept, others, s.log)
 	}
 }
 
@@ -361,7 +412,7 @@ func TestServeWithRealClients(t *testing.T) {
 	})
 	srv.stop(t)
 
-	// verl's 120 concurrent callers against a server with a tiny queue: requests beyond it
+	// verl's own client from 120 concurrent callers against a server with a tiny queue: requests beyond it
 	// get 503 + Retry-After, the clients retry, and every caller gets a correct answer.
 	t.Run("Verl120ConcurrentCallersWithBackpressure", func(t *testing.T) {
 		srv := fx.start(t, "--max-queued", "16", "--max-batch", "8")
@@ -369,13 +420,40 @@ func TestServeWithRealClients(t *testing.T) {
 		for i := range queries {
 			queries[i] = fx.queries[i%len(fx.queries)]
 		}
-		var got struct {
-			Results [][]scored
-			Retries int
-		}
-		python(t, &got, "verl.py", "http://"+srv.addr, writeJSON(t, queries), "120")
-		checkScoredLists(t, fx, queries, got.Results, 3)
-		t.Logf("120 concurrent callers: %d retries after 503 (queue of 16 queries)", got.Retries)
+		var got [][]scored
+		python(t, &got, "verl.py", filepath.Join(testenv.Cache(), "clients"), "http://"+srv.addr, writeJSON(t, queries), "120")
+		checkScoredLists(t, fx, queries, got, 3)
+		t.Logf("120 concurrent callers of verl's own client: %s answers 503 retried (queue of 16 queries)",
+			srv.metric(t, `needle_requests_total{endpoint="retrieve",code="503"}`))
 		srv.stop(t)
 	})
+	t.Run("ClientsSurviveStartBeforeReadyDrainAndRestart", func(t *testing.T) { testClientsSurviveLifecycle(t, fx) })
+	t.Run("DisconnectDropsQueries", func(t *testing.T) { testDisconnectDropsQueries(t, fx) })
+	t.Run("Signals", func(t *testing.T) { testSignals(t, fx) })
+}
+
+// freePort returns a loopback port nothing listens on (a restarted server takes the same one).
+func freePort(t *testing.T) int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// metric reads one sample of the server's /metrics ("" when absent).
+func (s *server) metric(t *testing.T, sample string) string {
+	t.Helper()
+	resp, err := http.Get("http://" + s.addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	for _, line := range strings.Split(string(must(io.ReadAll(resp.Body))), "\n") {
+		if v, ok := strings.CutPrefix(line, sample+" "); ok {
+			return v
+		}
+	}
+	return ""
 }

@@ -78,6 +78,7 @@ type Batcher struct {
 	in      chan *job
 	encoded chan *batch
 	queued  atomic.Int64 // queries admitted and not yet answered
+	dropped atomic.Int64 // queries never encoded because their request's context ended first
 	stopped chan struct{}
 }
 
@@ -110,6 +111,10 @@ func NewBatcher(enc Encoder, idx Index, prefix string, opt BatcherOptions) *Batc
 
 // Queued is the number of queries admitted and not yet answered (the queue depth).
 func (b *Batcher) Queued() int64 { return b.queued.Load() }
+
+// Dropped counts the queries never encoded because their request's context ended before
+// their batch was formed (a client that went away).
+func (b *Batcher) Dropped() int64 { return b.dropped.Load() }
 
 // Close stops the goroutines after the queued work is done. No Search may start after
 // Close is called (the server stops accepting requests first).
@@ -176,6 +181,7 @@ func (b *Batcher) encodeLoop() {
 		texts = texts[:0]
 		for _, j := range jobs {
 			if err := j.ctx.Err(); err != nil {
+				b.dropped.Add(int64(len(j.queries)))
 				b.finish(j, err)
 				continue
 			}

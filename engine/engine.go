@@ -103,6 +103,10 @@ func (r *Retriever) Queued() int64 { return r.batcher.Queued() }
 // BadRowsSkipped counts the hits Retrieve left out because their corpus line is bad.
 func (r *Retriever) BadRowsSkipped() uint64 { return r.badRows.Load() }
 
+// DroppedQueries counts the queries dropped unencoded because their request's context
+// ended first (the server ends it when the client disconnects).
+func (r *Retriever) DroppedQueries() int64 { return r.batcher.Dropped() }
+
 // HasPages reports whether a pages file was given (Access finds nothing without one).
 func (r *Retriever) HasPages() bool { return r.pages != nil }
 

@@ -75,6 +75,9 @@ type metrics struct {
 	batch    *histogram                       // queries per encoder batch
 	queries  atomic.Uint64                    // queries answered by /retrieve
 	refused  [numRefusals]atomic.Uint64       // requests and connections answered before any handler (limits.go)
+
+	// disconnects counts /retrieve clients that closed their connection before the answer (disconnect.go).
+	disconnects atomic.Uint64
 }
 
 func newMetrics() *metrics {
@@ -98,6 +101,9 @@ type gauges struct {
 	queueQueries int64
 	indexVectors int64
 	badRows      uint64 // hits the engine left out because their corpus row is bad
+
+	// droppedQueries counts queries the engine dropped unencoded because their client went away.
+	droppedQueries int64
 }
 
 func (m *metrics) write(w io.Writer, g gauges) {
@@ -117,6 +123,8 @@ func (m *metrics) write(w io.Writer, g gauges) {
 	m.batch.write(w, "needle_batch_queries", "")
 	fmt.Fprintf(w, "# HELP needle_queries_total Queries answered by /retrieve.\n# TYPE needle_queries_total counter\nneedle_queries_total %d\n", m.queries.Load())
 	fmt.Fprintf(w, "# HELP needle_bad_rows_skipped_total Hits left out of answers because their corpus line is not a JSON object with a string contents.\n# TYPE needle_bad_rows_skipped_total counter\nneedle_bad_rows_skipped_total %d\n", g.badRows)
+	fmt.Fprintf(w, "# HELP needle_client_disconnects_total /retrieve requests whose client closed its connection before the answer was ready.\n# TYPE needle_client_disconnects_total counter\nneedle_client_disconnects_total %d\n", m.disconnects.Load())
+	fmt.Fprintf(w, "# HELP needle_dropped_queries_total Queries dropped before encoding because their client closed its connection.\n# TYPE needle_dropped_queries_total counter\nneedle_dropped_queries_total %d\n", g.droppedQueries)
 	fmt.Fprintf(w, "# HELP needle_refused_total Requests and connections refused before any handler ran, by reason.\n# TYPE needle_refused_total counter\n")
 	for r := range numRefusals {
 		fmt.Fprintf(w, "needle_refused_total{reason=%q} %d\n", refusalNames[r], m.refused[r].Load())

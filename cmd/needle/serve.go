@@ -10,13 +10,12 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
 	"needle/engine"
-	"needle/internal/atomicfile"
 	"needle/server"
 )
 
@@ -65,7 +64,7 @@ func parseServeFlags(args []string) (*serveFlags, error) {
 	fs.IntVar(&f.engine.Threads, "threads", 0, "threads for the encoder and FAISS (0 = all cores)")
 	fs.StringVar(&f.engine.Precision, "precision", "", precisionUsage+" (default: the build manifest's, else fp16; another than the manifest's is an error without --force-precision)")
 	fs.BoolVar(&f.engine.ForcePrecision, "force-precision", false, "serve at --precision even where the build manifest records another")
-	fs.StringVar(&f.saveAddressTo, "save-address-to", "", "folder to write Host{ip}_IP{port}.txt = \"{ip}:{port}\" into once the server is ready (removed on SIGINT/SIGTERM)")
+	fs.StringVar(&f.saveAddressTo, "save-address-to", "", "folder to write Host{ip}_IP{port}.txt = \"{ip}:{port}\" into (ASearcher's client reads it) as soon as the port listens; until ready requests get 503 + Retry-After. Kept while draining; removed at exit unless it is the folder's last address file (README: Lifecycle)")
 	fs.StringVar(&f.authToken, "auth-token", os.Getenv("NEEDLE_AUTH_TOKEN"), "if set, /retrieve, /access and /metrics need \"Authorization: Bearer <token>\" (default $NEEDLE_AUTH_TOKEN)")
 	fs.BoolVar(&f.faissGPU, "faiss_gpu", false, "accepted for the anchors' scripts; this build has no GPU FAISS, so it says so and serves on the CPU")
 	fs.BoolVar(&f.engine.Mmap, "mmap", false, "map IVF inverted lists from the index file instead of loading them (FAISS mmap; flat and HNSW indexes load into RAM anyway)")
@@ -99,8 +98,50 @@ func parseServeFlags(args []string) (*serveFlags, error) {
 	if f.topk <= 0 || f.port < 0 || f.port > 65535 {
 		return nil, fmt.Errorf("--topk must be > 0 and --port in [0, 65535], got %d and %d", f.topk, f.port)
 	}
+	if err := checkLimits(f); err != nil {
+		return nil, err
+	}
 	f.cfg.DefaultTopK, f.cfg.AuthToken = f.topk, f.authToken
 	return f, nil
+}
+
+// checkLimits refuses limits that are 0 or negative, naming the flag: past the flag
+// parser a 0 would quietly become the default (server.Config, engine.BatcherOptions).
+func checkLimits(f *serveFlags) error {
+	for _, l := range []struct {
+		name     string
+		value    int64
+		zeroOK   bool // 0 has a meaning of its own (see --help)
+		duration bool
+	}{
+		{"max-batch", int64(f.engine.Batcher.MaxBatch), false, false},
+		{"max-queued", int64(f.engine.Batcher.MaxQueued), false, false},
+		{"encoders", int64(f.engine.Batcher.Encoders), false, false},
+		{"batch-wait", int64(f.engine.Batcher.MaxWait), true, true},
+		{"threads", int64(f.engine.Threads), true, false},
+		{"max-queries", int64(f.cfg.MaxQueries), false, false},
+		{"max-topk", int64(f.cfg.MaxTopK), false, false},
+		{"max-hits", int64(f.cfg.MaxHits), false, false},
+		{"max-body", int64(f.cfg.MaxBodyBytes), false, false},
+		{"max-conns", int64(f.cfg.MaxConns), false, false},
+		{"read-timeout", int64(f.cfg.ReadTimeout), false, true},
+		{"write-timeout", int64(f.cfg.WriteTimeout), false, true},
+		{"idle-timeout", int64(f.cfg.IdleTimeout), false, true},
+		{"drain", int64(f.drain), false, true},
+	} {
+		if l.value > 0 || (l.value == 0 && l.zeroOK) {
+			continue
+		}
+		got, want := fmt.Sprint(l.value), "> 0"
+		if l.duration {
+			got = time.Duration(l.value).String()
+		}
+		if l.zeroOK {
+			want = ">= 0"
+		}
+		return fmt.Errorf("--%s must be %s, got %s", l.name, want, got)
+	}
+	return nil
 }
 
 func runServe(args []string) error {
@@ -126,9 +167,31 @@ func runServe(args []string) error {
 	addr := ln.Addr().(*net.TCPAddr)
 	fmt.Fprintf(os.Stderr, "needle serve: listening on %s (GET /health answers; loading %s)\n", addr, opts.Index)
 
-	stop := make(chan os.Signal, 1)
+	stop := make(chan os.Signal, 2)
 	signal.Notify(stop, syscall.SIGINT, syscall.SIGTERM)
 	began := time.Now()
+	address, err := announce(f, addr)
+	if err != nil {
+		srv.Shutdown(context.Background())
+		return err
+	}
+	// exit ends every way out once the address file exists (see address.go); the second
+	// signal's goroutine and the main path may both reach it.
+	var exitOnce sync.Once
+	exit := func(err error) error {
+		exitOnce.Do(func() {
+			if address == nil {
+				return
+			}
+			what, rmErr := address.remove()
+			if rmErr != nil {
+				err = errors.Join(err, rmErr)
+				return
+			}
+			fmt.Fprintf(os.Stderr, "needle serve: %s\n", what)
+		})
+		return err
+	}
 	type opened struct {
 		r   *engine.Retriever
 		err error
@@ -143,29 +206,32 @@ func runServe(args []string) error {
 	case res := <-openDone:
 		if res.err != nil {
 			srv.Shutdown(context.Background())
-			return res.err
+			return exit(res.err)
 		}
 		r = res.r
 	case sig := <-stop:
 		srv.Shutdown(context.Background())
-		return fmt.Errorf("%v while loading: stopped before ready", sig)
+		return exit(fmt.Errorf("%v while loading: stopped before ready", sig))
 	}
 	srv.SetRetriever(r)
-	addressFile, err := announce(f, addr)
-	if err != nil {
-		srv.Shutdown(context.Background())
-		return err
-	}
 	fmt.Fprintf(os.Stderr, "needle serve: ready in %.1fs: %d vectors (%s), query prefix %q\n"+
 		"  curl -s http://%s/retrieve -H 'Content-Type: application/json' -d '{\"queries\":[\"what is a needle\"],\"topk\":3,\"return_scores\":true}'\n",
 		time.Since(began).Seconds(), r.Ntotal(), opts.Index, *opts.QueryPrefix, net.JoinHostPort(advertisedIP(f.host), strconv.Itoa(addr.Port)))
 
 	select {
 	case err := <-served:
-		return fmt.Errorf("HTTP server stopped: %w", err)
+		return exit(fmt.Errorf("HTTP server stopped: %w", err))
 	case sig := <-stop:
-		fmt.Fprintf(os.Stderr, "needle serve: %v: draining in-flight requests (up to %v)\n", sig, f.drain)
+		fmt.Fprintf(os.Stderr, "needle serve: %v: draining in-flight requests (up to %v; a second SIGINT or SIGTERM exits at once)\n", sig, f.drain)
 	}
+	go func() {
+		sig := <-stop
+		fmt.Fprintf(os.Stderr, "needle serve: second %v: exiting without waiting for in-flight requests\n", sig)
+		if err := exit(nil); err != nil {
+			fmt.Fprintf(os.Stderr, "needle serve: %v\n", err)
+		}
+		os.Exit(1)
+	}()
 	ctx, cancel := context.WithTimeout(context.Background(), f.drain)
 	defer cancel()
 	shutdownErr := srv.Shutdown(ctx)
@@ -174,17 +240,12 @@ func runServe(args []string) error {
 		// process exits and the OS releases everything.
 		r.Close()
 	}
-	if addressFile != "" {
-		if err := os.Remove(addressFile); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return err
-		}
-	}
-	return shutdownErr
+	return exit(shutdownErr)
 }
 
-// announce checks that the server answers /ready through its socket, then writes the
-// address file (atomically) if --save-address-to was given and returns its path.
-func announce(f *serveFlags, addr *net.TCPAddr) (string, error) {
+// announce checks that the server answers GET /health through its socket, then writes the
+// address file if --save-address-to was given (nil without).
+func announce(f *serveFlags, addr *net.TCPAddr) (*addressFile, error) {
 	host := advertisedIP(f.host)
 	hostPort := net.JoinHostPort(host, strconv.Itoa(addr.Port))
 	probe := net.JoinHostPort(f.host, strconv.Itoa(addr.Port))
@@ -192,27 +253,23 @@ func announce(f *serveFlags, addr *net.TCPAddr) (string, error) {
 		probe = net.JoinHostPort("127.0.0.1", strconv.Itoa(addr.Port))
 	}
 	client := http.Client{Timeout: 10 * time.Second}
-	resp, err := client.Get("http://" + probe + "/ready")
+	resp, err := client.Get("http://" + probe + "/health")
 	if err != nil {
-		return "", fmt.Errorf("self-check GET /ready: %w", err)
+		return nil, fmt.Errorf("self-check GET /health: %w", err)
 	}
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("self-check GET /ready: status %d", resp.StatusCode)
+		return nil, fmt.Errorf("self-check GET /health: status %d", resp.StatusCode)
 	}
 	if f.saveAddressTo == "" {
-		return "", nil
+		return nil, nil
 	}
-	if err := os.MkdirAll(f.saveAddressTo, 0o755); err != nil {
-		return "", fmt.Errorf("--save-address-to: %w", err)
+	a, done, err := writeAddress(f.saveAddressTo, hostPort, host, addr.Port)
+	for _, d := range done {
+		fmt.Fprintf(os.Stderr, "needle serve: %s\n", d)
 	}
-	path := filepath.Join(f.saveAddressTo, fmt.Sprintf("Host%s_IP%d.txt", host, addr.Port))
-	if err := atomicfile.Write(path, []byte(hostPort)); err != nil {
-		return "", fmt.Errorf("--save-address-to: %w", err)
-	}
-	fmt.Fprintf(os.Stderr, "needle serve: wrote %s\n", path)
-	return path, nil
+	return a, err
 }
 
 // advertisedIP is the address clients should dial: the bind address, or for a wildcard

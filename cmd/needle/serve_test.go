@@ -56,6 +56,32 @@ func TestServeFlags(t *testing.T) {
 	}
 }
 
+// A limit of 0 or below is refused with the flag's name (0 would quietly become the
+// default below the flag parser); where 0 means something (--batch-wait, --threads) only
+// negative values are refused.
+func TestServeFlagsRefuseNonPositiveLimits(t *testing.T) {
+	for _, name := range []string{"max-batch", "max-queued", "encoders", "max-queries", "max-topk", "max-hits", "max-body", "max-conns",
+		"read-timeout", "write-timeout", "idle-timeout", "drain", "batch-wait", "threads"} {
+		values := []string{"0", "-1"}
+		if strings.HasSuffix(name, "timeout") || name == "drain" || name == "batch-wait" {
+			values = []string{"0s", "-1s"}
+		}
+		zeroOK := name == "batch-wait" || name == "threads"
+		for i, v := range values {
+			_, err := parseServeFlags([]string{"--index", "i", "--" + name, v})
+			if i == 0 && zeroOK {
+				if err != nil {
+					t.Errorf("--%s %s: %v, want accepted", name, v, err)
+				}
+				continue
+			}
+			if err == nil || !strings.Contains(err.Error(), "--"+name+" must be") {
+				t.Errorf("--%s %s: error %v, want one naming --%s", name, v, err, name)
+			}
+		}
+	}
+}
+
 func TestAdvertisedIP(t *testing.T) {
 	if got := advertisedIP("127.0.0.1"); got != "127.0.0.1" {
 		t.Errorf("advertisedIP(127.0.0.1) = %s", got)

@@ -1,10 +1,15 @@
-"""ASearcher's call pattern (AReaL/ASearcher/utils/search_utils.py): the server is found
-through the address folder (file read without stripping), ONE query per request, topk 5,
-return_scores false, aiohttp with a new session per call, 120 s timeout, up to 10 attempts;
-reads r["contents"] and r["url"]. Then /access for the given urls.
+"""ASearcher's retrieval client (AReaL's AsyncSearchBrowserClient in ASearcher/utils/search_utils.py),
+restated from the facts of its code because no package registry ships it (PyPI areal 1.0.4 and
+realhf 0.3.0 lack it): the server list is every line of the DIR/Host*_IP*.txt files (read with
+readlines, not stripped); the constructor picks one with random.choice; a call posts with a new
+aiohttp session and a 120 s timeout, and on ANY exception re-reads the folder and picks again
+with random.choice OUTSIDE its try (an empty folder raises IndexError out of the call), sleeps
+10 s and tries again, 10 attempts in all. ONE query per request, topk 5, return_scores false;
+reads r["contents"] and r["url"].
 Usage: asearcher.py ADDRESS_DIR QUERIES_JSON_FILE URLS_JSON_FILE
 -> prints {"retrieve": [[{"contents","url"}...] per query], "access": [...]} as JSON."""
 import asyncio
+import glob
 import json
 import os
 import random
@@ -12,25 +17,42 @@ import sys
 
 import aiohttp
 
-
-def server_address(address_dir):
-    files = [f for f in os.listdir(address_dir) if f.endswith(".txt")]
-    with open(os.path.join(address_dir, random.choice(files))) as f:
-        return f.read()  # the anchors' clients do not strip
+RETRY_SLEEP = 10  # seconds, as the client
 
 
-async def post(address_dir, path, payload):
-    for attempt in range(10):
-        try:
-            timeout = aiohttp.ClientTimeout(total=120)
-            async with aiohttp.ClientSession(timeout=timeout) as session:
-                async with session.post(f"http://{server_address(address_dir)}{path}", json=payload) as resp:
-                    resp.raise_for_status()
-                    return await resp.json()
-        except Exception:
-            if attempt == 9:
-                raise
-            await asyncio.sleep(1)
+class AddressDirClient:
+    def __init__(self, address_dir):
+        self.address_dir = address_dir
+        self.server_addr = random.choice(self.server_list())  # IndexError on an empty folder
+
+    def server_list(self):
+        servers = []
+        for name in glob.glob(self.address_dir + "/Host*_IP*.txt"):
+            try:
+                with open(name) as f:
+                    servers.extend(f.readlines())
+            except OSError:
+                continue
+        return servers
+
+    async def post(self, path, payload):
+        last = None
+        for _ in range(10):
+            try:
+                async with aiohttp.ClientSession() as session:
+                    async with session.post(f"http://{self.server_addr}{path}", json=payload,
+                                            timeout=aiohttp.ClientTimeout(total=120, sock_connect=120)) as resp:
+                        resp.raise_for_status()
+                        return await resp.json()
+            except Exception as e:  # noqa: BLE001 (the client catches everything)
+                last = e
+            self.server_addr = random.choice(self.server_list())  # outside the try, as the client
+            await asyncio.sleep(RETRY_SLEEP)
+        raise RuntimeError("Fail to post to RAG server") from last
+
+    async def retrieve(self, query):
+        res = await self.post("/retrieve", {"queries": [query], "topk": 5, "return_scores": False})
+        return [{"contents": r["contents"], "url": r["url"]} for r in res["result"][0]]
 
 
 async def main():
@@ -39,11 +61,11 @@ async def main():
         queries = json.load(f)
     with open(sys.argv[3]) as f:
         urls = json.load(f)
-    results = await asyncio.gather(*[
-        post(address_dir, "/retrieve", {"queries": [q], "topk": 5, "return_scores": False}) for q in queries])
-    retrieved = [[{"contents": r["contents"], "url": r["url"]} for r in res["result"][0]] for res in results]
-    access = (await post(address_dir, "/access", {"urls": urls}))["result"]
+    client = AddressDirClient(address_dir)
+    retrieved = await asyncio.gather(*[client.retrieve(q) for q in queries])
+    access = (await client.post("/access", {"urls": urls}))["result"]
     json.dump({"retrieve": retrieved, "access": access}, sys.stdout)
 
 
-asyncio.run(main())
+if __name__ == "__main__":
+    asyncio.run(main())

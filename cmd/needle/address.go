@@ -1,0 +1,92 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"needle/internal/atomicfile"
+)
+
+// The --save-address-to file, as ASearcher's client (AReaL's AsyncSearchBrowserClient) reads
+// it: it globs DIR/Host*_IP*.txt and picks one line with random.choice, when it is created and
+// again after every failed call (outside its try, 10 s apart, 10 attempts). An empty folder at
+// either moment raises IndexError and ends the rollout. So the file must exist whenever a
+// client could look:
+//   - written as soon as the port listens, before the index loads (requests get 503 +
+//     Retry-After until ready, which the client retries);
+//   - kept while draining (new connections are refused, which the client retries);
+//   - at exit removed, unless it is the last address file of the folder: then it stays, so a
+//     client retries it until a server comes back, and a marker (leftPrefix + its name, a
+//     dot file the client's glob does not see) lets the next needle that writes into the
+//     folder remove it;
+//   - never removed when another process wrote a file of the same name in its place.
+
+// leftPrefix starts the name of the marker of an address file needle left at exit.
+const leftPrefix = ".needle-left-"
+
+// addressFile is this process's address file and what it wrote into it.
+type addressFile struct {
+	path    string
+	content []byte
+	info    os.FileInfo // the file as written: another process's file of the same name differs
+}
+
+// writeAddress writes DIR/Host{ip}_IP{port}.txt = "{ip}:{port}" (no newline: the client does
+// not strip it) atomically, then removes the files earlier needle processes left for lack of
+// another server. It returns what it did for the log.
+func writeAddress(dir, hostPort, host string, port int) (*addressFile, []string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, nil, fmt.Errorf("--save-address-to: %w", err)
+	}
+	a := &addressFile{path: filepath.Join(dir, fmt.Sprintf("Host%s_IP%d.txt", host, port)), content: []byte(hostPort)}
+	if err := atomicfile.Write(a.path, a.content); err != nil {
+		return nil, nil, fmt.Errorf("--save-address-to: %w", err)
+	}
+	info, err := os.Stat(a.path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--save-address-to: %w", err)
+	}
+	a.info = info
+	log := []string{"wrote " + a.path}
+	markers, _ := filepath.Glob(filepath.Join(dir, leftPrefix+"*"))
+	for _, m := range markers {
+		left := filepath.Join(dir, strings.TrimPrefix(filepath.Base(m), leftPrefix))
+		was, _ := os.ReadFile(m)
+		now, err := os.ReadFile(left)
+		// Only the file as needle left it: a server that rewrote it since owns it.
+		if left != a.path && err == nil && bytes.Equal(was, now) {
+			if os.Remove(left) == nil {
+				log = append(log, "removed "+left+", left by a needle that exited with no other server in the folder")
+			}
+		}
+		os.Remove(m)
+	}
+	return a, log, nil
+}
+
+// remove is called at exit: it removes the file unless another process wrote one in its place
+// or it is the folder's last address file (then it stays, with a marker). It returns what it
+// did for the log.
+func (a *addressFile) remove() (string, error) {
+	info, err := os.Stat(a.path)
+	if err != nil || !os.SameFile(info, a.info) {
+		return "left " + a.path + " alone: another process wrote it", nil
+	}
+	others, _ := filepath.Glob(filepath.Join(filepath.Dir(a.path), "Host*_IP*.txt"))
+	if len(others) <= 1 {
+		marker := filepath.Join(filepath.Dir(a.path), leftPrefix+filepath.Base(a.path))
+		if err := atomicfile.Write(marker, a.content); err != nil {
+			return "", fmt.Errorf("--save-address-to: %w", err)
+		}
+		return "kept " + a.path + ": it is the folder's last address file, and clients that find the folder empty crash " +
+			"(IndexError); the next needle that writes into the folder removes it", nil
+	}
+	if err := os.Remove(a.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("--save-address-to: %w", err)
+	}
+	return "removed " + a.path, nil
+}
