@@ -237,6 +237,11 @@ func Count() (int, error) {
 // Ordinal is the device's number among the visible devices.
 func (dev *Device) Ordinal() int { return int(dev.ordinal) }
 
+// Synchronize waits for the device's queued work (cuBLAS calls are queued, not waited for).
+func (dev *Device) Synchronize() error {
+	return dev.do("synchronize", func(d *driver) int32 { return d.cuCtxSynchronize() })
+}
+
 // MemInfo returns the device's free and total memory in bytes.
 func (dev *Device) MemInfo() (free, total uint64, err error) {
 	err = dev.do("mem get info", func(d *driver) int32 { return d.cuMemGetInfo(&free, &total) })
