@@ -70,6 +70,7 @@ struct TileSource {
   float qnorm;
   const u64* prev;
   long long nprev;
+  u64 floor;  // the k-th best key of the previous tiles (0 when fewer): anything below loses
 
   __device__ long long size() const { return n + nprev; }
   __device__ u64 key(long long i) const {
@@ -81,7 +82,8 @@ struct TileSource {
     }
     if (s != s) return 0;
     if (s == 0.0f) s = 0.0f;  // -0 ties with +0, as float comparison (FAISS) has it
-    return ((u64)nl_topk_order(s, xnorm != nullptr) << 32) | (u64)(0xffffffffu - (uint32_t)(base + i));
+    u64 key = ((u64)nl_topk_order(s, xnorm != nullptr) << 32) | (u64)(0xffffffffu - (uint32_t)(base + i));
+    return key > floor ? key : 0;
   }
 };
 
@@ -153,6 +155,23 @@ __device__ inline void block_sum_to(float v, float* partial, float* dst) {
   }
 }
 
+// block_min_key is the smallest of n keys at p (all of u64's range when n is 0), for every
+// thread of the block, through scratch (the caller's __shared__ array of 1024).
+__device__ inline u64 block_min_key(const u64* p, long long n, u64* scratch) {
+  u64 m = ~0ull;
+  for (long long i = threadIdx.x; i < n; i += blockDim.x) m = p[i] < m ? p[i] : m;
+  scratch[threadIdx.x] = m;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (unsigned t = 1; t < blockDim.x; t++) m = scratch[t] < m ? scratch[t] : m;
+    scratch[0] = m;
+  }
+  __syncthreads();
+  m = scratch[0];
+  __syncthreads();
+  return m;
+}
+
 extern "C" {
 
 // nl_topk_tile: grid (queries, segments), any block of whole warps up to 1024 threads.
@@ -161,16 +180,21 @@ extern "C" {
 // prev[q*width .. +k] (prev null for the first tile). Its k best keys go to
 // out[(q*segments + s)*width ..], zero-filled to width (width >= k); with more than one
 // segment, nl_topk_merge then joins them. xnorm (n floats) and qnorm (one per query) select
-// L2; both null for inner product. Segments keep the GPU busy when queries are few.
+// L2; both null for inner product. Segments keep the GPU busy when queries are few. Scores
+// worse than the previous tiles' k-th key are dropped at once (no histogram atomics): after
+// the first tiles, almost all of them.
 __global__ void nl_topk_tile(const float* scores, long long ld, long long n, long long seglen,
                              long long base, const float* xnorm, const float* qnorm,
                              const u64* prev, int k, u64* out, long long width) {
+  __shared__ u64 scratch[1024];
   long long q = blockIdx.x, seg = blockIdx.y, first = seg * seglen;
   long long len = n - first < seglen ? n - first : seglen;
   if (len < 0) len = 0;
-  const u64* p = prev && seg == 0 ? prev + q * width : nullptr;
+  const u64* p = prev ? prev + q * width : nullptr;
+  u64 floor = p ? block_min_key(p, k, scratch) : 0;  // 0 when p holds fewer than k keys
+  if (seg != 0) p = nullptr;  // the previous keys join the selection once, in segment 0
   TileSource src = {scores + q * ld + first, len, base + first, xnorm ? xnorm + first : nullptr,
-                    xnorm ? qnorm[q] : 0.0f, p, p ? (long long)k : 0};
+                    xnorm ? qnorm[q] : 0.0f, p, p ? (long long)k : 0, floor};
   topk_select(src, k, out + (q * gridDim.y + seg) * width, width);
 }
 
