@@ -564,6 +564,23 @@ func (x *Index) Stats() Stats {
 	return st
 }
 
+// WriteMetrics writes the index's Prometheus metrics (needle serve's /metrics).
+func (x *Index) WriteMetrics(w io.Writer) {
+	st := x.Stats()
+	fmt.Fprintf(w, "# HELP needle_gpu_device GPUs the index is sharded over (one per shard).\n# TYPE needle_gpu_device gauge\n")
+	for _, d := range st.Devices {
+		fmt.Fprintf(w, "needle_gpu_device{device=%q} 1\n", d)
+	}
+	healthy := 0
+	if st.Healthy {
+		healthy = 1
+	}
+	fmt.Fprintf(w, "# HELP needle_gpu_memory_bytes Device memory the index holds (vectors and work space).\n# TYPE needle_gpu_memory_bytes gauge\nneedle_gpu_memory_bytes %d\n", st.MemoryBytes)
+	fmt.Fprintf(w, "# HELP needle_gpu_searches_total Index searches (batches) run on the GPU.\n# TYPE needle_gpu_searches_total counter\nneedle_gpu_searches_total %d\n", st.Searches)
+	fmt.Fprintf(w, "# HELP needle_gpu_search_seconds_total Time spent in GPU index searches.\n# TYPE needle_gpu_search_seconds_total counter\nneedle_gpu_search_seconds_total %g\n", st.SearchSeconds)
+	fmt.Fprintf(w, "# HELP needle_gpu_healthy 0 once a CUDA call failed (the server is then not ready).\n# TYPE needle_gpu_healthy gauge\nneedle_gpu_healthy %d\n", healthy)
+}
+
 // Err is the first CUDA failure of any shard's device, or nil while all are healthy.
 func (x *Index) Err() error {
 	for _, s := range x.shards {
