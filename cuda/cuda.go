@@ -50,6 +50,11 @@ type driver struct {
 	cuMemcpyDtoH              func(dst unsafe.Pointer, src uint64, n uint64) int32
 	cuLaunchKernel            func(f uintptr, gx, gy, gz, bx, by, bz, shared uint32, stream uintptr, params, extra unsafe.Pointer) int32
 	cuGetErrorString          func(res int32, str **byte) int32
+	cuMemGetInfo              func(free, total *uint64) int32
+	cuMemHostAlloc            func(p *unsafe.Pointer, size uint64, flags uint32) int32
+	cuMemFreeHost             func(p unsafe.Pointer) int32
+	cuStreamCreate            func(stream *uintptr, flags uint32) int32
+	cuStreamDestroy           func(stream uintptr) int32
 }
 
 var (
@@ -72,10 +77,7 @@ func load() (*driver, error) {
 			return
 		}
 		d := &driver{}
-		syms := []struct {
-			fn   any
-			name string
-		}{
+		syms := []symbol{
 			{&d.cuInit, "cuInit"}, {&d.cuDeviceGetCount, "cuDeviceGetCount"},
 			{&d.cuDeviceGet, "cuDeviceGet"}, {&d.cuDeviceGetName, "cuDeviceGetName"},
 			{&d.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain"},
@@ -85,15 +87,13 @@ func load() (*driver, error) {
 			{&d.cuModuleGetFunction, "cuModuleGetFunction"}, {&d.cuMemAlloc, "cuMemAlloc_v2"},
 			{&d.cuMemFree, "cuMemFree_v2"}, {&d.cuMemcpyHtoD, "cuMemcpyHtoD_v2"},
 			{&d.cuMemcpyDtoH, "cuMemcpyDtoH_v2"}, {&d.cuLaunchKernel, "cuLaunchKernel"},
-			{&d.cuGetErrorString, "cuGetErrorString"},
+			{&d.cuGetErrorString, "cuGetErrorString"}, {&d.cuMemGetInfo, "cuMemGetInfo_v2"},
+			{&d.cuMemHostAlloc, "cuMemHostAlloc"}, {&d.cuMemFreeHost, "cuMemFreeHost"},
+			{&d.cuStreamCreate, "cuStreamCreate"}, {&d.cuStreamDestroy, "cuStreamDestroy_v2"},
 		}
-		for _, s := range syms {
-			sym, err := purego.Dlsym(h, s.name)
-			if err != nil {
-				drvErr = fmt.Errorf("%w: %s has no %s (driver too old?)", ErrNoDevice, path, s.name)
-				return
-			}
-			purego.RegisterFunc(s.fn, sym)
+		if missing := bind(h, syms); missing != "" {
+			drvErr = fmt.Errorf("%w: %s has no %s (driver too old?)", ErrNoDevice, path, missing)
+			return
 		}
 		if rc := d.cuInit(0); rc != 0 {
 			drvErr = fmt.Errorf("%w: cuInit: %s", ErrNoDevice, d.describe(rc))
@@ -102,6 +102,24 @@ func load() (*driver, error) {
 		drv = d
 	})
 	return drv, drvErr
+}
+
+// symbol is a C function of a library and the Go function variable it is bound to.
+type symbol struct {
+	fn   any
+	name string
+}
+
+// bind resolves every symbol in the library handle h, or returns the first missing name.
+func bind(h uintptr, syms []symbol) (missing string) {
+	for _, s := range syms {
+		sym, err := purego.Dlsym(h, s.name)
+		if err != nil {
+			return s.name
+		}
+		purego.RegisterFunc(s.fn, sym)
+	}
+	return ""
 }
 
 // describe turns a CUresult into text.
@@ -173,6 +191,17 @@ func (dev *Device) Err() error {
 // do runs fn with the device's context current on a locked OS thread. A failing CUresult from
 // fn marks the device unhealthy; an unhealthy device runs nothing.
 func (dev *Device) do(what string, fn func(d *driver) int32) error {
+	return dev.call(what, func() error {
+		if rc := fn(dev.d); rc != 0 {
+			return fmt.Errorf("cuda %s: %s", what, dev.d.describe(rc))
+		}
+		return nil
+	})
+}
+
+// call is do for any library of the device (the driver, cuBLAS): fn runs with the context
+// current under the device mutex, and its error marks the device unhealthy.
+func (dev *Device) call(what string, fn func() error) error {
 	dev.mu.Lock()
 	defer dev.mu.Unlock()
 	if dev.err != nil {
@@ -180,15 +209,43 @@ func (dev *Device) do(what string, fn func(d *driver) int32) error {
 	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	rc := dev.d.cuCtxSetCurrent(dev.ctx)
-	if rc == 0 {
-		rc = fn(dev.d)
-	}
-	if rc != 0 {
-		dev.err = fmt.Errorf("cuda %s: %s", what, dev.d.describe(rc))
+	if rc := dev.d.cuCtxSetCurrent(dev.ctx); rc != 0 {
+		dev.err = fmt.Errorf("cuda %s: set context: %s", what, dev.d.describe(rc))
 		return dev.err
 	}
+	if err := fn(); err != nil {
+		dev.err = err
+		return err
+	}
 	return nil
+}
+
+// Count is the number of CUDA devices visible to this process (CUDA_VISIBLE_DEVICES applies),
+// or an error wrapping ErrNoDevice.
+func Count() (int, error) {
+	d, err := load()
+	if err != nil {
+		return 0, err
+	}
+	var n int32
+	if rc := d.cuDeviceGetCount(&n); rc != 0 {
+		return 0, fmt.Errorf("%w: cuDeviceGetCount: %s", ErrNoDevice, d.describe(rc))
+	}
+	return int(n), nil
+}
+
+// Ordinal is the device's number among the visible devices.
+func (dev *Device) Ordinal() int { return int(dev.ordinal) }
+
+// Synchronize waits for the device's queued work (cuBLAS calls are queued, not waited for).
+func (dev *Device) Synchronize() error {
+	return dev.do("synchronize", func(d *driver) int32 { return d.cuCtxSynchronize() })
+}
+
+// MemInfo returns the device's free and total memory in bytes.
+func (dev *Device) MemInfo() (free, total uint64, err error) {
+	err = dev.do("mem get info", func(d *driver) int32 { return d.cuMemGetInfo(&free, &total) })
+	return free, total, err
 }
 
 // Close releases the primary context. Modules and buffers must be released first.
@@ -270,11 +327,23 @@ type Dim3 struct{ X, Y, Z uint32 }
 // Launch runs the kernel and waits for it. Each argument is a kernel parameter of 8 bytes or
 // less, passed by value in order: a Buffer (as its device pointer), int64, int32, uint64, float32.
 func (f *Function) Launch(grid, block Dim3, args ...any) error {
+	return f.launch(grid, block, true, args)
+}
+
+// Enqueue queues the kernel on the default stream and returns without waiting, so that a
+// sequence of kernels and cuBLAS calls runs without host round trips between them. A failure
+// of the kernel itself surfaces at the next call that waits (Launch, Download, Synchronize).
+func (f *Function) Enqueue(grid, block Dim3, args ...any) error {
+	return f.launch(grid, block, false, args)
+}
+
+func (f *Function) launch(grid, block Dim3, wait bool, args []any) error {
 	vals, err := paramValues(args)
 	if err != nil {
 		return fmt.Errorf("cuda launch %s: %w", f.name, err)
 	}
-	// cuLaunchKernel reads params[i] -> the bytes of argument i; both arrays are pinned Go memory.
+	// cuLaunchKernel reads params[i] -> the bytes of argument i (during the call); both arrays
+	// are pinned Go memory.
 	params := make([]unsafe.Pointer, len(vals)+1) // +1: never empty
 	var pin runtime.Pinner
 	defer pin.Unpin()
@@ -285,7 +354,7 @@ func (f *Function) Launch(grid, block Dim3, args ...any) error {
 	pin.Pin(&params[0])
 	return f.dev.do("launch "+f.name, func(d *driver) int32 {
 		rc := d.cuLaunchKernel(f.h, grid.X, grid.Y, grid.Z, block.X, block.Y, block.Z, 0, 0, unsafe.Pointer(&params[0]), nil)
-		if rc != 0 {
+		if rc != 0 || !wait {
 			return rc
 		}
 		return d.cuCtxSynchronize()
@@ -333,14 +402,17 @@ func (dev *Device) Alloc(size int) (*Buffer, error) {
 }
 
 // Upload copies host bytes src into the start of the buffer.
-func (b *Buffer) Upload(src unsafe.Pointer, n int) error {
-	if n > b.size {
-		return fmt.Errorf("cuda upload: %d bytes into a %d-byte buffer", n, b.size)
+func (b *Buffer) Upload(src unsafe.Pointer, n int) error { return b.UploadAt(0, src, n) }
+
+// UploadAt copies n host bytes from src into the buffer at byte offset off.
+func (b *Buffer) UploadAt(off int, src unsafe.Pointer, n int) error {
+	if off < 0 || n > b.size-off {
+		return fmt.Errorf("cuda upload: %d bytes at offset %d into a %d-byte buffer", n, off, b.size)
 	}
 	if n == 0 {
 		return nil
 	}
-	return b.dev.do("upload", func(d *driver) int32 { return d.cuMemcpyHtoD(b.ptr, src, uint64(n)) })
+	return b.dev.do("upload", func(d *driver) int32 { return d.cuMemcpyHtoD(b.ptr+uint64(off), src, uint64(n)) })
 }
 
 // Download copies the first n bytes of the buffer to host memory dst.
@@ -357,4 +429,63 @@ func (b *Buffer) Download(dst unsafe.Pointer, n int) error {
 // Free releases the buffer.
 func (b *Buffer) Free() error {
 	return b.dev.do("free", func(d *driver) int32 { return d.cuMemFree(b.ptr) })
+}
+
+// Addr is the device address off bytes into the buffer, for kernel arguments and cuBLAS
+// operands that start inside it; off must be within the buffer.
+func (b *Buffer) Addr(off int) uint64 {
+	if off < 0 || off > b.size {
+		panic(fmt.Sprintf("cuda: offset %d outside a %d-byte buffer", off, b.size))
+	}
+	return b.ptr + uint64(off)
+}
+
+// Size is the buffer's size in bytes.
+func (b *Buffer) Size() int { return b.size }
+
+// HostBuffer is pinned (page-locked) host memory, the staging area of large uploads: the
+// driver copies from it by DMA, and its size bounds the host memory a streamed load uses.
+type HostBuffer struct {
+	dev   *Device
+	p     unsafe.Pointer
+	Bytes []byte // the whole buffer
+}
+
+// AllocHost pins size bytes (at least 1) of host memory, usable with every device (portable).
+func (dev *Device) AllocHost(size int) (*HostBuffer, error) {
+	h := &HostBuffer{dev: dev}
+	const portable = 1 // CU_MEMHOSTALLOC_PORTABLE
+	err := dev.do("host alloc", func(d *driver) int32 { return d.cuMemHostAlloc(&h.p, uint64(max(size, 1)), portable) })
+	if err != nil {
+		return nil, err
+	}
+	h.Bytes = unsafe.Slice((*byte)(h.p), max(size, 1))
+	return h, nil
+}
+
+// Free releases the pinned memory; Bytes must not be used after.
+func (h *HostBuffer) Free() error {
+	h.Bytes = nil
+	return h.dev.do("host free", func(d *driver) int32 { return d.cuMemFreeHost(h.p) })
+}
+
+// Stream is a CUDA stream of the device (cuBLAS runs its GEMMs on one, see BLAS.SetStream).
+// Launch and the copies of this package use the default stream, which waits for it.
+type Stream struct {
+	dev *Device
+	h   uintptr
+}
+
+// NewStream creates a blocking stream (ordered with the default stream).
+func (dev *Device) NewStream() (*Stream, error) {
+	s := &Stream{dev: dev}
+	if err := dev.do("stream create", func(d *driver) int32 { return d.cuStreamCreate(&s.h, 0) }); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Destroy releases the stream after its queued work.
+func (s *Stream) Destroy() error {
+	return s.dev.do("stream destroy", func(d *driver) int32 { return d.cuStreamDestroy(s.h) })
 }

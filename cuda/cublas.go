@@ -1,0 +1,280 @@
+package cuda
+
+// cuBLAS, opened at run time like the driver. Most GPU machines have it only as a pip package
+// of a Python environment (nvidia-cublas-cu12: site-packages/nvidia/cublas/lib), so besides an
+// explicit path, CUDA_HOME and the loader path, it is looked for in the Python environments a
+// user has: VIRTUAL_ENV, CONDA_PREFIX, those of every python3 on PATH, and ~/.local. Python
+// itself is never run: the places are found from the environment and the file system.
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"unsafe"
+
+	"github.com/ebitengine/purego"
+)
+
+// CublasEnv names the environment variable with the cuBLAS library's path; when set, it is
+// the only place tried.
+const CublasEnv = "NEEDLE_CUBLAS"
+
+// cublasSonames are the cuBLAS versions needle calls (the GemmEx ABI of CUDA 12 and 13), newest first.
+var cublasSonames = []string{"libcublas.so.13", "libcublas.so.12"}
+
+// cublasLib holds the cuBLAS entry points (cublasStatus_t is int32; 0 is success).
+type cublasLib struct {
+	path      string
+	create    func(h *uintptr) int32
+	destroy   func(h uintptr) int32
+	setStream func(h uintptr, stream uintptr) int32
+	gemmEx    func(h uintptr, opA, opB, m, n, k int32, alpha unsafe.Pointer, a uintptr, aType, lda int32,
+		b uintptr, bType, ldb int32, beta unsafe.Pointer, c uintptr, cType, ldc int32, compute, algo int32) int32
+}
+
+var (
+	cublasOnce sync.Once
+	cublas     *cublasLib
+	cublasErr  error
+)
+
+// cublasCandidates lists, in search order, the files (absolute paths) and loader names
+// (bare sonames, resolved by dlopen through LD_LIBRARY_PATH and ld.so.cache) to try. getenv
+// reads the environment and home is the user's home folder ("" to skip ~/.local).
+func cublasCandidates(getenv func(string) string, home string) []string {
+	if p := getenv(CublasEnv); p != "" {
+		return []string{p}
+	}
+	var out []string
+	seen := map[string]bool{}
+	add := func(paths ...string) {
+		for _, p := range paths {
+			if !seen[p] {
+				seen[p] = true
+				out = append(out, p)
+			}
+		}
+	}
+	inDirs := func(dirs ...string) {
+		for _, so := range cublasSonames {
+			for _, d := range dirs {
+				add(filepath.Join(d, so))
+			}
+		}
+	}
+	if h := getenv("CUDA_HOME"); h != "" {
+		inDirs(filepath.Join(h, "lib64"), filepath.Join(h, "lib"))
+	}
+	add(cublasSonames...)
+	inDirs("/usr/local/cuda/lib64")
+	for _, prefix := range pythonPrefixes(getenv, home) {
+		for _, so := range cublasSonames {
+			for _, pkgs := range []string{"site-packages", "dist-packages"} {
+				matches, _ := filepath.Glob(filepath.Join(prefix, "lib", "python3*", pkgs, "nvidia", "cublas", "lib", so))
+				add(matches...)
+			}
+		}
+	}
+	return out
+}
+
+// pythonPrefixes are the install prefixes of the user's Python environments, in search
+// order: VIRTUAL_ENV, CONDA_PREFIX, the prefix of each python3 on PATH (the folder above its
+// bin/, before and after resolving links), then ~/.local (pip install --user).
+func pythonPrefixes(getenv func(string) string, home string) []string {
+	var prefixes []string
+	for _, v := range []string{"VIRTUAL_ENV", "CONDA_PREFIX"} {
+		if p := getenv(v); p != "" {
+			prefixes = append(prefixes, p)
+		}
+	}
+	for _, dir := range filepath.SplitList(getenv("PATH")) {
+		if dir == "" {
+			continue
+		}
+		exe := filepath.Join(dir, "python3")
+		if _, err := os.Stat(exe); err != nil {
+			continue
+		}
+		prefixes = append(prefixes, filepath.Dir(filepath.Clean(dir)))
+		if real, err := filepath.EvalSymlinks(exe); err == nil {
+			prefixes = append(prefixes, filepath.Dir(filepath.Dir(real)))
+		}
+	}
+	if home != "" {
+		prefixes = append(prefixes, filepath.Join(home, ".local"))
+	}
+	return prefixes
+}
+
+// findCublas dlopens the first candidate that loads. A missing file is passed over; a file
+// that exists but does not load (wrong architecture, missing libcublasLt) is an error of its
+// own in the final message, so the user sees why their cuBLAS was not taken.
+func findCublas(getenv func(string) string, home string) (uintptr, string, error) {
+	cands := cublasCandidates(getenv, home)
+	var failed []string
+	for _, c := range cands {
+		if filepath.IsAbs(c) || strings.ContainsRune(c, '/') {
+			if _, err := os.Stat(c); err != nil {
+				if getenv(CublasEnv) != "" {
+					return 0, "", fmt.Errorf("%w: %s=%s: %v", ErrNoCublas, CublasEnv, c, err)
+				}
+				continue
+			}
+		}
+		h, err := purego.Dlopen(c, purego.RTLD_NOW|purego.RTLD_GLOBAL)
+		if err == nil {
+			return h, c, nil
+		}
+		if filepath.IsAbs(c) || getenv(CublasEnv) != "" {
+			failed = append(failed, fmt.Sprintf("dlopen %s: %v", c, err))
+		}
+	}
+	msg := fmt.Sprintf("%s or %s not found in CUDA_HOME, the loader path, /usr/local/cuda or a Python environment's nvidia/cublas/lib (set %s to its path, or pip install nvidia-cublas-cu12)",
+		cublasSonames[0], cublasSonames[1], CublasEnv)
+	if len(failed) > 0 {
+		msg = strings.Join(failed, "; ")
+	}
+	return 0, "", fmt.Errorf("%w: %s", ErrNoCublas, msg)
+}
+
+// ErrNoCublas is wrapped by every error that means "no usable cuBLAS here".
+var ErrNoCublas = errors.New("no cuBLAS")
+
+func loadCublas() (*cublasLib, error) {
+	cublasOnce.Do(func() {
+		home, _ := os.UserHomeDir()
+		h, path, err := findCublas(os.Getenv, home)
+		if err != nil {
+			cublasErr = err
+			return
+		}
+		l := &cublasLib{path: path}
+		syms := []symbol{
+			{&l.create, "cublasCreate_v2"}, {&l.destroy, "cublasDestroy_v2"},
+			{&l.setStream, "cublasSetStream_v2"}, {&l.gemmEx, "cublasGemmEx"},
+		}
+		if missing := bind(h, syms); missing != "" {
+			cublasErr = fmt.Errorf("%w: %s has no %s", ErrNoCublas, path, missing)
+			return
+		}
+		cublas = l
+	})
+	return cublas, cublasErr
+}
+
+// cublasStatusNames are cublasStatus_t's names (cublas_api.h).
+var cublasStatusNames = map[int32]string{
+	1: "CUBLAS_STATUS_NOT_INITIALIZED", 3: "CUBLAS_STATUS_ALLOC_FAILED", 7: "CUBLAS_STATUS_INVALID_VALUE",
+	8: "CUBLAS_STATUS_ARCH_MISMATCH", 11: "CUBLAS_STATUS_MAPPING_ERROR", 13: "CUBLAS_STATUS_EXECUTION_FAILED",
+	14: "CUBLAS_STATUS_INTERNAL_ERROR", 15: "CUBLAS_STATUS_NOT_SUPPORTED", 16: "CUBLAS_STATUS_LICENSE_ERROR",
+}
+
+// cublasError is the Go error of a failed cuBLAS call, or nil for success.
+func cublasError(call string, st int32) error {
+	if st == 0 {
+		return nil
+	}
+	name, ok := cublasStatusNames[st]
+	if !ok {
+		name = "unknown cuBLAS status"
+	}
+	return fmt.Errorf("%s: %s (%d)", call, name, st)
+}
+
+// BLAS is a cuBLAS handle on a device. Its calls run under the device's lock (package cuda
+// serializes device work), and a failure marks the device unhealthy as driver errors do.
+type BLAS struct {
+	dev *Device
+	lib *cublasLib
+	h   uintptr
+}
+
+// CublasPath is the cuBLAS library this process loaded (or would load), or an error wrapping
+// ErrNoCublas saying where it looked.
+func CublasPath() (string, error) {
+	l, err := loadCublas()
+	if err != nil {
+		return "", err
+	}
+	return l.path, nil
+}
+
+// NewBLAS loads cuBLAS (once per process) and creates a handle on dev (cublasCreate).
+func (dev *Device) NewBLAS() (*BLAS, error) {
+	l, err := loadCublas()
+	if err != nil {
+		return nil, err
+	}
+	b := &BLAS{dev: dev, lib: l}
+	err = dev.call("cublasCreate", func() error { return cublasError("cublasCreate", l.create(&b.h)) })
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// Destroy releases the handle (cublasDestroy).
+func (b *BLAS) Destroy() error {
+	return b.dev.call("cublasDestroy", func() error { return cublasError("cublasDestroy", b.lib.destroy(b.h)) })
+}
+
+// SetStream makes the handle's GEMMs run on s (cublasSetStream); nil is the default stream.
+func (b *BLAS) SetStream(s *Stream) error {
+	var h uintptr
+	if s != nil {
+		h = s.h
+	}
+	return b.dev.call("cublasSetStream", func() error { return cublasError("cublasSetStream", b.lib.setStream(b.h, h)) })
+}
+
+// Op is a cuBLAS operand transform (cublasOperation_t).
+type Op int32
+
+// The operand transforms.
+const (
+	OpN Op = 0 // as stored
+	OpT Op = 1 // transposed
+)
+
+// DataType is a cudaDataType_t of GemmEx's inputs.
+type DataType int32
+
+// The input types GemmEx takes.
+const (
+	R32F DataType = 0 // CUDA_R_32F
+	R16F DataType = 2 // CUDA_R_16F
+)
+
+// GemmEx computes C = alpha*op(A)*op(B) + beta*C in cuBLAS's column-major convention: op(A) is
+// m x k, op(B) k x n, C m x n with leading dimension ldc. A and B (device addresses, see
+// Buffer.Addr) hold elements of type in; C is fp32 and the products accumulate in fp32
+// (CUBLAS_COMPUTE_32F, the default algorithm). It is queued on the handle's stream: a later
+// Launch or Download on the default stream waits for it.
+func (b *BLAS) GemmEx(opA, opB Op, m, n, k int, alpha float32, a uint64, lda int, bm uint64, ldb int,
+	in DataType, beta float32, c uint64, ldc int) error {
+	for _, v := range []int{m, n, k, lda, ldb, ldc} {
+		if v < 0 || v > math.MaxInt32 {
+			return fmt.Errorf("cublasGemmEx: size %d outside 0..%d (m=%d n=%d k=%d lda=%d ldb=%d ldc=%d)", v, math.MaxInt32, m, n, k, lda, ldb, ldc)
+		}
+	}
+	const (
+		computeF32  = 68 // CUBLAS_COMPUTE_32F
+		algoDefault = -1 // CUBLAS_GEMM_DEFAULT
+	)
+	var pin runtime.Pinner
+	defer pin.Unpin()
+	pin.Pin(&alpha)
+	pin.Pin(&beta)
+	return b.dev.call("cublasGemmEx", func() error {
+		st := b.lib.gemmEx(b.h, int32(opA), int32(opB), int32(m), int32(n), int32(k), unsafe.Pointer(&alpha),
+			uintptr(a), int32(in), int32(lda), uintptr(bm), int32(in), int32(ldb), unsafe.Pointer(&beta),
+			uintptr(c), int32(R32F), int32(ldc), computeF32, algoDefault)
+		return cublasError("cublasGemmEx", st)
+	})
+}
