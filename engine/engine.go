@@ -15,10 +15,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"needle/engine/docstore"
+	"needle/internal/lru"
 )
 
 // Encoder turns texts into L2-normalized vectors. Implementations must be safe for
@@ -67,9 +70,19 @@ type Retriever struct {
 	pages   PageStore // nil without a pages file
 	ntotal  int64
 	badRows atomic.Uint64
-	results sync.Pool // *searchResult, owned by one Retrieve call at a time
-	closers []func()  // close the parts Open opened, after the Batcher
+	results sync.Pool                   // *searchResult, owned by one Retrieve call at a time
+	closers []func()                    // close the parts Open opened, after the Batcher
+	cache   *lru.Cache[cacheKey, []Hit] // answers by query text and k; nil: no cache (WithCache)
 }
+
+// cacheKey is what a cached answer depends on; the query prefix is the Retriever's own.
+type cacheKey struct {
+	text string
+	k    int
+}
+
+// CacheStats are the result cache's counters (all zero without a cache).
+type CacheStats = lru.Stats
 
 // searchResult holds the scores and row labels of one Retrieve call.
 type searchResult struct {
@@ -94,6 +107,24 @@ func NewRetriever(enc Encoder, idx Index, docs DocStore, pages PageStore, prefix
 	}, nil
 }
 
+// WithCache gives r a result cache of at most maxBytes (0: none) and returns r; call it
+// before the first Retrieve. A cached answer is the first answer's hits themselves (row views
+// into the corpus mapping and scores), so it is byte for byte what Retrieve returned then.
+func (r *Retriever) WithCache(maxBytes int64) *Retriever {
+	if maxBytes > 0 {
+		r.cache = lru.New[cacheKey, []Hit](maxBytes)
+	}
+	return r
+}
+
+// CacheStats returns the result cache's hits, misses, evictions and bytes.
+func (r *Retriever) CacheStats() CacheStats {
+	if r.cache == nil {
+		return CacheStats{}
+	}
+	return r.cache.Stats()
+}
+
 // Ntotal is the number of index rows; a useful k is at most this.
 func (r *Retriever) Ntotal() int64 { return r.ntotal }
 
@@ -109,14 +140,65 @@ func (r *Retriever) HasPages() bool { return r.pages != nil }
 // Retrieve returns the k best hits of each query, best first. Hits without a row (the index
 // found fewer than k) and hits whose corpus line is bad (not a JSON object with a string
 // contents; `needle build` indexed them as empty text) are left out rather than failing every
-// query of the request. It returns ErrBusy when the queue is full; ctx ending before a
-// query's batch is encoded fails the call with ctx's error.
+// query of the request. Queries answered by the result cache (WithCache) and repeats of a
+// query within the request are not searched again. The returned hit slices may be shared
+// with the cache and other callers: read them, never write into them. It returns ErrBusy when
+// the queue is full; ctx ending before a query's batch is encoded fails the call with ctx's error.
 func (r *Retriever) Retrieve(ctx context.Context, queries []string, k int) ([][]Hit, error) {
 	n := len(queries)
 	out := make([][]Hit, n)
 	if n == 0 || k <= 0 {
 		return out, nil
 	}
+	// search holds the distinct texts that need a search; of[q] is query q's place in it,
+	// -1 for a query the cache answered.
+	search := make([]string, 0, n)
+	of := make([]int, n)
+	var seen map[string]int
+	if n > 1 {
+		seen = make(map[string]int, n)
+	}
+	for q, text := range queries {
+		if r.cache != nil {
+			if hits, ok := r.cache.Get(cacheKey{text, k}); ok {
+				out[q], of[q] = hits, -1
+				continue
+			}
+		}
+		if i, ok := seen[text]; ok {
+			of[q] = i
+			continue
+		}
+		of[q] = len(search)
+		if seen != nil {
+			seen[text] = len(search)
+		}
+		search = append(search, text)
+	}
+	found, err := r.search(ctx, search, k)
+	if err != nil {
+		return nil, err
+	}
+	for q, i := range of {
+		if i >= 0 {
+			out[q] = found[i]
+		}
+	}
+	return out, nil
+}
+
+// hitBytes is what one cached Hit holds: the slice element (the row is a view into the
+// corpus mapping, which the Retriever maps anyway).
+const hitBytes = int64(unsafe.Sizeof(Hit{}))
+
+// search encodes and searches distinct query texts and returns their hits, which it also
+// adds to the cache.
+func (r *Retriever) search(ctx context.Context, queries []string, k int) ([][]Hit, error) {
+	n := len(queries)
+	if n == 0 {
+		return nil, nil
+	}
+	out := make([][]Hit, n)
 	res := r.getResult(n * k)
 	defer r.results.Put(res)
 	if err := r.batcher.Search(ctx, queries, k, res.dist, res.labels); err != nil {
@@ -144,6 +226,13 @@ func (r *Retriever) Retrieve(ctx context.Context, queries []string, k int) ([][]
 			hits = append(hits, Hit{Row: row, Score: res.dist[j]})
 		}
 		out[q] = hits[first:len(hits):len(hits)]
+	}
+	if r.cache != nil {
+		for q, h := range out {
+			// A copy of its own, so an entry does not keep the whole request's hits alive.
+			h = slices.Clone(h)
+			r.cache.Add(cacheKey{queries[q], k}, h, int64(len(queries[q]))+int64(cap(h))*hitBytes+lru.EntryOverhead)
+		}
 	}
 	return out, nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"needle/engine"
 	"needle/engine/enginetest"
+	"needle/internal/lru"
 )
 
 func TestNewRetrieverChecksShapes(t *testing.T) {
@@ -143,5 +144,102 @@ func TestAccess(t *testing.T) {
 	defer noPages.Close()
 	if got, err := noPages.Access([]string{"x"}); err != nil || noPages.HasPages() || len(got) != 1 || got[0] != nil {
 		t.Errorf("without pages: HasPages %v, Access %q", noPages.HasPages(), got)
+	}
+}
+
+// The cache answers a repeated (text, k) with the first answer's hits, without encoding;
+// another k is another entry; repeats within one request are encoded once, cache or not.
+func TestRetrieveCache(t *testing.T) {
+	r, _, e, _ := newRetriever(t, 30, nil)
+	enc := e.(*enginetest.HashEncoder)
+	r.WithCache(1 << 20)
+	encoded := func() int64 { return enc.Texts.Load() }
+	// 10 queries of 3 texts span 3 batches of MaxBatch 4.
+	queries := []string{"topic1 word3", "doc7", "topic1 word3", "doc7", "doc7", "topic2", "doc7", "topic1 word3", "doc7", "doc7"}
+	before := encoded()
+	first, err := r.Retrieve(context.Background(), queries, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := encoded() - before; n != 3 {
+		t.Errorf("first request encoded %d texts, want its 3 distinct ones", n)
+	}
+	for q := range queries {
+		if i := slices.Index(queries, queries[q]); !sameHits(first[q], first[i]) {
+			t.Errorf("query %d (%q) got another answer than query %d", q, queries[q], i)
+		}
+	}
+	before = encoded()
+	again, err := r.Retrieve(context.Background(), queries, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := encoded() - before; n != 0 {
+		t.Errorf("a repeated request encoded %d texts, want 0 (all cached)", n)
+	}
+	for q := range queries {
+		if !sameHits(again[q], first[q]) {
+			t.Errorf("query %d: cached %v, first %v", q, again[q], first[q])
+		}
+	}
+	before = encoded()
+	if _, err := r.Retrieve(context.Background(), queries[:1], 4); err != nil || encoded()-before != 1 {
+		t.Errorf("another k: %v, encoded %d texts, want 1 (a miss)", err, encoded()-before)
+	}
+	s := r.CacheStats()
+	hitBytes := int64(32) // a Hit: row slice header and score, padded
+	want := engine.CacheStats{Hits: 10, Misses: 11, Entries: 4, MaxBytes: 1 << 20,
+		Bytes: int64(len("topic1 word3")*2+len("doc7")+len("topic2")) + (3*3+4)*hitBytes + 4*lru.EntryOverhead}
+	if s != want {
+		t.Errorf("CacheStats = %+v, want %+v", s, want)
+	}
+
+	// A budget of about two entries evicts; the answers stay right.
+	small, _, _, _ := newRetriever(t, 30, nil)
+	small.WithCache(2 * (3*hitBytes + lru.EntryOverhead + 12))
+	for range 2 {
+		got, err := small.Retrieve(context.Background(), queries, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for q := range queries {
+			if !sameHits(got[q], first[q]) {
+				t.Errorf("small cache, query %d: %v, want %v", q, got[q], first[q])
+			}
+		}
+	}
+	if s := small.CacheStats(); s.Evictions == 0 || s.Bytes > s.MaxBytes || s.Entries > 2 {
+		t.Errorf("small cache: %+v, want evictions and at most 2 entries", s)
+	}
+
+	// Without a cache every request is searched; the stats stay zero.
+	plain, _, pe, _ := newRetriever(t, 30, nil)
+	before = pe.(*enginetest.HashEncoder).Texts.Load()
+	for range 2 {
+		if _, err := plain.Retrieve(context.Background(), queries, 3); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := pe.(*enginetest.HashEncoder).Texts.Load() - before; n != 6 || plain.CacheStats() != (engine.CacheStats{}) {
+		t.Errorf("no cache: encoded %d texts (want 6), stats %+v", n, plain.CacheStats())
+	}
+}
+
+// sameHits reports whether a and b hold the same rows and scores.
+func sameHits(a, b []engine.Hit) bool {
+	return slices.EqualFunc(a, b, func(x, y engine.Hit) bool { return string(x.Row) == string(y.Row) && x.Score == y.Score })
+}
+
+// Failed answers are not cached.
+func TestRetrieveCacheKeepsNoErrors(t *testing.T) {
+	r, _, _, _ := newRetriever(t, 10, func(d engine.DocStore) engine.DocStore { return failingDocs{d} })
+	r.WithCache(1 << 20)
+	for range 2 {
+		if _, err := r.Retrieve(context.Background(), []string{"a"}, 2); err == nil {
+			t.Fatal("unreadable corpus: no error")
+		}
+	}
+	if s := r.CacheStats(); s.Hits != 0 || s.Entries != 0 {
+		t.Errorf("after failed calls: %+v", s)
 	}
 }

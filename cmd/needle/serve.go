@@ -35,6 +35,7 @@ type serveFlags struct {
 	faissGPU                 bool
 	drain                    time.Duration
 	cfg                      server.Config
+	cacheMB                  int
 }
 
 func parseServeFlags(args []string) (*serveFlags, error) {
@@ -81,6 +82,7 @@ func parseServeFlags(args []string) (*serveFlags, error) {
 	fs.DurationVar(&f.cfg.ReadTimeout, "read-timeout", 60*time.Second, "time to read one request")
 	fs.DurationVar(&f.cfg.WriteTimeout, "write-timeout", 60*time.Second, "time to write one response")
 	fs.DurationVar(&f.cfg.IdleTimeout, "idle-timeout", 120*time.Second, "keep-alive wait for a connection's next request")
+	fs.IntVar(&f.cacheMB, "cache-mb", 256, "result cache in MiB: answers kept by exact query text and topk, so the rollouts of a GRPO group asking the same query are searched once; cached answers are byte for byte the first one (0 turns it off)")
 	fs.DurationVar(&f.drain, "drain", 30*time.Second, "on SIGINT/SIGTERM, how long in-flight requests may finish")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -99,6 +101,10 @@ func parseServeFlags(args []string) (*serveFlags, error) {
 	if f.topk <= 0 || f.port < 0 || f.port > 65535 {
 		return nil, fmt.Errorf("--topk must be > 0 and --port in [0, 65535], got %d and %d", f.topk, f.port)
 	}
+	if f.cacheMB < 0 {
+		return nil, fmt.Errorf("--cache-mb must be >= 0 (0 turns the result cache off), got %d", f.cacheMB)
+	}
+	f.engine.CacheBytes = int64(f.cacheMB) << 20
 	f.cfg.DefaultTopK, f.cfg.AuthToken = f.topk, f.authToken
 	return f, nil
 }

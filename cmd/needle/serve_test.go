@@ -13,20 +13,23 @@ import (
 // covers what a manifest adds.
 func TestServeFlags(t *testing.T) {
 	empty, defaults := "", engine.BatcherOptions{MaxBatch: 64, MaxQueued: 16384, Encoders: 1}
+	const cache = 256 << 20 // --cache-mb's default
 	for _, tc := range []struct {
 		name string
 		args []string
 		want engine.Options
 	}{
-		{"defaults", []string{"--index", "dir"}, engine.Options{Index: "dir", Batcher: defaults}},
+		{"defaults", []string{"--index", "dir"}, engine.Options{Index: "dir", Batcher: defaults, CacheBytes: cache}},
+		{"cache off", []string{"--index", "dir", "--cache-mb", "0"}, engine.Options{Index: "dir", Batcher: defaults}},
 		{"explicit empty prefix is kept", []string{"--index", "dir", "--query-prefix", ""},
-			engine.Options{Index: "dir", QueryPrefix: &empty, Batcher: defaults}},
+			engine.Options{Index: "dir", QueryPrefix: &empty, Batcher: defaults, CacheBytes: cache}},
 		{"anchor aliases, e5 name", []string{"--index_path", "x.index", "--corpus_path", "c.jsonl", "--retriever_model", "/m/e5-base-v2",
 			"--pages_path", "p.jsonl", "--retriever_name", "e5", "--faiss_gpu", "--topk", "3", "--port", "8001"},
-			engine.Options{Index: "x.index", Corpus: "c.jsonl", Model: "/m/e5-base-v2", Pages: "p.jsonl", RetrieverName: "e5", Batcher: defaults}},
+			engine.Options{Index: "x.index", Corpus: "c.jsonl", Model: "/m/e5-base-v2", Pages: "p.jsonl", RetrieverName: "e5", Batcher: defaults, CacheBytes: cache}},
 		{"engine settings", []string{"--index", "i", "--threads", "2", "--mmap", "--max-batch", "8", "--batch-wait", "2ms",
-			"--encoders", "2", "--max-queued", "100"},
-			engine.Options{Index: "i", Threads: 2, Mmap: true, Batcher: engine.BatcherOptions{MaxBatch: 8, MaxWait: 2 * time.Millisecond, MaxQueued: 100, Encoders: 2}}},
+			"--encoders", "2", "--max-queued", "100", "--cache-mb", "3"},
+			engine.Options{Index: "i", Threads: 2, Mmap: true, Batcher: engine.BatcherOptions{MaxBatch: 8, MaxWait: 2 * time.Millisecond, MaxQueued: 100, Encoders: 2},
+				CacheBytes: 3 << 20}},
 	} {
 		f, err := parseServeFlags(tc.args)
 		if err != nil {
@@ -49,6 +52,7 @@ func TestServeFlags(t *testing.T) {
 		{[]string{"--index", "i", "--port", "70000"}, "--port"},
 		{[]string{"--index", "i", "--topk", "0"}, "--topk"},
 		{[]string{"--index", "i", "extra"}, "unexpected argument"},
+		{[]string{"--index", "i", "--cache-mb", "-1"}, "--cache-mb must be >= 0"},
 	} {
 		if _, err := parseServeFlags(tc.args); err == nil || !strings.Contains(err.Error(), tc.err) {
 			t.Errorf("%q: error %v, want one mentioning %q", tc.args, err, tc.err)
