@@ -39,9 +39,9 @@ type loadResult struct {
 	errors    map[string]int
 	elapsed   time.Duration
 	cpu       time.Duration // server process CPU time (user+sys) during the run, if known
-	// cacheHits and cacheMisses are the server's result cache lookups during the run (its
-	// /metrics before and after; other clients of the server count too).
-	cacheHits, cacheMisses uint64
+	// cache counts the server's result cache lookups during the run (its /metrics before
+	// and after; other clients of the server count too).
+	cache cacheCounters
 }
 
 // Retrieve load-tests a /retrieve server (needle serve or bench/anchor_server.py) and writes
@@ -131,12 +131,15 @@ func (l *RetrieveOptions) body(queries []string) []byte {
 	return b
 }
 
-// cacheCounters reads needle_cache_hits_total and needle_cache_misses_total from the
-// server's /metrics; ok is false when it has none (the anchor, an older needle).
-func cacheCounters(client *fasthttp.Client, base string) (hits, misses uint64, ok bool) {
+// cacheCounters are the server's result cache lookups from its /metrics.
+type cacheCounters struct{ hits, misses, coalesced uint64 }
+
+// readCacheCounters reads needle_cache_{hits,misses,coalesced}_total from the server's
+// /metrics; ok is false when it has no hits and misses (the anchor, an older needle).
+func readCacheCounters(client *fasthttp.Client, base string) (c cacheCounters, ok bool) {
 	status, body, err := client.Get(nil, base+"/metrics")
 	if err != nil || status != fasthttp.StatusOK {
-		return 0, 0, false
+		return c, false
 	}
 	found := 0
 	read := func(line, name string, dst *uint64) {
@@ -147,10 +150,11 @@ func cacheCounters(client *fasthttp.Client, base string) (hits, misses uint64, o
 		}
 	}
 	for _, line := range strings.Split(string(body), "\n") {
-		read(line, "needle_cache_hits_total", &hits)
-		read(line, "needle_cache_misses_total", &misses)
+		read(line, "needle_cache_hits_total", &c.hits)
+		read(line, "needle_cache_misses_total", &c.misses)
+		read(line, "needle_cache_coalesced_total", &c.coalesced)
 	}
-	return hits, misses, found == 2
+	return c, found >= 2
 }
 
 func (l *RetrieveOptions) run(queries []string) (*loadResult, error) {
@@ -166,7 +170,7 @@ func (l *RetrieveOptions) run(queries []string) (*loadResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	hitsBefore, missesBefore, cacheBefore := cacheCounters(client, base)
+	cacheBefore, cacheOK := readCacheCounters(client, base)
 	var (
 		mu    sync.Mutex
 		res   = &loadResult{errors: map[string]int{}}
@@ -227,8 +231,8 @@ func (l *RetrieveOptions) run(queries []string) (*loadResult, error) {
 	}
 	wg.Wait()
 	res.elapsed = time.Since(start)
-	if hits, misses, ok := cacheCounters(client, base); ok && cacheBefore {
-		res.cacheHits, res.cacheMisses = hits-hitsBefore, misses-missesBefore
+	if after, ok := readCacheCounters(client, base); ok && cacheOK {
+		res.cache = cacheCounters{after.hits - cacheBefore.hits, after.misses - cacheBefore.misses, after.coalesced - cacheBefore.coalesced}
 	}
 	cpuAfter, err := serverCPU(l.ServerPID)
 	res.cpu = cpuAfter - cpuBefore
@@ -278,8 +282,9 @@ func (r *loadResult) print(w io.Writer, l RetrieveOptions) {
 	if l.ServerPID > 0 && r.queries > 0 {
 		fmt.Fprintf(w, "server CPU %.2fs = %.3f CPU-s per 1000 queries\n", r.cpu.Seconds(), r.cpu.Seconds()*1000/float64(r.queries))
 	}
-	if lookups := r.cacheHits + r.cacheMisses; lookups > 0 {
-		fmt.Fprintf(w, "cache hit rate %.1f%% (server /metrics: %d hits, %d misses)\n", 100*float64(r.cacheHits)/float64(lookups), r.cacheHits, r.cacheMisses)
+	if c := r.cache; c.hits+c.misses > 0 {
+		fmt.Fprintf(w, "cache hit rate %.1f%% (server /metrics: %d hits, %d misses of which %d waited for an identical search in flight)\n",
+			100*float64(c.hits)/float64(c.hits+c.misses), c.hits, c.misses, c.coalesced)
 	}
 	for kind, n := range r.errors {
 		fmt.Fprintf(w, "error %q x%d\n", kind, n)

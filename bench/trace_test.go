@@ -157,7 +157,7 @@ func TestRetrieveReplaysTrace(t *testing.T) {
 	if !slices.Equal(sent, want) {
 		t.Errorf("sent %d queries, want the trace's %d, each once", len(sent), len(want))
 	}
-	for _, line := range []string{"ok requests 10  queries 48  errors 0", "cache hit rate 70.8% (server /metrics: 34 hits, 14 misses)",
+	for _, line := range []string{"ok requests 10  queries 48  errors 0", "cache hit rate 70.8% (server /metrics: 34 hits, 14 misses of which 0 waited for an identical search in flight)",
 		fmt.Sprintf("trace %s: 48 queries, 70.8%% repeat an earlier one", path)} {
 		if !strings.Contains(out.String(), line) {
 			t.Errorf("report lacks %q:\n%s", line, out.String())

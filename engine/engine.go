@@ -15,13 +15,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
-	"unsafe"
 
 	"needle/engine/docstore"
-	"needle/internal/lru"
 )
 
 // Encoder turns texts into L2-normalized vectors. Implementations must be safe for
@@ -70,19 +67,11 @@ type Retriever struct {
 	pages   PageStore // nil without a pages file
 	ntotal  int64
 	badRows atomic.Uint64
-	results sync.Pool                   // *searchResult, owned by one Retrieve call at a time
-	closers []func()                    // close the parts Open opened, after the Batcher
-	cache   *lru.Cache[cacheKey, []Hit] // answers by query text and k; nil: no cache (WithCache)
-}
+	results sync.Pool // *searchResult, owned by one Retrieve call at a time
+	closers []func()  // close the parts Open opened, after the Batcher
 
-// cacheKey is what a cached answer depends on; the query prefix is the Retriever's own.
-type cacheKey struct {
-	text string
-	k    int
+	cache *resultCache // nil: no cache (see WithCache)
 }
-
-// CacheStats are the result cache's counters (all zero without a cache).
-type CacheStats = lru.Stats
 
 // searchResult holds the scores and row labels of one Retrieve call.
 type searchResult struct {
@@ -111,19 +100,12 @@ func NewRetriever(enc Encoder, idx Index, docs DocStore, pages PageStore, prefix
 // before the first Retrieve. A cached answer is the first answer's hits themselves (row views
 // into the corpus mapping and scores), so it is byte for byte what Retrieve returned then.
 func (r *Retriever) WithCache(maxBytes int64) *Retriever {
-	if maxBytes > 0 {
-		r.cache = lru.New[cacheKey, []Hit](maxBytes)
-	}
+	r.cache = newResultCache(maxBytes)
 	return r
 }
 
-// CacheStats returns the result cache's hits, misses, evictions and bytes.
-func (r *Retriever) CacheStats() CacheStats {
-	if r.cache == nil {
-		return CacheStats{}
-	}
-	return r.cache.Stats()
-}
+// CacheStats returns the result cache's hits, misses, evictions, bytes and coalesced misses.
+func (r *Retriever) CacheStats() CacheStats { return r.cache.stats() }
 
 // Ntotal is the number of index rows; a useful k is at most this.
 func (r *Retriever) Ntotal() int64 { return r.ntotal }
@@ -140,59 +122,76 @@ func (r *Retriever) HasPages() bool { return r.pages != nil }
 // Retrieve returns the k best hits of each query, best first. Hits without a row (the index
 // found fewer than k) and hits whose corpus line is bad (not a JSON object with a string
 // contents; `needle build` indexed them as empty text) are left out rather than failing every
-// query of the request. Queries answered by the result cache (WithCache) and repeats of a
-// query within the request are not searched again. The returned hit slices may be shared
-// with the cache and other callers: read them, never write into them. It returns ErrBusy when
-// the queue is full; ctx ending before a query's batch is encoded fails the call with ctx's error.
+// query of the request. Repeats of a query within the request are searched once; with a
+// cache (WithCache), queries it holds are not searched again, and queries another call is
+// searching wait for its answer. The returned hit slices may be shared with the cache and
+// other callers: read them, never write into them. It returns ErrBusy when the queue is
+// full; ctx ending before a query's batch is encoded fails the call with ctx's error.
 func (r *Retriever) Retrieve(ctx context.Context, queries []string, k int) ([][]Hit, error) {
 	n := len(queries)
 	out := make([][]Hit, n)
 	if n == 0 || k <= 0 {
 		return out, nil
 	}
-	// search holds the distinct texts that need a search; of[q] is query q's place in it,
-	// -1 for a query the cache answered.
-	search := make([]string, 0, n)
-	of := make([]int, n)
-	var seen map[string]int
+	// flights[q] answers query q unless the cache did; this call searches the led ones.
+	flights := make([]*flight, n)
+	var led []*flight
+	var search []string
+	var byText map[string]*flight // repeats within the request
 	if n > 1 {
-		seen = make(map[string]int, n)
+		byText = make(map[string]*flight, n)
 	}
 	for q, text := range queries {
-		if r.cache != nil {
-			if hits, ok := r.cache.Get(cacheKey{text, k}); ok {
-				out[q], of[q] = hits, -1
-				continue
-			}
-		}
-		if i, ok := seen[text]; ok {
-			of[q] = i
+		if f := byText[text]; f != nil {
+			flights[q] = f
 			continue
 		}
-		of[q] = len(search)
-		if seen != nil {
-			seen[text] = len(search)
+		hits, f, lead := r.cache.lookup(cacheKey{text, k})
+		if f == nil {
+			out[q] = hits
+			continue
 		}
-		search = append(search, text)
+		flights[q] = f
+		if byText != nil {
+			byText[text] = f
+		}
+		if lead {
+			led, search = append(led, f), append(search, text)
+		}
 	}
 	found, err := r.search(ctx, search, k)
+	for i, f := range led {
+		var hits []Hit
+		if err == nil {
+			hits = found[i]
+		}
+		r.cache.finish(f, hits, err)
+	}
 	if err != nil {
 		return nil, err
 	}
-	for q, i := range of {
-		if i >= 0 {
-			out[q] = found[i]
+	for q, f := range flights {
+		if f == nil {
+			continue
+		}
+		if f.done != nil {
+			<-f.done
+		}
+		out[q] = f.hits
+		if f.err != nil {
+			// Another call's search failed (its client went away, the queue was full):
+			// ask again, as a call of its own.
+			hits, err := r.Retrieve(ctx, queries[q:q+1], k)
+			if err != nil {
+				return nil, err
+			}
+			out[q] = hits[0]
 		}
 	}
 	return out, nil
 }
 
-// hitBytes is what one cached Hit holds: the slice element (the row is a view into the
-// corpus mapping, which the Retriever maps anyway).
-const hitBytes = int64(unsafe.Sizeof(Hit{}))
-
-// search encodes and searches distinct query texts and returns their hits, which it also
-// adds to the cache.
+// search encodes and searches queries and returns the hits of each.
 func (r *Retriever) search(ctx context.Context, queries []string, k int) ([][]Hit, error) {
 	n := len(queries)
 	if n == 0 {
@@ -226,13 +225,6 @@ func (r *Retriever) search(ctx context.Context, queries []string, k int) ([][]Hi
 			hits = append(hits, Hit{Row: row, Score: res.dist[j]})
 		}
 		out[q] = hits[first:len(hits):len(hits)]
-	}
-	if r.cache != nil {
-		for q, h := range out {
-			// A copy of its own, so an entry does not keep the whole request's hits alive.
-			h = slices.Clone(h)
-			r.cache.Add(cacheKey{queries[q], k}, h, int64(len(queries[q]))+int64(cap(h))*hitBytes+lru.EntryOverhead)
-		}
 	}
 	return out, nil
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"needle/engine"
 	"needle/engine/enginetest"
@@ -188,8 +189,8 @@ func TestRetrieveCache(t *testing.T) {
 	}
 	s := r.CacheStats()
 	hitBytes := int64(32) // a Hit: row slice header and score, padded
-	want := engine.CacheStats{Hits: 10, Misses: 11, Entries: 4, MaxBytes: 1 << 20,
-		Bytes: int64(len("topic1 word3")*2+len("doc7")+len("topic2")) + (3*3+4)*hitBytes + 4*lru.EntryOverhead}
+	want := engine.CacheStats{Stats: lru.Stats{Hits: 10, Misses: 4, Entries: 4, MaxBytes: 1 << 20,
+		Bytes: int64(len("topic1 word3")*2+len("doc7")+len("topic2")) + (3*3+4)*hitBytes + 4*lru.EntryOverhead}}
 	if s != want {
 		t.Errorf("CacheStats = %+v, want %+v", s, want)
 	}
@@ -241,5 +242,70 @@ func TestRetrieveCacheKeepsNoErrors(t *testing.T) {
 	}
 	if s := r.CacheStats(); s.Hits != 0 || s.Entries != 0 {
 		t.Errorf("after failed calls: %+v", s)
+	}
+}
+
+// A query that another call is already searching waits for that search instead of being
+// encoded again; when the leading call fails (its client went away), the waiting one
+// searches the query itself.
+func TestRetrieveCoalescesQueriesInFlight(t *testing.T) {
+	hash := &enginetest.HashEncoder{Dimension: 16}
+	docs, idx := enginetest.Corpus(hash, corpusTexts(30))
+	enc := &enginetest.GatedEncoder{Encoder: hash, Started: make(chan struct{}, 8), Release: make(chan struct{})}
+	r, err := engine.NewRetriever(enc, idx, docs, nil, "", engine.BatcherOptions{MaxBatch: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	r.WithCache(1 << 20)
+	type answer struct {
+		hits [][]engine.Hit
+		err  error
+	}
+	retrieve := func(ctx context.Context, queries ...string) chan answer {
+		c := make(chan answer, 1)
+		go func() {
+			hits, err := r.Retrieve(ctx, queries, 3)
+			c <- answer{hits, err}
+		}()
+		return c
+	}
+	waitFor := func(what string, cond func() bool) {
+		for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+		}
+	}
+	blocker := retrieve(context.Background(), "doc1") // holds the encoder
+	<-enc.Started
+	canceled, cancel := context.WithCancel(context.Background())
+	leader := retrieve(canceled, "topic3 word5")
+	waitFor("the leader to queue", func() bool { return r.Queued() == 2 })
+	follower := retrieve(context.Background(), "topic3 word5", "doc2")
+	waitFor("the follower to wait", func() bool { return r.CacheStats().Coalesced == 1 })
+	waitFor("the follower's own query to queue", func() bool { return r.Queued() == 3 })
+	cancel()
+	close(enc.Release)
+	if a := <-leader; !errors.Is(a.err, context.Canceled) {
+		t.Fatalf("canceled leader: %v", a.err)
+	}
+	for _, c := range []chan answer{blocker, follower} {
+		if a := <-c; a.err != nil {
+			t.Fatal(a.err)
+		}
+	}
+	before := hash.Texts.Load()
+	same := retrieve(context.Background(), "topic3 word5")
+	other := retrieve(context.Background(), "topic3 word5")
+	a, b := <-same, <-other
+	if a.err != nil || b.err != nil || !sameHits(a.hits[0], b.hits[0]) || len(a.hits[0]) != 3 {
+		t.Fatalf("after the retry: %v %v, %v %v", a.hits, a.err, b.hits, b.err)
+	}
+	if n := hash.Texts.Load() - before; n != 0 {
+		t.Errorf("the follower's retry was not cached: %d texts encoded again", n)
+	}
+	if s := r.CacheStats(); s.Entries != 3 || s.Coalesced != 1 {
+		t.Errorf("CacheStats = %+v", s)
 	}
 }

@@ -138,6 +138,7 @@ func (m *metrics) write(w io.Writer, g gauges) {
 func writeCache(w io.Writer, c engine.CacheStats) {
 	fmt.Fprintf(w, "# HELP needle_cache_hits_total Queries answered by the result cache.\n# TYPE needle_cache_hits_total counter\nneedle_cache_hits_total %d\n", c.Hits)
 	fmt.Fprintf(w, "# HELP needle_cache_misses_total Queries looked up in the result cache and searched.\n# TYPE needle_cache_misses_total counter\nneedle_cache_misses_total %d\n", c.Misses)
+	fmt.Fprintf(w, "# HELP needle_cache_coalesced_total Cache misses that waited for the search of an identical query already in flight.\n# TYPE needle_cache_coalesced_total counter\nneedle_cache_coalesced_total %d\n", c.Coalesced)
 	fmt.Fprintf(w, "# HELP needle_cache_evictions_total Answers evicted from the result cache to stay within --cache-mb.\n# TYPE needle_cache_evictions_total counter\nneedle_cache_evictions_total %d\n", c.Evictions)
 	fmt.Fprintf(w, "# HELP needle_cache_bytes Bytes held by the result cache.\n# TYPE needle_cache_bytes gauge\nneedle_cache_bytes %d\n", c.Bytes)
 	fmt.Fprintf(w, "# HELP needle_cache_max_bytes The result cache's budget (--cache-mb).\n# TYPE needle_cache_max_bytes gauge\nneedle_cache_max_bytes %d\n", c.MaxBytes)
