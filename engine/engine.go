@@ -126,7 +126,8 @@ func (r *Retriever) HasPages() bool { return r.pages != nil }
 // cache (WithCache), queries it holds are not searched again, and queries another call is
 // searching wait for its answer. The returned hit slices may be shared with the cache and
 // other callers: read them, never write into them. It returns ErrBusy when the queue is
-// full; ctx ending before a query's batch is encoded fails the call with ctx's error.
+// full; ctx ending before a query's batch is encoded, or while the call waits for another
+// call's search, fails the call with ctx's error.
 func (r *Retriever) Retrieve(ctx context.Context, queries []string, k int) ([][]Hit, error) {
 	n := len(queries)
 	out := make([][]Hit, n)
@@ -175,7 +176,11 @@ func (r *Retriever) Retrieve(ctx context.Context, queries []string, k int) ([][]
 			continue
 		}
 		if f.done != nil {
-			<-f.done
+			select {
+			case <-f.done:
+			case <-ctx.Done():
+				return nil, fmt.Errorf("retrieval failed: %w", ctx.Err())
+			}
 		}
 		out[q] = f.hits
 		if f.err != nil {

@@ -247,7 +247,7 @@ func TestRetrieveCacheKeepsNoErrors(t *testing.T) {
 
 // A query that another call is already searching waits for that search instead of being
 // encoded again; when the leading call fails (its client went away), the waiting one
-// searches the query itself.
+// searches the query itself; a waiter whose own context ends stops waiting.
 func TestRetrieveCoalescesQueriesInFlight(t *testing.T) {
 	hash := &enginetest.HashEncoder{Dimension: 16}
 	docs, idx := enginetest.Corpus(hash, corpusTexts(30))
@@ -285,6 +285,13 @@ func TestRetrieveCoalescesQueriesInFlight(t *testing.T) {
 	follower := retrieve(context.Background(), "topic3 word5", "doc2")
 	waitFor("the follower to wait", func() bool { return r.CacheStats().Coalesced == 1 })
 	waitFor("the follower's own query to queue", func() bool { return r.Queued() == 3 })
+	gone, leave := context.WithCancel(context.Background())
+	quitter := retrieve(gone, "topic3 word5")
+	waitFor("a second follower to wait", func() bool { return r.CacheStats().Coalesced == 2 })
+	leave()
+	if a := <-quitter; !errors.Is(a.err, context.Canceled) { // while the encoder is still held
+		t.Fatalf("a waiter whose context ended: %v", a.err)
+	}
 	cancel()
 	close(enc.Release)
 	if a := <-leader; !errors.Is(a.err, context.Canceled) {
@@ -305,7 +312,7 @@ func TestRetrieveCoalescesQueriesInFlight(t *testing.T) {
 	if n := hash.Texts.Load() - before; n != 0 {
 		t.Errorf("the follower's retry was not cached: %d texts encoded again", n)
 	}
-	if s := r.CacheStats(); s.Entries != 3 || s.Coalesced != 1 {
+	if s := r.CacheStats(); s.Entries != 3 || s.Coalesced != 2 {
 		t.Errorf("CacheStats = %+v", s)
 	}
 }
