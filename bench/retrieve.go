@@ -22,6 +22,7 @@ import (
 type RetrieveOptions struct {
 	URL          string        // server base URL; /retrieve is appended
 	QueriesFile  string        // JSONL with a "query" (or "question") per line, or plain lines
+	Trace        string        // a trace (bench trace) replayed once in order, instead of QueriesFile
 	Concurrency  int           // concurrent callers
 	Duration     time.Duration // how long to send requests
 	Requests     int           // stop after this many requests in total (0: only Duration limits)
@@ -38,26 +39,43 @@ type loadResult struct {
 	errors    map[string]int
 	elapsed   time.Duration
 	cpu       time.Duration // server process CPU time (user+sys) during the run, if known
+	// cache counts the server's result cache lookups during the run (its /metrics before
+	// and after; other clients of the server count too).
+	cache cacheCounters
 }
 
 // Retrieve load-tests a /retrieve server (needle serve or bench/anchor_server.py) and writes
-// queries/s, requests/s, latency percentiles and errors to w.
+// queries/s, requests/s, latency percentiles and errors to w, and the server's result cache
+// hit rate when its /metrics has one. With a trace, each of its queries is sent once, in
+// order, and the run ends with the trace.
 func Retrieve(w io.Writer, opt RetrieveOptions) error {
-	if opt.QueriesFile == "" {
-		return errors.New("--queries is required")
+	path := opt.QueriesFile
+	if opt.Trace != "" {
+		path = opt.Trace
+	}
+	if (opt.QueriesFile == "") == (opt.Trace == "") {
+		return errors.New("give --queries or --trace (one of them)")
 	}
 	if opt.Concurrency <= 0 || opt.Batch <= 0 || opt.Duration <= 0 {
 		return errors.New("--concurrency, --batch and --duration must be > 0")
 	}
-	queries, err := readQueryTexts(opt.QueriesFile)
+	queries, err := readQueryTexts(path)
 	if err != nil {
 		return err
+	}
+	if opt.Trace != "" {
+		opt.Requests = (len(queries) + opt.Batch - 1) / opt.Batch
+		opt.Duration = 24 * time.Hour
 	}
 	res, err := opt.run(queries)
 	if err != nil {
 		return err
 	}
 	res.print(w, opt)
+	if opt.Trace != "" {
+		fmt.Fprintf(w, "trace %s: %d queries, %.1f%% repeat an earlier one (the hit rate of a cache that keeps everything)\n",
+			opt.Trace, len(queries), 100*repeatRate(queries))
+	}
 	return nil
 }
 
@@ -94,20 +112,56 @@ func readQueryTexts(path string) ([]string, error) {
 	return out, nil
 }
 
-// body returns the JSON request of l.Batch queries starting at query number first.
-func (l *RetrieveOptions) body(queries []string, first int) []byte {
+// batch returns the l.Batch queries of a request starting at query number first: cycling
+// through queries, or the trace's next ones (fewer at its end).
+func (l *RetrieveOptions) batch(queries []string, first int) []string {
+	if l.Trace != "" {
+		return queries[first:min(first+l.Batch, len(queries))]
+	}
 	batch := make([]string, l.Batch)
 	for i := range batch {
 		batch[i] = queries[(first+i)%len(queries)]
 	}
-	b, _ := json.Marshal(map[string]any{"queries": batch, "topk": l.TopK, "return_scores": l.ReturnScores})
+	return batch
+}
+
+// body returns the JSON request of queries.
+func (l *RetrieveOptions) body(queries []string) []byte {
+	b, _ := json.Marshal(map[string]any{"queries": queries, "topk": l.TopK, "return_scores": l.ReturnScores})
 	return b
+}
+
+// cacheCounters are the server's result cache lookups from its /metrics.
+type cacheCounters struct{ hits, misses, coalesced uint64 }
+
+// readCacheCounters reads needle_cache_{hits,misses,coalesced}_total from the server's
+// /metrics; ok is false when it has no hits and misses (the anchor, an older needle).
+func readCacheCounters(client *fasthttp.Client, base string) (c cacheCounters, ok bool) {
+	status, body, err := client.Get(nil, base+"/metrics")
+	if err != nil || status != fasthttp.StatusOK {
+		return c, false
+	}
+	found := 0
+	read := func(line, name string, dst *uint64) {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			if _, err := fmt.Sscan(v, dst); err == nil {
+				found++
+			}
+		}
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		read(line, "needle_cache_hits_total", &c.hits)
+		read(line, "needle_cache_misses_total", &c.misses)
+		read(line, "needle_cache_coalesced_total", &c.coalesced)
+	}
+	return c, found >= 2
 }
 
 func (l *RetrieveOptions) run(queries []string) (*loadResult, error) {
 	client := &fasthttp.Client{MaxConnsPerHost: l.Concurrency, ReadTimeout: l.Timeout, WriteTimeout: l.Timeout,
 		MaxResponseBodySize: 1 << 30}
-	url := strings.TrimRight(l.URL, "/") + "/retrieve"
+	base := strings.TrimRight(l.URL, "/")
+	url := base + "/retrieve"
 	// A first request checks the URL before the clock starts.
 	if status, _, err := client.Post(nil, url, nil); err != nil || status == fasthttp.StatusNotFound {
 		return nil, fmt.Errorf("%s: status %d, %v", url, status, err)
@@ -116,6 +170,7 @@ func (l *RetrieveOptions) run(queries []string) (*loadResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	cacheBefore, cacheOK := readCacheCounters(client, base)
 	var (
 		mu    sync.Mutex
 		res   = &loadResult{errors: map[string]int{}}
@@ -149,7 +204,8 @@ func (l *RetrieveOptions) run(queries []string) (*loadResult, error) {
 				if !ok {
 					return
 				}
-				req.SetBody(l.body(queries, n*l.Batch))
+				batch := l.batch(queries, n*l.Batch)
+				req.SetBody(l.body(batch))
 				t0 := time.Now()
 				err := client.DoTimeout(req, resp, l.Timeout)
 				took := time.Since(t0)
@@ -167,7 +223,7 @@ func (l *RetrieveOptions) run(queries []string) (*loadResult, error) {
 					res.errors[kind]++
 				} else {
 					res.latencies = append(res.latencies, took)
-					res.queries += l.Batch
+					res.queries += len(batch)
 				}
 				mu.Unlock()
 			}
@@ -175,6 +231,9 @@ func (l *RetrieveOptions) run(queries []string) (*loadResult, error) {
 	}
 	wg.Wait()
 	res.elapsed = time.Since(start)
+	if after, ok := readCacheCounters(client, base); ok && cacheOK {
+		res.cache = cacheCounters{after.hits - cacheBefore.hits, after.misses - cacheBefore.misses, after.coalesced - cacheBefore.coalesced}
+	}
 	cpuAfter, err := serverCPU(l.ServerPID)
 	res.cpu = cpuAfter - cpuBefore
 	return res, err
@@ -222,6 +281,10 @@ func (r *loadResult) print(w io.Writer, l RetrieveOptions) {
 	fmt.Fprintf(w, "latency ms  p50 %.1f  p90 %.1f  p99 %.1f  max %.1f\n", pct(.50), pct(.90), pct(.99), pct(1))
 	if l.ServerPID > 0 && r.queries > 0 {
 		fmt.Fprintf(w, "server CPU %.2fs = %.3f CPU-s per 1000 queries\n", r.cpu.Seconds(), r.cpu.Seconds()*1000/float64(r.queries))
+	}
+	if c := r.cache; c.hits+c.misses > 0 {
+		fmt.Fprintf(w, "cache hit rate %.1f%% (server /metrics: %d hits, %d misses of which %d waited for an identical search in flight)\n",
+			100*float64(c.hits)/float64(c.hits+c.misses), c.hits, c.misses, c.coalesced)
 	}
 	for kind, n := range r.errors {
 		fmt.Fprintf(w, "error %q x%d\n", kind, n)

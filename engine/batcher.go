@@ -56,10 +56,12 @@ type job struct {
 	done    chan<- error
 }
 
-// batch is a group of jobs encoded together: vecs holds n*dim floats, k is the largest
-// k of its jobs.
+// batch is a group of jobs encoded together. Identical texts are encoded and searched
+// once: vecs holds n*dim floats of n distinct texts, and rows[i] is the row of vecs that
+// answers the i-th query of the jobs in order. k is the largest k of its jobs.
 type batch struct {
 	jobs []*job
+	rows []int
 	vecs []float32
 	n, k int
 	err  error
@@ -166,6 +168,7 @@ func (b *Batcher) finish(j *job, err error) {
 func (b *Batcher) encodeLoop() {
 	var pending *job // a job that did not fit into the previous batch
 	var texts []string
+	rowOf := map[string]int{} // distinct text -> its row in the batch being built
 	for {
 		first := pending
 		pending = nil
@@ -179,6 +182,7 @@ func (b *Batcher) encodeLoop() {
 		jobs, open := b.gather(first, &pending)
 		bt := &batch{}
 		texts = texts[:0]
+		clear(rowOf)
 		for _, j := range jobs {
 			if err := j.ctx.Err(); err != nil {
 				b.dropped.Add(int64(len(j.queries)))
@@ -186,7 +190,15 @@ func (b *Batcher) encodeLoop() {
 				continue
 			}
 			bt.jobs = append(bt.jobs, j)
-			texts = append(texts, j.queries...)
+			for _, text := range j.queries {
+				row, ok := rowOf[text]
+				if !ok {
+					row = len(texts)
+					rowOf[text] = row
+					texts = append(texts, text)
+				}
+				bt.rows = append(bt.rows, row)
+			}
 			bt.k = max(bt.k, j.k)
 		}
 		if bt.n = len(texts); bt.n > 0 {
@@ -266,7 +278,7 @@ func (b *Batcher) searchLoop() {
 		for _, j := range bt.jobs {
 			if err == nil {
 				for q := range j.queries {
-					src := (row + q) * bt.k
+					src := bt.rows[row+q] * bt.k
 					copy(j.dist[q*j.k:(q+1)*j.k], dist[src:src+j.k])
 					copy(j.labels[q*j.k:(q+1)*j.k], labels[src:src+j.k])
 				}

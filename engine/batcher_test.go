@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -192,5 +193,51 @@ func TestBatcherRejectsBadArguments(t *testing.T) {
 	}
 	if err := b.Search(context.Background(), nil, 2, nil, nil); err != nil {
 		t.Errorf("no queries: %v", err)
+	}
+}
+
+// Identical texts in one encoder batch, within a request and across the requests coalesced
+// into it, are encoded and searched once; every query still gets its own answer for its k.
+func TestBatcherDedupesWithinABatch(t *testing.T) {
+	hash := &enginetest.HashEncoder{Dimension: 16}
+	_, idx := enginetest.Corpus(hash, corpusTexts(40))
+	enc := &enginetest.GatedEncoder{Encoder: hash, Started: make(chan struct{}, 4), Release: make(chan struct{})}
+	var batches []int
+	b := engine.NewBatcher(enc, idx, "query: ", engine.BatcherOptions{MaxBatch: 8, OnBatch: func(n int) { batches = append(batches, n) }})
+	defer b.Close()
+	before := hash.Texts.Load()
+	type request struct {
+		queries []string
+		k       int
+		dist    []float32
+		labels  []int64
+	}
+	reqs := []*request{{queries: []string{"doc1"}, k: 1}, // holds the encoder while the others queue
+		{queries: []string{"topic3 word5", "doc9", "topic3 word5"}, k: 2}, {queries: []string{"doc9", "topic3 word5"}, k: 4}}
+	errs := make(chan error, len(reqs))
+	for i, r := range reqs {
+		r.dist, r.labels = make([]float32, len(r.queries)*r.k), make([]int64, len(r.queries)*r.k)
+		go func() { errs <- b.Search(context.Background(), r.queries, r.k, r.dist, r.labels) }()
+		if i == 0 {
+			<-enc.Started
+		}
+	}
+	for b.Queued() != 6 {
+		time.Sleep(time.Millisecond)
+	}
+	close(enc.Release)
+	for range reqs {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if encoded := hash.Texts.Load() - before; encoded != 3 || !slices.Equal(batches, []int{1, 2}) {
+		t.Errorf("encoded %d texts in batches of %v; want 3 in batches of [1 2] (the repeats encoded once)", encoded, batches)
+	}
+	for _, r := range reqs {
+		wantD, wantL := direct(t, hash, idx, r.queries, r.k)
+		if !slices.Equal(r.labels, wantL) || !slices.Equal(r.dist, wantD) {
+			t.Errorf("%q k %d: got %v %v, want %v %v", r.queries, r.k, r.labels, r.dist, wantL, wantD)
+		}
 	}
 }

@@ -71,6 +71,8 @@ type Retriever struct {
 	badRows atomic.Uint64
 	results sync.Pool // *searchResult, owned by one Retrieve call at a time
 	closers []func()  // close the parts Open opened, after the Batcher
+
+	cache *resultCache // nil: no cache (see WithCache)
 }
 
 // searchResult holds the scores and row labels of one Retrieve call.
@@ -97,6 +99,17 @@ func NewRetriever(enc Encoder, idx Index, docs DocStore, pages PageStore, prefix
 	}, nil
 }
 
+// WithCache gives r a result cache of at most maxBytes (0: none) and returns r; call it
+// before the first Retrieve. A cached answer is the first answer's hits themselves (row views
+// into the corpus mapping and scores), so it is byte for byte what Retrieve returned then.
+func (r *Retriever) WithCache(maxBytes int64) *Retriever {
+	r.cache = newResultCache(maxBytes)
+	return r
+}
+
+// CacheStats returns the result cache's hits, misses, evictions, bytes and coalesced misses.
+func (r *Retriever) CacheStats() CacheStats { return r.cache.stats() }
+
 // Ntotal is the number of index rows; a useful k is at most this.
 func (r *Retriever) Ntotal() int64 { return r.ntotal }
 
@@ -116,14 +129,87 @@ func (r *Retriever) HasPages() bool { return r.pages != nil }
 // Retrieve returns the k best hits of each query, best first. Hits without a row (the index
 // found fewer than k) and hits whose corpus line is bad (not a JSON object with a string
 // contents; `needle build` indexed them as empty text) are left out rather than failing every
-// query of the request. It returns ErrBusy when the queue is full; ctx ending before a
-// query's batch is encoded fails the call with ctx's error.
+// query of the request. Repeats of a query within the request are searched once; with a
+// cache (WithCache), queries it holds are not searched again, and queries another call is
+// searching wait for its answer. The returned hit slices may be shared with the cache and
+// other callers: read them, never write into them. It returns ErrBusy when the queue is
+// full; ctx ending before a query's batch is encoded, or while the call waits for another
+// call's search, fails the call with ctx's error.
 func (r *Retriever) Retrieve(ctx context.Context, queries []string, k int) ([][]Hit, error) {
 	n := len(queries)
 	out := make([][]Hit, n)
 	if n == 0 || k <= 0 {
 		return out, nil
 	}
+	// flights[q] answers query q unless the cache did; this call searches the led ones.
+	flights := make([]*flight, n)
+	var led []*flight
+	var search []string
+	var byText map[string]*flight // repeats within the request
+	if n > 1 {
+		byText = make(map[string]*flight, n)
+	}
+	for q, text := range queries {
+		if f := byText[text]; f != nil {
+			flights[q] = f
+			continue
+		}
+		hits, f, lead := r.cache.lookup(cacheKey{text, k})
+		if f == nil {
+			out[q] = hits
+			continue
+		}
+		flights[q] = f
+		if byText != nil {
+			byText[text] = f
+		}
+		if lead {
+			led, search = append(led, f), append(search, text)
+		}
+	}
+	found, err := r.search(ctx, search, k)
+	for i, f := range led {
+		var hits []Hit
+		if err == nil {
+			hits = found[i]
+		}
+		r.cache.finish(f, hits, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	for q, f := range flights {
+		if f == nil {
+			continue
+		}
+		if f.done != nil {
+			select {
+			case <-f.done:
+			case <-ctx.Done():
+				return nil, fmt.Errorf("retrieval failed: %w", ctx.Err())
+			}
+		}
+		out[q] = f.hits
+		if f.err != nil {
+			// Another call's search failed (its client went away, the queue was full):
+			// ask again, as a call of its own.
+			hits, err := r.Retrieve(ctx, queries[q:q+1], k)
+			if err != nil {
+				return nil, err
+			}
+			out[q] = hits[0]
+		}
+	}
+	return out, nil
+}
+
+// search encodes and searches queries and returns the hits of each.
+func (r *Retriever) search(ctx context.Context, queries []string, k int) ([][]Hit, error) {
+	n := len(queries)
+	if n == 0 {
+		return nil, nil
+	}
+	out := make([][]Hit, n)
 	res := r.getResult(n * k)
 	defer r.results.Put(res)
 	if err := r.batcher.Search(ctx, queries, k, res.dist, res.labels); err != nil {

@@ -7,9 +7,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"needle/engine"
 	"needle/engine/enginetest"
+	"needle/internal/lru"
 )
 
 func TestNewRetrieverChecksShapes(t *testing.T) {
@@ -143,5 +145,174 @@ func TestAccess(t *testing.T) {
 	defer noPages.Close()
 	if got, err := noPages.Access([]string{"x"}); err != nil || noPages.HasPages() || len(got) != 1 || got[0] != nil {
 		t.Errorf("without pages: HasPages %v, Access %q", noPages.HasPages(), got)
+	}
+}
+
+// The cache answers a repeated (text, k) with the first answer's hits, without encoding;
+// another k is another entry; repeats within one request are encoded once, cache or not.
+func TestRetrieveCache(t *testing.T) {
+	r, _, e, _ := newRetriever(t, 30, nil)
+	enc := e.(*enginetest.HashEncoder)
+	r.WithCache(1 << 20)
+	encoded := func() int64 { return enc.Texts.Load() }
+	// 10 queries of 3 texts span 3 batches of MaxBatch 4.
+	queries := []string{"topic1 word3", "doc7", "topic1 word3", "doc7", "doc7", "topic2", "doc7", "topic1 word3", "doc7", "doc7"}
+	before := encoded()
+	first, err := r.Retrieve(context.Background(), queries, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := encoded() - before; n != 3 {
+		t.Errorf("first request encoded %d texts, want its 3 distinct ones", n)
+	}
+	for q := range queries {
+		if i := slices.Index(queries, queries[q]); !sameHits(first[q], first[i]) {
+			t.Errorf("query %d (%q) got another answer than query %d", q, queries[q], i)
+		}
+	}
+	before = encoded()
+	again, err := r.Retrieve(context.Background(), queries, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := encoded() - before; n != 0 {
+		t.Errorf("a repeated request encoded %d texts, want 0 (all cached)", n)
+	}
+	for q := range queries {
+		if !sameHits(again[q], first[q]) {
+			t.Errorf("query %d: cached %v, first %v", q, again[q], first[q])
+		}
+	}
+	before = encoded()
+	if _, err := r.Retrieve(context.Background(), queries[:1], 4); err != nil || encoded()-before != 1 {
+		t.Errorf("another k: %v, encoded %d texts, want 1 (a miss)", err, encoded()-before)
+	}
+	s := r.CacheStats()
+	hitBytes := int64(32) // a Hit: row slice header and score, padded
+	want := engine.CacheStats{Stats: lru.Stats{Hits: 10, Misses: 4, Entries: 4, MaxBytes: 1 << 20,
+		Bytes: int64(len("topic1 word3")*2+len("doc7")+len("topic2")) + (3*3+4)*hitBytes + 4*lru.EntryOverhead}}
+	if s != want {
+		t.Errorf("CacheStats = %+v, want %+v", s, want)
+	}
+
+	// A budget of about two entries evicts; the answers stay right.
+	small, _, _, _ := newRetriever(t, 30, nil)
+	small.WithCache(2 * (3*hitBytes + lru.EntryOverhead + 12))
+	for range 2 {
+		got, err := small.Retrieve(context.Background(), queries, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for q := range queries {
+			if !sameHits(got[q], first[q]) {
+				t.Errorf("small cache, query %d: %v, want %v", q, got[q], first[q])
+			}
+		}
+	}
+	if s := small.CacheStats(); s.Evictions == 0 || s.Bytes > s.MaxBytes || s.Entries > 2 {
+		t.Errorf("small cache: %+v, want evictions and at most 2 entries", s)
+	}
+
+	// Without a cache every request is searched; the stats stay zero.
+	plain, _, pe, _ := newRetriever(t, 30, nil)
+	before = pe.(*enginetest.HashEncoder).Texts.Load()
+	for range 2 {
+		if _, err := plain.Retrieve(context.Background(), queries, 3); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := pe.(*enginetest.HashEncoder).Texts.Load() - before; n != 6 || plain.CacheStats() != (engine.CacheStats{}) {
+		t.Errorf("no cache: encoded %d texts (want 6), stats %+v", n, plain.CacheStats())
+	}
+}
+
+// sameHits reports whether a and b hold the same rows and scores.
+func sameHits(a, b []engine.Hit) bool {
+	return slices.EqualFunc(a, b, func(x, y engine.Hit) bool { return string(x.Row) == string(y.Row) && x.Score == y.Score })
+}
+
+// Failed answers are not cached.
+func TestRetrieveCacheKeepsNoErrors(t *testing.T) {
+	r, _, _, _ := newRetriever(t, 10, func(d engine.DocStore) engine.DocStore { return failingDocs{d} })
+	r.WithCache(1 << 20)
+	for range 2 {
+		if _, err := r.Retrieve(context.Background(), []string{"a"}, 2); err == nil {
+			t.Fatal("unreadable corpus: no error")
+		}
+	}
+	if s := r.CacheStats(); s.Hits != 0 || s.Entries != 0 {
+		t.Errorf("after failed calls: %+v", s)
+	}
+}
+
+// A query that another call is already searching waits for that search instead of being
+// encoded again; when the leading call fails (its client went away), the waiting one
+// searches the query itself; a waiter whose own context ends stops waiting.
+func TestRetrieveCoalescesQueriesInFlight(t *testing.T) {
+	hash := &enginetest.HashEncoder{Dimension: 16}
+	docs, idx := enginetest.Corpus(hash, corpusTexts(30))
+	enc := &enginetest.GatedEncoder{Encoder: hash, Started: make(chan struct{}, 8), Release: make(chan struct{})}
+	r, err := engine.NewRetriever(enc, idx, docs, nil, "", engine.BatcherOptions{MaxBatch: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	r.WithCache(1 << 20)
+	type answer struct {
+		hits [][]engine.Hit
+		err  error
+	}
+	retrieve := func(ctx context.Context, queries ...string) chan answer {
+		c := make(chan answer, 1)
+		go func() {
+			hits, err := r.Retrieve(ctx, queries, 3)
+			c <- answer{hits, err}
+		}()
+		return c
+	}
+	waitFor := func(what string, cond func() bool) {
+		for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+		}
+	}
+	blocker := retrieve(context.Background(), "doc1") // holds the encoder
+	<-enc.Started
+	canceled, cancel := context.WithCancel(context.Background())
+	leader := retrieve(canceled, "topic3 word5")
+	waitFor("the leader to queue", func() bool { return r.Queued() == 2 })
+	follower := retrieve(context.Background(), "topic3 word5", "doc2")
+	waitFor("the follower to wait", func() bool { return r.CacheStats().Coalesced == 1 })
+	waitFor("the follower's own query to queue", func() bool { return r.Queued() == 3 })
+	gone, leave := context.WithCancel(context.Background())
+	quitter := retrieve(gone, "topic3 word5")
+	waitFor("a second follower to wait", func() bool { return r.CacheStats().Coalesced == 2 })
+	leave()
+	if a := <-quitter; !errors.Is(a.err, context.Canceled) { // while the encoder is still held
+		t.Fatalf("a waiter whose context ended: %v", a.err)
+	}
+	cancel()
+	close(enc.Release)
+	if a := <-leader; !errors.Is(a.err, context.Canceled) {
+		t.Fatalf("canceled leader: %v", a.err)
+	}
+	for _, c := range []chan answer{blocker, follower} {
+		if a := <-c; a.err != nil {
+			t.Fatal(a.err)
+		}
+	}
+	before := hash.Texts.Load()
+	same := retrieve(context.Background(), "topic3 word5")
+	other := retrieve(context.Background(), "topic3 word5")
+	a, b := <-same, <-other
+	if a.err != nil || b.err != nil || !sameHits(a.hits[0], b.hits[0]) || len(a.hits[0]) != 3 {
+		t.Fatalf("after the retry: %v %v, %v %v", a.hits, a.err, b.hits, b.err)
+	}
+	if n := hash.Texts.Load() - before; n != 0 {
+		t.Errorf("the follower's retry was not cached: %d texts encoded again", n)
+	}
+	if s := r.CacheStats(); s.Entries != 3 || s.Coalesced != 2 {
+		t.Errorf("CacheStats = %+v", s)
 	}
 }

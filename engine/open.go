@@ -59,6 +59,8 @@ type Options struct {
 	Log     io.Writer // one-line notices (the GPU fallback) and the GPU load's progress; nil: os.Stderr
 	// Batcher bounds the batches; its MaxBatch is also the encoder's batch size.
 	Batcher BatcherOptions
+	// CacheBytes is the result cache's budget (0: no cache; see Retriever.WithCache).
+	CacheBytes int64
 }
 
 // Resolve returns opts completed from the build manifest when Index is a folder: Index
@@ -166,7 +168,7 @@ func Open(opts Options) (*Retriever, error) {
 		return nil, fmt.Errorf("%s with %s and %s: %w", opts.Index, opts.Corpus, opts.Model, err)
 	}
 	r.closers = closers
-	return r, nil
+	return r.WithCache(opts.CacheBytes), nil
 }
 
 // openIndex opens the index file with the backend opts.Backend names. Each backend is one

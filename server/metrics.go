@@ -5,6 +5,8 @@ import (
 	"io"
 	"math"
 	"sync/atomic"
+
+	"needle/engine"
 )
 
 // endpoint indexes the per-endpoint metrics; names are the Prometheus label values.
@@ -104,6 +106,9 @@ type gauges struct {
 
 	// droppedQueries counts queries the engine dropped unencoded because their client went away.
 	droppedQueries int64
+
+	// cache is the engine's result cache counters.
+	cache engine.CacheStats
 }
 
 func (m *metrics) write(w io.Writer, g gauges) {
@@ -136,4 +141,15 @@ func (m *metrics) write(w io.Writer, g gauges) {
 	fmt.Fprintf(w, "# HELP needle_ready 1 once index, model and corpus are loaded.\n# TYPE needle_ready gauge\nneedle_ready %d\n", ready)
 	fmt.Fprintf(w, "# HELP needle_queue_queries Queries admitted and not yet answered.\n# TYPE needle_queue_queries gauge\nneedle_queue_queries %d\n", g.queueQueries)
 	fmt.Fprintf(w, "# HELP needle_index_vectors Vectors in the served index.\n# TYPE needle_index_vectors gauge\nneedle_index_vectors %d\n", g.indexVectors)
+	writeCache(w, g.cache)
+}
+
+// writeCache writes the result cache's figures (all 0 with --cache-mb 0).
+func writeCache(w io.Writer, c engine.CacheStats) {
+	fmt.Fprintf(w, "# HELP needle_cache_hits_total Queries answered by the result cache.\n# TYPE needle_cache_hits_total counter\nneedle_cache_hits_total %d\n", c.Hits)
+	fmt.Fprintf(w, "# HELP needle_cache_misses_total Queries looked up in the result cache and searched.\n# TYPE needle_cache_misses_total counter\nneedle_cache_misses_total %d\n", c.Misses)
+	fmt.Fprintf(w, "# HELP needle_cache_coalesced_total Cache misses that waited for the search of an identical query already in flight.\n# TYPE needle_cache_coalesced_total counter\nneedle_cache_coalesced_total %d\n", c.Coalesced)
+	fmt.Fprintf(w, "# HELP needle_cache_evictions_total Answers evicted from the result cache to stay within --cache-mb.\n# TYPE needle_cache_evictions_total counter\nneedle_cache_evictions_total %d\n", c.Evictions)
+	fmt.Fprintf(w, "# HELP needle_cache_bytes Bytes held by the result cache.\n# TYPE needle_cache_bytes gauge\nneedle_cache_bytes %d\n", c.Bytes)
+	fmt.Fprintf(w, "# HELP needle_cache_max_bytes The result cache's budget (--cache-mb).\n# TYPE needle_cache_max_bytes gauge\nneedle_cache_max_bytes %d\n", c.MaxBytes)
 }

@@ -607,3 +607,29 @@ func TestLostIndexDevice(t *testing.T) {
 		t.Errorf("/metrics does not say not ready")
 	}
 }
+
+// A repeated /retrieve is answered from the engine's result cache, byte for byte the same,
+// and /metrics counts the hits, misses and bytes.
+func TestMetricsCache(t *testing.T) {
+	enc, docs, idx := testParts()
+	s := New(Config{})
+	r, err := engine.NewRetriever(enc, idx, docs, nil, "query: ", engine.BatcherOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Close)
+	s.SetRetriever(r.WithCache(1 << 20))
+	body := `{"queries":["topic1","word3"],"topk":2,"return_scores":true}`
+	_, first, _ := do(s, "POST", "/retrieve", body)
+	_, again, _ := do(s, "POST", "/retrieve", body)
+	if string(first) != string(again) || !strings.HasPrefix(string(first), `{"result":[[{"document":`) {
+		t.Errorf("cached answer %s differs from the first %s", again, first)
+	}
+	_, out, _ := do(s, "GET", "/metrics", "")
+	for _, want := range []string{"needle_cache_hits_total 2\n", "needle_cache_misses_total 2\n", "needle_cache_coalesced_total 0\n", "needle_cache_evictions_total 0\n",
+		fmt.Sprintf("needle_cache_bytes %d\n", r.CacheStats().Bytes), "needle_cache_max_bytes 1048576\n"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("metrics lack %q:\n%s", want, out)
+		}
+	}
+}

@@ -13,12 +13,16 @@ func init() {
 
 func runBenchRetrieve(args []string) error {
 	var o bench.RetrieveOptions
-	fs := newFlagSet("bench retrieve", "--url URL --queries FILE [flags]\n\n"+
+	fs := newFlagSet("bench retrieve", "--url URL --queries FILE|--trace FILE [flags]\n\n"+
 		"Sends POST /retrieve requests from --concurrency callers (each waits for its answer before\n"+
 		"sending the next) until --duration passes or --requests were sent, then prints queries/s,\n"+
-		"requests/s, latency percentiles and errors. Works against needle serve and bench/anchor_server.py.")
+		"requests/s, latency percentiles and errors. Works against needle serve and bench/anchor_server.py.\n"+
+		"--trace replays a `needle bench trace` file instead: each query once, in order, --batch per\n"+
+		"request, until the trace ends; it also prints the server's cache hit rate (from /metrics)\n"+
+		"and the trace's repeat rate (the most a cache can hit).")
 	fs.StringVar(&o.URL, "url", "http://127.0.0.1:8000", "server base URL (/retrieve is appended)")
 	fs.StringVar(&o.QueriesFile, "queries", "", "queries file: JSONL with a \"query\" (or \"question\") string per line, or plain text, one query per line (required)")
+	fs.StringVar(&o.Trace, "trace", "", "a trace written by `needle bench trace`, replayed once in order (instead of --queries; --duration and --requests do not apply)")
 	fs.IntVar(&o.Concurrency, "concurrency", 64, "concurrent callers")
 	fs.DurationVar(&o.Duration, "duration", 20*time.Second, "how long to send requests (the run also stops after --requests)")
 	fs.IntVar(&o.Requests, "requests", 0, "stop after this many requests in total (0 = only --duration limits)")

@@ -35,6 +35,7 @@ type serveFlags struct {
 	faissGPU                 bool
 	drain                    time.Duration
 	cfg                      server.Config
+	cacheMB                  int
 }
 
 func parseServeFlags(args []string) (*serveFlags, error) {
@@ -87,6 +88,7 @@ func parseServeFlags(args []string) (*serveFlags, error) {
 	fs.DurationVar(&f.cfg.ReadTimeout, "read-timeout", 60*time.Second, "time to read one request")
 	fs.DurationVar(&f.cfg.WriteTimeout, "write-timeout", 60*time.Second, "time to write one response")
 	fs.DurationVar(&f.cfg.IdleTimeout, "idle-timeout", 120*time.Second, "keep-alive wait for a connection's next request")
+	fs.IntVar(&f.cacheMB, "cache-mb", 256, "result cache in MiB: answers kept by exact query text and topk, so the rollouts of a GRPO group asking the same query are searched once; cached answers are byte for byte the first one (0 turns it off)")
 	fs.DurationVar(&f.drain, "drain", 30*time.Second, "on SIGINT/SIGTERM, how long in-flight requests may finish")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -110,6 +112,7 @@ func parseServeFlags(args []string) (*serveFlags, error) {
 	if err := checkLimits(f); err != nil {
 		return nil, err
 	}
+	f.engine.CacheBytes = int64(f.cacheMB) << 20
 	f.cfg.DefaultTopK, f.cfg.AuthToken = f.topk, f.authToken
 	if f.faissGPU && !gpuGiven {
 		f.engine.GPU = engine.GPUAuto
@@ -140,6 +143,7 @@ func checkLimits(f *serveFlags) error {
 		{"write-timeout", int64(f.cfg.WriteTimeout), false, true},
 		{"idle-timeout", int64(f.cfg.IdleTimeout), false, true},
 		{"drain", int64(f.drain), false, true},
+		{"cache-mb", int64(f.cacheMB), true, false},
 	} {
 		if l.value > 0 || (l.value == 0 && l.zeroOK) {
 			continue

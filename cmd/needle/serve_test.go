@@ -13,24 +13,27 @@ import (
 // covers what a manifest adds.
 func TestServeFlags(t *testing.T) {
 	empty, defaults := "", engine.BatcherOptions{MaxBatch: 64, MaxQueued: 16384, Encoders: 1}
+	const cache = 256 << 20 // --cache-mb's default
 	for _, tc := range []struct {
 		name string
 		args []string
 		want engine.Options
 	}{
-		{"defaults", []string{"--index", "dir"}, engine.Options{Index: "dir", Batcher: defaults}},
+		{"defaults", []string{"--index", "dir"}, engine.Options{Index: "dir", Batcher: defaults, CacheBytes: cache}},
+		{"cache off", []string{"--index", "dir", "--cache-mb", "0"}, engine.Options{Index: "dir", Batcher: defaults}},
 		{"explicit empty prefix is kept", []string{"--index", "dir", "--query-prefix", ""},
-			engine.Options{Index: "dir", QueryPrefix: &empty, Batcher: defaults}},
+			engine.Options{Index: "dir", QueryPrefix: &empty, Batcher: defaults, CacheBytes: cache}},
 		{"anchor aliases, e5 name", []string{"--index_path", "x.index", "--corpus_path", "c.jsonl", "--retriever_model", "/m/e5-base-v2",
 			"--pages_path", "p.jsonl", "--retriever_name", "e5", "--faiss_gpu", "--topk", "3", "--port", "8001"},
-			engine.Options{Index: "x.index", Corpus: "c.jsonl", Model: "/m/e5-base-v2", Pages: "p.jsonl", RetrieverName: "e5", GPU: engine.GPUAuto, Batcher: defaults}},
-		{"--gpu alone", []string{"--index", "i", "--gpu"}, engine.Options{Index: "i", GPU: engine.GPUAuto, Batcher: defaults}},
+			engine.Options{Index: "x.index", Corpus: "c.jsonl", Model: "/m/e5-base-v2", Pages: "p.jsonl", RetrieverName: "e5", GPU: engine.GPUAuto, Batcher: defaults, CacheBytes: cache}},
+		{"--gpu alone", []string{"--index", "i", "--gpu"}, engine.Options{Index: "i", GPU: engine.GPUAuto, Batcher: defaults, CacheBytes: cache}},
 		{"--gpu=require on two GPUs in fp32", []string{"--index", "i", "--gpu=require", "--gpus", "0, 2", "--gpu-fp32"},
-			engine.Options{Index: "i", GPU: engine.GPURequire, GPUs: []int{0, 2}, GPUFP32: true, Batcher: defaults}},
-		{"--gpu=off wins over --faiss_gpu", []string{"--index", "i", "--gpu=off", "--faiss_gpu"}, engine.Options{Index: "i", Batcher: defaults}},
+			engine.Options{Index: "i", GPU: engine.GPURequire, GPUs: []int{0, 2}, GPUFP32: true, Batcher: defaults, CacheBytes: cache}},
+		{"--gpu=off wins over --faiss_gpu", []string{"--index", "i", "--gpu=off", "--faiss_gpu"}, engine.Options{Index: "i", Batcher: defaults, CacheBytes: cache}},
 		{"engine settings", []string{"--index", "i", "--threads", "2", "--mmap", "--max-batch", "8", "--batch-wait", "2ms",
-			"--encoders", "2", "--max-queued", "100"},
-			engine.Options{Index: "i", Threads: 2, Mmap: true, Batcher: engine.BatcherOptions{MaxBatch: 8, MaxWait: 2 * time.Millisecond, MaxQueued: 100, Encoders: 2}}},
+			"--encoders", "2", "--max-queued", "100", "--cache-mb", "3"},
+			engine.Options{Index: "i", Threads: 2, Mmap: true, Batcher: engine.BatcherOptions{MaxBatch: 8, MaxWait: 2 * time.Millisecond, MaxQueued: 100, Encoders: 2},
+				CacheBytes: 3 << 20}},
 	} {
 		f, err := parseServeFlags(tc.args)
 		if err != nil {
@@ -55,6 +58,7 @@ func TestServeFlags(t *testing.T) {
 		{[]string{"--index", "i", "extra"}, "unexpected argument"},
 		{[]string{"--index", "i", "--gpu=maybe"}, `takes auto, require or off, not "maybe"`},
 		{[]string{"--index", "i", "--gpus", "0,x"}, `"x" is not a GPU ordinal`},
+		{[]string{"--index", "i", "--cache-mb", "-1"}, "--cache-mb must be >= 0"},
 	} {
 		if _, err := parseServeFlags(tc.args); err == nil || !strings.Contains(err.Error(), tc.err) {
 			t.Errorf("%q: error %v, want one mentioning %q", tc.args, err, tc.err)

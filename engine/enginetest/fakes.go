@@ -18,10 +18,11 @@ import (
 
 // HashEncoder maps each word of a text to one of Dimension buckets (FNV hash) and
 // L2-normalizes the counts: texts sharing words get a high inner product. Batches counts
-// the Encode calls; Fail, when set, makes Encode return it.
+// the Encode calls and Texts the texts they encoded; Fail, when set, makes Encode return it.
 type HashEncoder struct {
 	Dimension int
 	Batches   atomic.Int64
+	Texts     atomic.Int64
 	Fail      error
 }
 
@@ -29,6 +30,7 @@ func (e *HashEncoder) Dim() int { return e.Dimension }
 
 func (e *HashEncoder) Encode(texts []string, prefix string) ([]float32, error) {
 	e.Batches.Add(1)
+	e.Texts.Add(int64(len(texts)))
 	if e.Fail != nil {
 		return nil, e.Fail
 	}

@@ -1,0 +1,128 @@
+package bench
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+
+	"needle/internal/atomicfile"
+)
+
+// TraceOptions are the flags of `needle bench trace`: the shape of one GRPO step of a
+// search agent, whose queries `needle bench retrieve --trace` replays.
+type TraceOptions struct {
+	QueriesFile string // texts to draw the trace's queries from (as --queries of bench retrieve)
+	Out         string // trace file to write (JSONL)
+	Prompts     int    // prompts in the step
+	Rollouts    int    // rollouts per prompt (the GRPO group)
+	Turns       int    // search turns per rollout
+	Own         int    // rollouts per later turn that ask a query of their own; the others share one
+	Seed        uint64 // picks the texts and the arrival order
+}
+
+// traceLine is one query of a trace, in arrival order.
+type traceLine struct {
+	Query   string `json:"query"`
+	Prompt  int    `json:"prompt"`
+	Rollout int    `json:"rollout"`
+	Turn    int    `json:"turn"`
+}
+
+// Trace writes a GRPO-shaped trace and a summary line to w. The mix: in turn 1 every
+// rollout of a prompt asks the prompt's question (the same text); in each later turn, Own
+// rollouts ask a query of their own and the other Rollouts-Own ask the turn's one shared
+// follow-up. Arrival order: all turn-1 queries of the step in random order, then all turn-2
+// queries, and so on, as rollouts that run in lockstep per turn but finish their reasoning
+// at different times. Texts are distinct lines of QueriesFile, drawn at random.
+func Trace(w io.Writer, opt TraceOptions) error {
+	if opt.QueriesFile == "" || opt.Out == "" {
+		return errors.New("--queries and --out are required")
+	}
+	if opt.Prompts <= 0 || opt.Rollouts <= 0 || opt.Turns <= 0 || opt.Own < 0 || opt.Own > opt.Rollouts {
+		return fmt.Errorf("--prompts, --rollouts and --turns must be > 0 and --own in [0, --rollouts], got %d, %d, %d, %d",
+			opt.Prompts, opt.Rollouts, opt.Turns, opt.Own)
+	}
+	texts, err := readQueryTexts(opt.QueriesFile)
+	if err != nil {
+		return err
+	}
+	texts = distinct(texts)
+	perLater := opt.Own
+	if opt.Own < opt.Rollouts {
+		perLater++ // the shared follow-up
+	}
+	need := opt.Prompts * (1 + (opt.Turns-1)*perLater)
+	if need > len(texts) {
+		return fmt.Errorf("%s: the trace needs %d distinct queries, the file has %d (lower --prompts)", opt.QueriesFile, need, len(texts))
+	}
+	rng := rand.New(rand.NewPCG(opt.Seed, 0))
+	rng.Shuffle(len(texts), func(i, j int) { texts[i], texts[j] = texts[j], texts[i] })
+	next := 0
+	draw := func() string {
+		next++
+		return texts[next-1]
+	}
+	var lines []traceLine
+	for turn := 1; turn <= opt.Turns; turn++ {
+		first := len(lines)
+		for p := range opt.Prompts {
+			shared := draw()
+			for r := range opt.Rollouts {
+				q := shared
+				if turn > 1 && r < opt.Own {
+					q = draw()
+				}
+				lines = append(lines, traceLine{Query: q, Prompt: p, Rollout: r, Turn: turn})
+			}
+		}
+		turnLines := lines[first:]
+		rng.Shuffle(len(turnLines), func(i, j int) { turnLines[i], turnLines[j] = turnLines[j], turnLines[i] })
+	}
+	err = atomicfile.Create(opt.Out, func(f *os.File) error {
+		bw := bufio.NewWriter(f)
+		enc := json.NewEncoder(bw)
+		enc.SetEscapeHTML(false)
+		for _, l := range lines {
+			if err := enc.Encode(l); err != nil {
+				return err
+			}
+		}
+		return bw.Flush()
+	})
+	if err != nil {
+		return err
+	}
+	queries := make([]string, len(lines))
+	for i, l := range lines {
+		queries[i] = l.Query
+	}
+	fmt.Fprintf(w, "wrote %s: %d queries (%d prompts x %d rollouts x %d turns), %d distinct: %.1f%% repeat an earlier query\n",
+		opt.Out, len(lines), opt.Prompts, opt.Rollouts, opt.Turns, len(distinct(queries)), 100*repeatRate(queries))
+	return nil
+}
+
+// distinct returns texts without repeats, in first-seen order.
+func distinct(texts []string) []string {
+	seen := make(map[string]bool, len(texts))
+	out := texts[:0:0]
+	for _, t := range texts {
+		if !seen[t] {
+			seen[t] = true
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// repeatRate is the fraction of queries that repeat an earlier one: the hit rate of a
+// cache that never evicts and sees the queries in this order.
+func repeatRate(queries []string) float64 {
+	if len(queries) == 0 {
+		return 0
+	}
+	return 1 - float64(len(distinct(queries)))/float64(len(queries))
+}

@@ -1,0 +1,36 @@
+package main
+
+import (
+	"os"
+
+	"needle/bench"
+)
+
+func init() {
+	registerBench(benchmark{name: "trace", summary: "write a GRPO-shaped query trace (prompts x rollouts x turns) for bench retrieve --trace", run: runBenchTrace})
+}
+
+func runBenchTrace(args []string) error {
+	var o bench.TraceOptions
+	fs := newFlagSet("bench trace", "--queries FILE --out FILE [flags]\n\n"+
+		"Writes the queries of one GRPO step of a search agent, one JSON line per query in arrival\n"+
+		"order, for `needle bench retrieve --trace FILE` (which replays it against a server and\n"+
+		"prints the result cache's hit rate). The mix, per prompt:\n"+
+		"  turn 1:       all --rollouts rollouts ask the prompt's question (one text, 8 times)\n"+
+		"  later turns:  --own rollouts ask a query of their own, the others one shared follow-up\n"+
+		"With the defaults (8 rollouts, 3 turns, --own 2) a prompt asks 24 queries of 7 distinct\n"+
+		"texts: 70.8% repeat an earlier query. Arrival order: every turn-1 query of the step in\n"+
+		"random order, then every turn-2 query, and so on. Texts are distinct lines of --queries,\n"+
+		"drawn at random (the WordNet example sentences of tools/wordnet are real English).")
+	fs.StringVar(&o.QueriesFile, "queries", "", "texts to draw from: JSONL with a \"query\" (or \"question\") per line, or plain lines (required)")
+	fs.StringVar(&o.Out, "out", "", "trace file to write (required)")
+	fs.IntVar(&o.Prompts, "prompts", 512, "prompts in the step (Search-R1 trains on batches of 512)")
+	fs.IntVar(&o.Rollouts, "rollouts", 8, "rollouts per prompt (the GRPO group size)")
+	fs.IntVar(&o.Turns, "turns", 3, "search turns per rollout")
+	fs.IntVar(&o.Own, "own", 2, "rollouts per later turn asking a query of their own (0..--rollouts)")
+	fs.Uint64Var(&o.Seed, "seed", 1, "random seed: picks the texts and the arrival order")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	return bench.Trace(os.Stdout, o)
+}
