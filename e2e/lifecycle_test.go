@@ -84,12 +84,16 @@ func testClientsSurviveLifecycle(t *testing.T, fx *fixture) {
 	b.stop(t)
 }
 
-// postQueries sends one Search-R1-shaped POST of n queries on its own connection and returns
-// the connection (the answer is read by the caller, or never).
+// postQueries sends one Search-R1-shaped POST of n distinct queries (the fixture's, then
+// numbered repeats of them, so neither the result cache nor the batcher's dedupe folds them) on
+// its own connection and returns the connection (the answer is read by the caller, or never).
 func postQueries(t *testing.T, fx *fixture, addr string, n int) net.Conn {
 	queries := make([]string, n)
 	for i := range queries {
 		queries[i] = fx.queries[i%len(fx.queries)]
+		if round := i / len(fx.queries); round > 0 {
+			queries[i] += fmt.Sprintf(" (%d)", round)
+		}
 	}
 	body := must(json.Marshal(map[string]any{"queries": queries, "topk": 3, "return_scores": true}))
 	c, err := net.Dial("tcp", addr)
@@ -112,9 +116,10 @@ func (s *server) waitMetric(t *testing.T, sample string, ok func(float64) bool) 
 }
 
 // A 2,560-query POST whose client goes away while it is encoded: the batches not started are
-// dropped (counted), and a single query is answered. The latencies are logged, not checked.
+// dropped (counted), and a single query is answered. The latencies are logged, not checked;
+// the result cache is off so that the single query is encoded every time.
 func testDisconnectDropsQueries(t *testing.T, fx *fixture) {
-	srv := fx.start(t)
+	srv := fx.start(t, "--cache-mb", "0")
 	single := func() time.Duration {
 		began := time.Now()
 		resp, err := http.Post("http://"+srv.addr+"/retrieve", "application/json", strings.NewReader(`{"queries":["`+fx.queries[0]+`"],"topk":3}`))
@@ -141,10 +146,11 @@ func testDisconnectDropsQueries(t *testing.T, fx *fixture) {
 	srv.waitMetric(t, "needle_queue_queries", func(v float64) bool { return v == 0 })
 	dropped, _ := strconv.Atoi(srv.metric(t, "needle_dropped_queries_total"))
 	encoded, _ := strconv.ParseFloat(srv.metric(t, "needle_batch_queries_sum"), 64)
-	if postEncoded := int(encoded - before - 1); dropped == 0 || dropped+postEncoded != 2560 {
+	// A batch stopped part way counts as started and as dropped, so the two cover the POST at least once.
+	if postEncoded := int(encoded - before - 1); dropped == 0 || dropped+postEncoded < 2560 {
 		t.Errorf("after the disconnect: %d queries dropped, %v encoded; want the unencoded part of the 2,560 dropped", dropped, encoded-before)
 	}
-	t.Logf("2,560-query POST disconnected: %d of its queries dropped unencoded, %v encoded; single query %v idle (best of 5), %v right after the disconnect",
+	t.Logf("2,560-query POST disconnected: %d of its queries dropped (never encoded, or stopped between layers), %v started; single query %v idle (best of 5), %v right after the disconnect",
 		dropped, encoded-before-1, idle, after)
 	srv.stop(t)
 }

@@ -80,7 +80,7 @@ type Batcher struct {
 	in      chan *job
 	encoded chan *batch
 	queued  atomic.Int64 // queries admitted and not yet answered
-	dropped atomic.Int64 // queries never encoded because their request's context ended first
+	dropped atomic.Int64 // queries not encoded (or stopped part way) because their requests' contexts ended first
 	stopped chan struct{}
 }
 
@@ -115,7 +115,8 @@ func NewBatcher(enc Encoder, idx Index, prefix string, opt BatcherOptions) *Batc
 func (b *Batcher) Queued() int64 { return b.queued.Load() }
 
 // Dropped counts the queries never encoded because their request's context ended before
-// their batch was formed (a client that went away).
+// their batch was formed (a client that went away), and those of batches stopped part way
+// because every request in them ended (ContextEncoder).
 func (b *Batcher) Dropped() int64 { return b.dropped.Load() }
 
 // Close stops the goroutines after the queued work is done. No Search may start after
@@ -205,13 +206,42 @@ func (b *Batcher) encodeLoop() {
 			if b.opt.OnBatch != nil {
 				b.opt.OnBatch(bt.n)
 			}
-			bt.vecs, bt.err = b.enc.Encode(texts, b.prefix)
+			bt.vecs, bt.err = b.encode(bt.jobs, texts)
 			b.encoded <- bt
 		}
 		if !open {
 			return
 		}
 	}
+}
+
+// encode encodes the distinct texts of a batch of jobs. With a ContextEncoder the encoding
+// stops part way once every job's context has ended (their clients went away: no one waits for
+// the vectors), and those queries count as dropped.
+func (b *Batcher) encode(jobs []*job, texts []string) ([]float32, error) {
+	ce, ok := b.enc.(ContextEncoder)
+	if !ok {
+		return b.enc.Encode(texts, b.prefix)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var live atomic.Int64
+	live.Store(int64(len(jobs)))
+	for _, j := range jobs {
+		stop := context.AfterFunc(j.ctx, func() {
+			if live.Add(-1) == 0 {
+				cancel()
+			}
+		})
+		defer stop()
+	}
+	vecs, err := ce.EncodeContext(ctx, texts, b.prefix)
+	if err != nil && ctx.Err() != nil {
+		for _, j := range jobs {
+			b.dropped.Add(int64(len(j.queries)))
+		}
+	}
+	return vecs, err
 }
 
 // gather returns first plus the queued jobs that fit into one batch, waiting at most

@@ -180,6 +180,63 @@ func TestBatcherCanceledContextSkipsWork(t *testing.T) {
 	}
 }
 
+// stoppableEncoder is a GatedEncoder that is also an engine.ContextEncoder: a held call gives
+// up with ctx's error when ctx ends first.
+type stoppableEncoder struct{ *enginetest.GatedEncoder }
+
+func (e stoppableEncoder) EncodeContext(ctx context.Context, texts []string, prefix string) ([]float32, error) {
+	e.Started <- struct{}{}
+	select {
+	case <-e.Release:
+		return e.Encoder.Encode(texts, prefix)
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// A batch being encoded stops once every job in it has ended (their clients went away), and
+// its queries count as dropped; while one job of the batch still waits, the batch goes on.
+func TestBatcherStopsABatchNoOneWaitsFor(t *testing.T) {
+	hash := &enginetest.HashEncoder{Dimension: 8}
+	_, idx := enginetest.Corpus(hash, corpusTexts(10))
+	start := func() (*engine.Batcher, stoppableEncoder) {
+		enc := stoppableEncoder{&enginetest.GatedEncoder{Encoder: hash, Started: make(chan struct{}, 1), Release: make(chan struct{})}}
+		// MaxWait gathers the jobs sent together into one batch.
+		b := engine.NewBatcher(enc, idx, "", engine.BatcherOptions{MaxBatch: 4, MaxWait: 100 * time.Millisecond})
+		t.Cleanup(b.Close)
+		return b, enc
+	}
+	search := func(b *engine.Batcher, ctx context.Context, queries ...string) chan error {
+		done := make(chan error, 1)
+		go func() { done <- b.Search(ctx, queries, 1, make([]float32, len(queries)), make([]int64, len(queries))) }()
+		return done
+	}
+
+	b, enc := start()
+	gone, leave := context.WithCancel(context.Background())
+	first := search(b, gone, "doc1", "doc2", "doc3")
+	<-enc.Started
+	leave()
+	if err := <-first; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the abandoned batch: %v, want context.Canceled", err)
+	}
+	if got := b.Dropped(); got != 3 {
+		t.Errorf("Dropped %d after the stopped batch, want 3", got)
+	}
+
+	b, enc = start()
+	gone, leave = context.WithCancel(context.Background())
+	abandoned, kept := search(b, gone, "doc4"), search(b, context.Background(), "doc5")
+	<-enc.Started
+	leave()
+	time.Sleep(10 * time.Millisecond) // room for a wrong stop of the batch to happen
+	close(enc.Release)
+	if err := <-kept; err != nil {
+		t.Errorf("the job still waiting in a batch with an abandoned one: %v", err)
+	}
+	<-abandoned // its answer, computed anyway, is discarded by Search's caller
+}
+
 func TestBatcherRejectsBadArguments(t *testing.T) {
 	enc := &enginetest.HashEncoder{Dimension: 8}
 	_, idx := enginetest.Corpus(enc, corpusTexts(10))

@@ -30,6 +30,14 @@ type Encoder interface {
 	Encode(texts []string, prefix string) ([]float32, error)
 }
 
+// ContextEncoder is an Encoder that can give up a batch part way through (engine/bert: between
+// layers) once ctx ends, returning ctx's error. The Batcher uses it, where the Encoder has it,
+// to stop a batch whose every client has gone away.
+type ContextEncoder interface {
+	Encoder
+	EncodeContext(ctx context.Context, texts []string, prefix string) ([]float32, error)
+}
+
 // Index is a vector index searched by inner product (or L2). Search reads n = len(x)/Dim()
 // query vectors and writes n*k scores and row labels into the caller's buffers, best first;
 // a label of -1 means no hit. Search must be safe for concurrent callers.

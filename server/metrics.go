@@ -104,7 +104,8 @@ type gauges struct {
 	indexVectors int64
 	badRows      uint64 // hits the engine left out because their corpus row is bad
 
-	// droppedQueries counts queries the engine dropped unencoded because their client went away.
+	// droppedQueries counts queries the engine did not finish encoding (never started, or a batch
+	// stopped between layers) because their clients went away.
 	droppedQueries int64
 
 	// cache is the engine's result cache counters.
@@ -129,7 +130,7 @@ func (m *metrics) write(w io.Writer, g gauges) {
 	fmt.Fprintf(w, "# HELP needle_queries_total Queries answered by /retrieve.\n# TYPE needle_queries_total counter\nneedle_queries_total %d\n", m.queries.Load())
 	fmt.Fprintf(w, "# HELP needle_bad_rows_skipped_total Hits left out of answers because their corpus line is not a JSON object with a string contents.\n# TYPE needle_bad_rows_skipped_total counter\nneedle_bad_rows_skipped_total %d\n", g.badRows)
 	fmt.Fprintf(w, "# HELP needle_client_disconnects_total /retrieve requests whose client closed its connection before the answer was ready.\n# TYPE needle_client_disconnects_total counter\nneedle_client_disconnects_total %d\n", m.disconnects.Load())
-	fmt.Fprintf(w, "# HELP needle_dropped_queries_total Queries dropped before encoding because their client closed its connection.\n# TYPE needle_dropped_queries_total counter\nneedle_dropped_queries_total %d\n", g.droppedQueries)
+	fmt.Fprintf(w, "# HELP needle_dropped_queries_total Queries not encoded, or whose batch was stopped between layers, because their client closed its connection.\n# TYPE needle_dropped_queries_total counter\nneedle_dropped_queries_total %d\n", g.droppedQueries)
 	fmt.Fprintf(w, "# HELP needle_refused_total Requests and connections refused before any handler ran, by reason.\n# TYPE needle_refused_total counter\n")
 	for r := range numRefusals {
 		fmt.Fprintf(w, "needle_refused_total{reason=%q} %d\n", refusalNames[r], m.refused[r].Load())

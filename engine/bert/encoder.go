@@ -1,6 +1,7 @@
 package bert
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"sort"
@@ -142,6 +143,12 @@ func (e *Encoder) Tokenizer() *wordpiece.Tokenizer { return e.tok }
 // input order. Texts are tokenized, sorted by length and run BatchSize at a time with no
 // padding (each sequence attends over exactly its own tokens).
 func (e *Encoder) Encode(texts []string, prefix string) ([]float32, error) {
+	return e.EncodeContext(context.Background(), texts, prefix)
+}
+
+// EncodeContext is Encode that gives up between layers once ctx ends, returning ctx's error
+// (engine.ContextEncoder: the server's batcher stops a batch whose clients all went away).
+func (e *Encoder) EncodeContext(ctx context.Context, texts []string, prefix string) ([]float32, error) {
 	out := make([]float32, len(texts)*e.cfg.Hidden)
 	ws := e.spaces.Get().(*workspace)
 	defer e.spaces.Put(ws)
@@ -167,7 +174,7 @@ func (e *Encoder) Encode(texts []string, prefix string) ([]float32, error) {
 	}
 	ws.reserve(e.cfg, maxTokens, min(e.opt.BatchSize, len(texts)))
 	for _, b := range batches {
-		if err := e.forward(ws, seqs, b, out); err != nil {
+		if err := e.forward(ctx, ws, seqs, b, out); err != nil {
 			return nil, err
 		}
 	}
@@ -223,7 +230,7 @@ func grow[T any](s []T, n int) []T {
 }
 
 // forward encodes seqs[batch[i]] into out[batch[i]*H:].
-func (e *Encoder) forward(ws *workspace, seqs [][]int32, batch []int, out []float32) error {
+func (e *Encoder) forward(ctx context.Context, ws *workspace, seqs [][]int32, batch []int, out []float32) error {
 	H, I, eps := e.cfg.Hidden, e.cfg.Intermediate, e.cfg.Eps
 	ws.ids, ws.pos, ws.start = ws.ids[:0], ws.pos[:0], append(ws.start[:0], 0)
 	for _, b := range batch {
@@ -243,6 +250,9 @@ func (e *Encoder) forward(ws *workspace, seqs [][]int32, batch []int, out []floa
 		return err
 	}
 	for _, l := range w.layers {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		qkv := ws.big[:T*3*H]
 		err := firstErr(
 			l.qkv.apply(o, qkv, ws.x, l.qkvB, T, nn.NoAct),
