@@ -69,6 +69,7 @@ type Retriever struct {
 	badRows atomic.Uint64
 	results sync.Pool // *searchResult, owned by one Retrieve call at a time
 	closers []func()  // close the parts Open opened, after the Batcher
+	backend string    // the index backend Open chose ("" for NewRetriever's caller's index)
 }
 
 // searchResult holds the scores and row labels of one Retrieve call.
@@ -96,6 +97,10 @@ func NewRetriever(enc Encoder, idx Index, docs DocStore, pages PageStore, prefix
 
 // Ntotal is the number of index rows; a useful k is at most this.
 func (r *Retriever) Ntotal() int64 { return r.ntotal }
+
+// IndexBackend is the index backend Open chose (BackendFAISS, BackendMapped), "" when the
+// Retriever was built by NewRetriever over an index of the caller's.
+func (r *Retriever) IndexBackend() string { return r.backend }
 
 // Queued is the number of queries admitted and not yet answered (the queue depth).
 func (r *Retriever) Queued() int64 { return r.batcher.Queued() }

@@ -10,12 +10,21 @@ import (
 
 	"needle/engine/bert"
 	"needle/engine/docstore"
+	"needle/engine/flatmap"
 	"needle/engine/indexbuild"
 	"needle/faissgo"
 )
 
-// BackendFAISS is the index backend of this build: a FAISS index file searched on the CPU.
-const BackendFAISS = "faiss"
+// Index backends (Options.Backend), each one case of openIndex.
+const (
+	// BackendAuto (or "") picks BackendMapped for flat index files, BackendFAISS for the rest.
+	BackendAuto = "auto"
+	// BackendFAISS loads the index file into RAM with FAISS and searches it on the CPU.
+	BackendFAISS = "faiss"
+	// BackendMapped maps a flat index file's vectors in place (engine/flatmap): ready at
+	// once, memory independent of the index size, an exact pass over the file per batch.
+	BackendMapped = "mapped"
+)
 
 // maxQueryTokens is the encoder's sequence length for queries, specials included.
 const maxQueryTokens = 256
@@ -25,7 +34,7 @@ const maxQueryTokens = 256
 type Options struct {
 	// Index is a `needle build` output folder (with manifest.json) or a bare index file.
 	Index string
-	// Backend is the index implementation: "" or BackendFAISS, the only one today.
+	// Backend is the index implementation: BackendAuto ("" too), BackendFAISS or BackendMapped.
 	Backend string
 	Corpus  string // corpus JSONL, line i = index row i ("": the manifest's corpus)
 	Pages   string // pages JSONL with a "url" per row, for Access ("": none)
@@ -114,8 +123,9 @@ func Open(opts Options) (*Retriever, error) {
 			}
 		}()
 	}
+	var backend string
 	run(0, "--index", func() (close func(), err error) {
-		idx, close, err = openIndex(opts)
+		idx, backend, close, err = openIndex(opts)
 		return close, err
 	})
 	run(1, "--corpus", func() (func(), error) {
@@ -150,24 +160,39 @@ func Open(opts Options) (*Retriever, error) {
 		closeAll(closers)
 		return nil, fmt.Errorf("%s with %s and %s: %w", opts.Index, opts.Corpus, opts.Model, err)
 	}
-	r.closers = closers
+	r.closers, r.backend = closers, backend
 	return r, nil
 }
 
-// openIndex opens the index file with the backend opts.Backend names. Each backend is one
-// case here, so another index (a GPU flat index, a memory-mapped flat index, a Milvus
-// collection) plugs in beside FAISS without touching the server or the command line.
-func openIndex(opts Options) (Index, func(), error) {
-	switch opts.Backend {
-	case "", BackendFAISS:
+// openIndex opens the index file with the backend opts.Backend names and returns the
+// backend it used. Each backend is one case here, so another index (a GPU flat index, a
+// Milvus collection) plugs in beside these without touching the server or the command line.
+func openIndex(opts Options) (Index, string, func(), error) {
+	backend := opts.Backend
+	if backend == "" || backend == BackendAuto {
+		// A flat file loaded by FAISS needs RAM = its size (64.6 GB for wiki-18) and minutes
+		// to read; mapped, it is ready at once and searched with FAISS's exact answers.
+		backend = BackendFAISS
+		if _, err := faissgo.StatFlat(opts.Index); err == nil {
+			backend = BackendMapped
+		}
+	}
+	switch backend {
+	case BackendFAISS:
 		faissgo.Init(opts.Threads)
 		x, err := faissgo.Read(opts.Index, opts.Mmap)
 		if err != nil {
-			return nil, nil, err
+			return nil, "", nil, err
 		}
-		return x, x.Close, nil
+		return x, backend, x.Close, nil
+	case BackendMapped:
+		x, err := flatmap.Open(opts.Index, opts.Threads)
+		if err != nil {
+			return nil, "", nil, err
+		}
+		return x, backend, x.Close, nil
 	}
-	return nil, nil, fmt.Errorf("unknown index backend %q (this build has %q)", opts.Backend, BackendFAISS)
+	return nil, "", nil, fmt.Errorf("unknown index backend %q (this build has %q, %q and %q)", opts.Backend, BackendAuto, BackendFAISS, BackendMapped)
 }
 
 // closeAll calls the closers that are set (the parts that opened when a load failed).

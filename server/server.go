@@ -159,7 +159,7 @@ func (s *Server) route(ctx *fasthttp.RequestCtx) endpoint {
 	case epMetrics:
 		g := gauges{}
 		if r != nil {
-			g = gauges{ready: !s.changed.Load(), queueQueries: r.Queued(), indexVectors: r.Ntotal(), badRows: r.BadRowsSkipped()}
+			g = gauges{ready: !s.changed.Load(), queueQueries: r.Queued(), indexVectors: r.Ntotal(), indexBackend: r.IndexBackend(), badRows: r.BadRowsSkipped()}
 		}
 		ctx.SetContentType("text/plain; version=0.0.4; charset=utf-8")
 		s.metrics.write(ctx, g)

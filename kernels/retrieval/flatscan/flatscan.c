@@ -1,6 +1,7 @@
 #include "flatscan.h"
 
 #include <float.h>
+#include <omp.h>
 #include <string.h>
 
 // Compiled for baseline x86-64 (cgo CFLAGS name no -m flags): no FMA, so the L2 distance
@@ -80,32 +81,27 @@ void flatscan_norms(const float *x, int64_t n, int64_t d, float *out) {
 	}
 }
 
-// block computes the scores of block b of the stripe (rows j0.. of nb rows, y at its first
-// row) into out[q * nb + j], as FAISS's exhaustive_*_blas does; L2 also needs ynorm.
-static void block(int impl, int metric, const float *x, const float *x_norms, int64_t nq,
-                  const char *y, int64_t nb, int64_t d, float *out, float *ynorm) {
+// block computes the inner products of block rows (nb rows from y) with the queries into
+// out[q * nb + j]: sgemm called as FAISS's exhaustive_*_blas calls it, or plain loops.
+static void block(int impl, const float *x, int64_t nq, const char *y, int64_t nb, int64_t d, float *out) {
 	if (impl == FLATSCAN_BLAS) {
 		const int m = (int)nb, n = (int)nq, kk = (int)d;
 		const float one = 1, zero = 0;
 		sgemm_("Transpose", "Not transpose", &m, &n, &kk, &one, (const float *)y, &kk, x, &kk, &zero, out, &m);
-	} else {
-		for (int64_t q = 0; q < nq; q++) {
-			for (int64_t j = 0; j < nb; j++) {
-				const ufloat *r = (const ufloat *)(y + 4 * j * d);
-				float s = 0;
-				for (int64_t t = 0; t < d; t++) s += x[q * d + t] * r[t];
-				out[q * nb + j] = s;
-			}
-		}
+		return;
 	}
-	if (metric != FLATSCAN_L2) return;
-	flatscan_norms((const float *)y, nb, d, ynorm);
 	for (int64_t q = 0; q < nq; q++) {
 		for (int64_t j = 0; j < nb; j++) {
-			float dis = x_norms[q] + ynorm[j] - 2 * out[q * nb + j];
-			out[q * nb + j] = dis < 0 ? 0 : dis; // FAISS: roundoff can make identical vectors < 0
+			const ufloat *r = (const ufloat *)(y + 4 * j * d);
+			float s = 0;
+			for (int64_t t = 0; t < d; t++) s += x[q * d + t] * r[t];
+			out[q * nb + j] = s;
 		}
 	}
+}
+
+static inline int64_t block_rows(int64_t nrows, int64_t j0) {
+	return nrows - j0 < FLATSCAN_BLOCK ? nrows - j0 : FLATSCAN_BLOCK;
 }
 
 void flatscan_scan(int impl, int metric, const float *x, const float *x_norms, int64_t nq,
@@ -114,13 +110,21 @@ void flatscan_scan(int impl, int metric, const float *x, const float *x_norms, i
 	const int64_t nblocks = (nrows + FLATSCAN_BLOCK - 1) / FLATSCAN_BLOCK;
 	float *ynorm = scratch + nq * nrows;
 	if (impl != FLATSCAN_BLAS) threads = 1;
-	// Block b's scores sit at scratch + b * BLOCK * nq as an nq x nb matrix. Inside the
-	// parallel region OpenBLAS runs each sgemm on its calling thread.
-#pragma omp parallel for schedule(dynamic) num_threads(threads)
+	// One sgemm per block, from outside any parallel region, so that OpenBLAS threads it
+	// exactly as it threads FAISS's call: its threads split the matrix differently from a
+	// sgemm per thread, and that moves scores by an ulp. OpenBLAS takes its thread count from
+	// this OS thread's OpenMP setting (per thread in libgomp), as FAISS's calls do.
+	if (omp_get_max_threads() != threads) omp_set_num_threads(threads);
 	for (int64_t b = 0; b < nblocks; b++) {
-		const int64_t j0 = b * FLATSCAN_BLOCK, nb = nrows - j0 < FLATSCAN_BLOCK ? nrows - j0 : FLATSCAN_BLOCK;
-		block(impl, metric, x, x_norms, nq, (const char *)y + 4 * j0 * d, nb, d,
-		      scratch + j0 * nq, ynorm + j0);
+		const int64_t j0 = b * FLATSCAN_BLOCK;
+		block(impl, x, nq, (const char *)y + 4 * j0 * d, block_rows(nrows, j0), d, scratch + j0 * nq);
+	}
+	if (metric == FLATSCAN_L2) {
+#pragma omp parallel for schedule(static) num_threads(threads)
+		for (int64_t b = 0; b < nblocks; b++) {
+			const int64_t j0 = b * FLATSCAN_BLOCK;
+			flatscan_norms((const float *)((const char *)y + 4 * j0 * d), block_rows(nrows, j0), d, ynorm + j0);
+		}
 	}
 	// Each query's heap sees its scores in row order, as in FAISS's HeapResultHandler.
 #pragma omp parallel for schedule(static) num_threads(threads)
@@ -129,11 +133,16 @@ void flatscan_scan(int impl, int metric, const float *x, const float *x_norms, i
 		int64_t *ids = labels + q * k;
 		float thresh = val[0];
 		for (int64_t b = 0; b < nblocks; b++) {
-			const int64_t j0 = b * FLATSCAN_BLOCK, nb = nrows - j0 < FLATSCAN_BLOCK ? nrows - j0 : FLATSCAN_BLOCK;
-			const float *s = scratch + j0 * nq + q * nb;
+			const int64_t j0 = b * FLATSCAN_BLOCK, nb = block_rows(nrows, j0);
+			const float *ip = scratch + j0 * nq + q * nb;
 			for (int64_t j = 0; j < nb; j++) {
-				if (better(metric, s[j], thresh)) {
-					heap_replace_top(metric, k, val, ids, s[j], row0 + j0 + j);
+				float s = ip[j];
+				if (metric == FLATSCAN_L2) {
+					s = x_norms[q] + ynorm[j0 + j] - 2 * s;
+					s = s < 0 ? 0 : s; // FAISS: roundoff can make identical vectors < 0
+				}
+				if (better(metric, s, thresh)) {
+					heap_replace_top(metric, k, val, ids, s, row0 + j0 + j);
 					thresh = val[0];
 				}
 			}

@@ -22,7 +22,7 @@ void flatscan_start(int metric, int64_t nq, int64_t k, float *dist, int64_t *lab
 // Folds rows [row0, row0 + nrows) into the heaps; y points at row row0, row0 is a multiple of
 // FLATSCAN_BLOCK. x: nq x d queries; x_norms: their squared norms (L2; else unused).
 // scratch: nq * nrows + nrows floats. impl FLATSCAN_BLAS computes the scores with sgemm
-// (threads threads over the blocks, then over the queries); FLATSCAN_SCALAR, the test
+// (OpenBLAS threads each sgemm, threads threads the heaps); FLATSCAN_SCALAR, the test
 // oracle, with plain loops on one thread.
 void flatscan_scan(int impl, int metric, const float *x, const float *x_norms, int64_t nq,
                    const void *y, int64_t row0, int64_t nrows, int64_t d, int64_t k,

@@ -1,41 +1,19 @@
 package flatscan
 
 import (
-	"encoding/binary"
 	"math"
-	"math/rand/v2"
 	"testing"
+
+	"needle/internal/testvec"
 )
 
 // rowBytes lays rows out as a mapped file does: little-endian float32s after skip bytes, so
 // the rows are misaligned unless skip is a multiple of 4.
 func rowBytes(v []float32, skip int) []byte {
-	b := make([]byte, skip+4*len(v))
-	for i, x := range v {
-		binary.LittleEndian.PutUint32(b[skip+4*i:], math.Float32bits(x))
-	}
-	return b[skip:]
+	return append(make([]byte, skip), testvec.Bytes(v)...)[skip:]
 }
 
-// smallInts are vectors of integers in [-2, 2]: every score is exact in float32 whatever the
-// summation order, and many rows tie.
-func smallInts(n, dim int, seed uint64) []float32 {
-	r := rand.New(rand.NewPCG(seed, 3))
-	v := make([]float32, n*dim)
-	for i := range v {
-		v[i] = float32(r.IntN(5) - 2)
-	}
-	return v
-}
-
-func gaussians(n, dim int, seed uint64) []float32 {
-	r := rand.New(rand.NewPCG(seed, 4))
-	v := make([]float32, n*dim)
-	for i := range v {
-		v[i] = float32(r.NormFloat64())
-	}
-	return v
-}
+var smallInts, gaussians = testvec.SmallInts, testvec.Unit
 
 // search runs a whole search with stripes of stripe rows.
 func search(t *testing.T, impl Impl, m Metric, dim int, rows []byte, q []float32, k, stripe, threads int) ([]float32, []int64) {
