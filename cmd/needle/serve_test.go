@@ -25,8 +25,8 @@ func TestServeFlags(t *testing.T) {
 			"--pages_path", "p.jsonl", "--retriever_name", "e5", "--faiss_gpu", "--topk", "3", "--port", "8001"},
 			engine.Options{Index: "x.index", Corpus: "c.jsonl", Model: "/m/e5-base-v2", Pages: "p.jsonl", RetrieverName: "e5", Batcher: defaults}},
 		{"engine settings", []string{"--index", "i", "--threads", "2", "--mmap", "--max-batch", "8", "--batch-wait", "2ms",
-			"--encoders", "2", "--max-queued", "100"},
-			engine.Options{Index: "i", Threads: 2, Mmap: true, Batcher: engine.BatcherOptions{MaxBatch: 8, MaxWait: 2 * time.Millisecond, MaxQueued: 100, Encoders: 2}}},
+			"--encoders", "2", "--max-queued", "100", "--index-backend", "mapped"},
+			engine.Options{Index: "i", Threads: 2, Mmap: true, Backend: engine.BackendMapped, Batcher: engine.BatcherOptions{MaxBatch: 8, MaxWait: 2 * time.Millisecond, MaxQueued: 100, Encoders: 2}}},
 	} {
 		f, err := parseServeFlags(tc.args)
 		if err != nil {
