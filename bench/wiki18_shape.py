@@ -74,12 +74,25 @@ def header(n, d):
 
 
 def merge(best_s, best_i, s, first, k):
-    """Keeps the k largest of best (Q x k) and the chunk's scores s (rows x Q)."""
-    top = min(k, s.shape[0])
-    part = np.argpartition(-s, top - 1, axis=0)[:top].T  # Q x top
-    cand_s = np.concatenate([best_s, np.take_along_axis(s.T, part, axis=1)], axis=1)
-    cand_i = np.concatenate([best_i, part + first], axis=1)
-    order = np.lexsort((cand_i, -cand_s), axis=1)[:, :k]
+    """Keeps the k largest of best (Q x k, best first) and of the chunk's scores s (Q x rows,
+    row 0 = id first). Once k are kept, only scores >= each query's k-th are candidates."""
+    nq = s.shape[0]
+    if best_s.shape[1] < k:
+        top = min(k, s.shape[1])
+        part = np.argpartition(-s, top - 1, axis=1)[:, :top]
+        new_s, new_i = np.take_along_axis(s, part, axis=1), part + first
+    else:
+        qi, ri = np.nonzero(s >= best_s[:, -1:])
+        if len(qi) == 0:
+            return best_s, best_i
+        counts = np.bincount(qi, minlength=nq)
+        pos = np.arange(len(qi)) - np.repeat(np.cumsum(counts) - counts, counts)
+        new_s = np.full((nq, counts.max()), -np.inf, np.float32)
+        new_i = np.full((nq, counts.max()), -1, np.int64)
+        new_s[qi, pos], new_i[qi, pos] = s[qi, ri], ri + first
+    cand_s = np.concatenate([best_s, new_s], axis=1)
+    cand_i = np.concatenate([best_i, new_i], axis=1)
+    order = np.lexsort((cand_i, -cand_s))[:, :k]  # by score, then id
     return np.take_along_axis(cand_s, order, axis=1), np.take_along_axis(cand_i, order, axis=1)
 
 
@@ -104,7 +117,7 @@ def main():
         for c, first in enumerate(range(0, a.n, CHUNK)):
             x = draw(np.random.default_rng([a.seed, c]), CHUNK, parts)[: min(CHUNK, a.n - first)]
             f.write(x.tobytes())
-            best_s, best_i = merge(best_s, best_i, x @ q.T, first, a.k)
+            best_s, best_i = merge(best_s, best_i, q @ x.T, first, a.k)
             done = first + len(x)
             if c % 16 == 0 or done == a.n:
                 el = time.time() - began
