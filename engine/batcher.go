@@ -26,6 +26,11 @@ type BatcherOptions struct {
 	// Encoders is the number of batches encoded at the same time (default 1; the encoder
 	// itself may use several threads per batch).
 	Encoders int
+	// MaxSearchBatch is the most queries in one index search (default MaxBatch). Above
+	// MaxBatch, the encoded batches waiting when a search starts are searched together: an
+	// index whose search is a pass over all its rows (the mapped flat index) then serves a
+	// 2,560-query request in a pass or two instead of one pass per encoder batch.
+	MaxSearchBatch int
 	// OnBatch, if set, is called with the query count of every encoder batch (metrics).
 	// It runs on an encoder goroutine and must be cheap and thread-safe.
 	OnBatch func(queries int)
@@ -41,6 +46,7 @@ func (o BatcherOptions) withDefaults() BatcherOptions {
 	if o.Encoders <= 0 {
 		o.Encoders = 1
 	}
+	o.MaxSearchBatch = max(o.MaxSearchBatch, o.MaxBatch)
 	return o
 }
 
@@ -92,7 +98,7 @@ func NewBatcher(enc Encoder, idx Index, prefix string, opt BatcherOptions) *Batc
 		// Every queued job holds at least one query, so MaxQueued+1 slots never block
 		// an admitted request for long (a lone oversized request adds at most its chunks).
 		in:      make(chan *job, opt.MaxQueued+1),
-		encoded: make(chan *batch, 1),
+		encoded: make(chan *batch, max(1, opt.MaxSearchBatch/opt.MaxBatch)), // a search's worth may wait
 		stopped: make(chan struct{}),
 	}
 	var encoders sync.WaitGroup
@@ -285,13 +291,51 @@ func (b *Batcher) gather(first *job, pending **job) (jobs []*job, open bool) {
 	return jobs, true
 }
 
-// searchLoop runs one index search per encoded batch and copies each job's k best hits
-// into its request's buffers. It owns dist and labels, reused across batches.
+// coalesce appends to bt the encoded batches already waiting, up to MaxSearchBatch queries
+// (k becomes the largest k). A batch that failed to encode or does not fit is returned as
+// next, for the next search.
+func (b *Batcher) coalesce(bt *batch) (merged, next *batch) {
+	if bt.err != nil {
+		return bt, nil
+	}
+	for bt.n < b.opt.MaxSearchBatch {
+		var more *batch
+		select {
+		case more = <-b.encoded:
+		default:
+		}
+		if more == nil {
+			return bt, nil
+		}
+		if more.err != nil || bt.n+more.n > b.opt.MaxSearchBatch {
+			return bt, more
+		}
+		rows := bt.rows[:len(bt.rows):len(bt.rows)]
+		for _, r := range more.rows { // more's vectors follow bt's
+			rows = append(rows, bt.n+r)
+		}
+		bt = &batch{jobs: append(bt.jobs[:len(bt.jobs):len(bt.jobs)], more.jobs...), rows: rows,
+			vecs: append(bt.vecs[:len(bt.vecs):len(bt.vecs)], more.vecs...), n: bt.n + more.n, k: max(bt.k, more.k)}
+	}
+	return bt, nil
+}
+
+// searchLoop runs one index search per encoded batch (or per group of them, see coalesce) and
+// copies each job's k best hits into its request's buffers. It owns dist and labels, reused across batches.
 func (b *Batcher) searchLoop() {
 	defer close(b.stopped)
 	var dist []float32
 	var labels []int64
-	for bt := range b.encoded {
+	var next *batch // an encoded batch that did not fit into the previous search
+	for {
+		bt := next
+		if bt == nil {
+			var ok bool
+			if bt, ok = <-b.encoded; !ok {
+				return
+			}
+		}
+		bt, next = b.coalesce(bt)
 		err := bt.err
 		if err == nil && len(bt.vecs) != bt.n*b.idx.Dim() {
 			err = errors.New("engine: encoder returned a wrong number of floats")

@@ -123,6 +123,76 @@ func TestBatcherConcurrentCoalesces(t *testing.T) {
 	}
 }
 
+// gatedIndex records the query count of every search and holds the first one until
+// release is closed, so that encoded batches pile up behind it.
+type gatedIndex struct {
+	engine.Index
+	release chan struct{}
+	mu      sync.Mutex
+	sizes   []int
+}
+
+func (g *gatedIndex) Search(q []float32, k int, dist []float32, labels []int64) error {
+	g.mu.Lock()
+	g.sizes = append(g.sizes, len(q)/g.Dim())
+	first := len(g.sizes) == 1
+	g.mu.Unlock()
+	if first {
+		<-g.release
+	}
+	return g.Index.Search(q, k, dist, labels)
+}
+
+// With MaxSearchBatch above MaxBatch, the batches encoded during a search are searched
+// together, each request still getting its own answers.
+func TestBatcherCoalescesSearches(t *testing.T) {
+	enc := &enginetest.HashEncoder{Dimension: 32}
+	_, flat := enginetest.Corpus(enc, corpusTexts(100))
+	idx := &gatedIndex{Index: flat, release: make(chan struct{})}
+	b := engine.NewBatcher(enc, idx, "query: ", engine.BatcherOptions{MaxBatch: 16, MaxSearchBatch: 320})
+	defer b.Close()
+	queries := make([]string, 320)
+	for i := range queries {
+		queries[i] = fmt.Sprintf("topic%d word%d", i%7, i%13)
+	}
+	errs := make(chan error, 2)
+	results := make([][]int64, 2)
+	for r, k := range []int{3, 5} { // two requests with different k share searches
+		go func() {
+			dist, labels := make([]float32, len(queries)*k), make([]int64, len(queries)*k)
+			results[r] = labels // read only after errs says Search returned
+			errs <- b.Search(context.Background(), queries, k, dist, labels)
+		}()
+	}
+	before, began := enc.Batches.Load(), time.Now()
+	// Most of the 40 encoder batches are done (or, were they not let through, 5 s passed).
+	for enc.Batches.Load()-before < 30 && time.Since(began) < 5*time.Second {
+		time.Sleep(time.Millisecond)
+	}
+	close(idx.release)
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for r, k := range []int{3, 5} {
+		_, want := direct(t, enc, flat, queries, k)
+		for i := range want {
+			if results[r][i] != want[i] {
+				t.Fatalf("request %d hit %d: %d, want %d", r, i, results[r][i], want[i])
+			}
+		}
+	}
+	if len(idx.sizes) > 6 {
+		t.Errorf("%d searches of %v queries for 40 encoder batches: the waiting batches were not searched together", len(idx.sizes), idx.sizes)
+	}
+	for _, n := range idx.sizes {
+		if n > 320 {
+			t.Errorf("a search of %d queries exceeds MaxSearchBatch 320", n)
+		}
+	}
+}
+
 func TestBatcherBusyWhenQueueFull(t *testing.T) {
 	hash := &enginetest.HashEncoder{Dimension: 8}
 	_, idx := enginetest.Corpus(hash, corpusTexts(10))

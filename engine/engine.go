@@ -80,7 +80,8 @@ type Retriever struct {
 	results sync.Pool // *searchResult, owned by one Retrieve call at a time
 	closers []func()  // close the parts Open opened, after the Batcher
 
-	cache *resultCache // nil: no cache (see WithCache)
+	cache   *resultCache // nil: no cache (see WithCache)
+	backend string       // the index backend Open chose ("" for NewRetriever's caller's index)
 }
 
 // searchResult holds the scores and row labels of one Retrieve call.
@@ -120,6 +121,10 @@ func (r *Retriever) CacheStats() CacheStats { return r.cache.stats() }
 
 // Ntotal is the number of index rows; a useful k is at most this.
 func (r *Retriever) Ntotal() int64 { return r.ntotal }
+
+// IndexBackend is the index backend Open chose (BackendFAISS, BackendMapped), "" when the
+// Retriever was built by NewRetriever over an index of the caller's.
+func (r *Retriever) IndexBackend() string { return r.backend }
 
 // Queued is the number of queries admitted and not yet answered (the queue depth).
 func (r *Retriever) Queued() int64 { return r.batcher.Queued() }

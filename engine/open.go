@@ -11,13 +11,25 @@ import (
 
 	"needle/engine/bert"
 	"needle/engine/docstore"
+	"needle/engine/flatmap"
 	"needle/engine/indexbuild"
 	"needle/faissgo"
 	"needle/kernels/retrieval/gpuflat"
 )
 
-// BackendFAISS is the index backend of this build: a FAISS index file searched on the CPU.
-const BackendFAISS = "faiss"
+// Index backends (Options.Backend), each one case of openIndex.
+const (
+	// BackendAuto (or "") picks BackendMapped for flat index files, BackendFAISS for the rest.
+	BackendAuto = "auto"
+	// BackendFAISS loads the index file into RAM with FAISS and searches it on the CPU.
+	BackendFAISS = "faiss"
+	// BackendMapped maps a flat index file's vectors in place (engine/flatmap): ready at
+	// once, memory independent of the index size, an exact pass over the file per batch.
+	BackendMapped = "mapped"
+	// BackendGPU is what IndexBackend reports when --gpu put a flat index on the GPUs
+	// (kernels/retrieval/gpuflat); it is chosen by Options.GPU, not by Backend.
+	BackendGPU = "gpu"
+)
 
 // The values of Options.GPU besides "".
 const (
@@ -33,7 +45,7 @@ const maxQueryTokens = 256
 type Options struct {
 	// Index is a `needle build` output folder (with manifest.json) or a bare index file.
 	Index string
-	// Backend is the index implementation: "" or BackendFAISS, the only one today.
+	// Backend is the index implementation: BackendAuto ("" too), BackendFAISS or BackendMapped.
 	Backend string
 	Corpus  string // corpus JSONL, line i = index row i ("": the manifest's corpus)
 	Pages   string // pages JSONL with a "url" per row, for Access ("": none)
@@ -131,8 +143,9 @@ func Open(opts Options) (*Retriever, error) {
 			}
 		}()
 	}
+	var backend string
 	run(0, "--index", func() (close func(), err error) {
-		idx, close, err = openIndex(opts)
+		idx, backend, close, err = openIndex(opts)
 		return close, err
 	})
 	run(1, "--corpus", func() (func(), error) {
@@ -158,6 +171,11 @@ func Open(opts Options) (*Retriever, error) {
 		closeAll(closers)
 		return nil, err
 	}
+	if backend == BackendMapped && opts.Batcher.MaxSearchBatch == 0 {
+		// Each mapped search is a pass over the file: let one pass serve every query
+		// encoded meanwhile (FAISS's own query block for flat search is 4096).
+		opts.Batcher.MaxSearchBatch = 4096
+	}
 	var ps PageStore
 	if pages != nil {
 		ps = pages
@@ -167,33 +185,49 @@ func Open(opts Options) (*Retriever, error) {
 		closeAll(closers)
 		return nil, fmt.Errorf("%s with %s and %s: %w", opts.Index, opts.Corpus, opts.Model, err)
 	}
-	r.closers = closers
+	r.closers, r.backend = closers, backend
 	return r.WithCache(opts.CacheBytes), nil
 }
 
-// openIndex opens the index file with the backend opts.Backend names. Each backend is one
-// case here, so another index (a GPU flat index, a memory-mapped flat index, a Milvus
-// collection) plugs in beside FAISS without touching the server or the command line.
-func openIndex(opts Options) (Index, func(), error) {
-	switch opts.Backend {
-	case "", BackendFAISS:
-		if opts.GPU != "" {
-			x, err := openGPU(opts)
-			if err != nil {
-				return nil, nil, err
-			}
-			if x != nil {
-				return x, x.Close, nil
-			}
+// openIndex opens the index with the backend opts.Backend names (or the GPU flat index when
+// opts.GPU asks for it and it loads) and returns the backend it used. Each backend is one
+// case here, so another index (a Milvus collection) plugs in beside these without touching
+// the server or the command line.
+func openIndex(opts Options) (Index, string, func(), error) {
+	if opts.GPU != "" {
+		x, err := openGPU(opts)
+		if err != nil {
+			return nil, "", nil, err
 		}
+		if x != nil {
+			return x, BackendGPU, x.Close, nil
+		}
+	}
+	backend := opts.Backend
+	if backend == "" || backend == BackendAuto {
+		// A flat file loaded by FAISS needs RAM = its size (64.6 GB for wiki-18) and minutes
+		// to read; mapped, it is ready at once and searched with FAISS's exact answers.
+		backend = BackendFAISS
+		if _, err := faissgo.StatFlat(opts.Index); err == nil {
+			backend = BackendMapped
+		}
+	}
+	switch backend {
+	case BackendFAISS:
 		faissgo.Init(opts.Threads)
 		x, err := faissgo.Read(opts.Index, opts.Mmap)
 		if err != nil {
-			return nil, nil, err
+			return nil, "", nil, err
 		}
-		return x, x.Close, nil
+		return x, backend, x.Close, nil
+	case BackendMapped:
+		x, err := flatmap.Open(opts.Index, opts.Threads)
+		if err != nil {
+			return nil, "", nil, err
+		}
+		return x, backend, x.Close, nil
 	}
-	return nil, nil, fmt.Errorf("unknown index backend %q (this build has %q)", opts.Backend, BackendFAISS)
+	return nil, "", nil, fmt.Errorf("unknown index backend %q (this build has %q, %q and %q)", opts.Backend, BackendAuto, BackendFAISS, BackendMapped)
 }
 
 // openGPU loads the GPU flat index, or returns nil, nil after one line to opts.Log saying why

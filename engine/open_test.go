@@ -155,23 +155,29 @@ func TestOpenServesRealParts(t *testing.T) {
 	corpusPath, pagesPath, indexPath := filepath.Join(dir, "corpus.jsonl"), filepath.Join(dir, "pages.jsonl"), filepath.Join(dir, "flat.index")
 	os.WriteFile(pagesPath, []byte(pages.String()), 0o644)
 
-	r, err := engine.Open(engine.Options{Index: indexPath, Corpus: corpusPath, Pages: pagesPath, Model: model, QueryPrefix: ptr("")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	got, err := r.Retrieve(context.Background(), texts, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for q, hits := range got {
-		row, _ := strings.CutSuffix(strings.Split(corpus, "\n")[q], "\n")
-		if len(hits) != 2 || string(hits[0].Row) != row || math.Abs(float64(hits[0].Score)-1) > 1e-3 {
-			t.Errorf("query %d: %d hits, first %s score %v; want its own row %s, score 1", q, len(hits), hits[0].Row, hits[0].Score, row)
+	// A flat file is mapped unless FAISS is asked for.
+	for backend, want := range map[string]string{"": engine.BackendMapped, engine.BackendFAISS: engine.BackendFAISS, engine.BackendMapped: engine.BackendMapped} {
+		r, err := engine.Open(engine.Options{Index: indexPath, Corpus: corpusPath, Pages: pagesPath, Model: model, QueryPrefix: ptr(""), Backend: backend})
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if rows, err := r.Access([]string{"https://example.org/1"}); err != nil || rows[0] == nil || !strings.Contains(string(rows[0]), texts[1]) {
-		t.Errorf("Access = %q", rows)
+		if r.IndexBackend() != want {
+			t.Errorf("backend %q: serves with %q, want %q", backend, r.IndexBackend(), want)
+		}
+		got, err := r.Retrieve(context.Background(), texts, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for q, hits := range got {
+			row, _ := strings.CutSuffix(strings.Split(corpus, "\n")[q], "\n")
+			if len(hits) != 2 || string(hits[0].Row) != row || math.Abs(float64(hits[0].Score)-1) > 1e-3 {
+				t.Errorf("%s: query %d: %d hits, first %s score %v; want its own row %s, score 1", want, q, len(hits), hits[0].Row, hits[0].Score, row)
+			}
+		}
+		if rows, err := r.Access([]string{"https://example.org/1"}); err != nil || rows[0] == nil || !strings.Contains(string(rows[0]), texts[1]) {
+			t.Errorf("Access = %q", rows)
+		}
+		r.Close()
 	}
 
 	short := filepath.Join(dir, "short.jsonl")

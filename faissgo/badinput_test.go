@@ -297,6 +297,15 @@ func FuzzRead(f *testing.F) {
 	query := randomVectors(2, 8, 77)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		path := writeTemp(t, data)
+		// A file StatFlat accepts is one Stat accepts, with its vectors exactly at the end.
+		if v, err := StatFlat(path); err == nil {
+			info, err := Stat(path)
+			if err != nil || info != v.FileInfo || v.Offset+4*v.Ntotal*int64(v.Dim) != int64(len(data)) {
+				t.Fatalf("StatFlat %+v, Stat %+v, %v, file of %d bytes", v, info, err, len(data))
+			}
+		} else if !strings.Contains(err.Error(), path) {
+			t.Fatalf("StatFlat error does not name the file: %v", err)
+		}
 		x, err := Read(path, false)
 		if err != nil {
 			if !strings.Contains(err.Error(), path) {

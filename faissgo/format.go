@@ -57,24 +57,75 @@ const (
 // It reads headers and size fields only (plus the graph of an HNSW index), so it is fast on
 // a flat index of any size.
 func Stat(path string) (FileInfo, error) {
+	var info FileInfo
+	err := walkFile(path, func(w *walker) (err error) {
+		info, err = w.index(topLevel)
+		return err
+	})
+	return info, err
+}
+
+// FlatVectors says where the vectors of a flat index file lie: Ntotal rows of Dim
+// little-endian float32s, row after row, from byte Offset to the end of the file. The
+// mapped flat index (engine/flatmap) maps them in place instead of reading them.
+type FlatVectors struct {
+	FileInfo
+	Offset int64
+}
+
+// flatClasses are the classes StatFlat accepts, for its error message.
+const flatClasses = "IndexFlatIP, IndexFlatL2 and IndexFlat (metric IP or L2)"
+
+// StatFlat checks that path is a whole flat index file and returns where its vectors lie.
+// Another FAISS class is an error naming it and the classes accepted; a file whose size
+// does not match its header is an error naming both sizes.
+func StatFlat(path string) (FlatVectors, error) {
+	var v FlatVectors
+	err := walkFile(path, func(w *walker) error {
+		tag, err := w.tag("index type")
+		if err != nil {
+			return err
+		}
+		if !isFlat(tag) {
+			w.off = 0
+			name := typeNames[tag]
+			if name == "" {
+				name = fmt.Sprintf("an unknown index type %q", tag)
+			}
+			return w.fail("%s is not a flat index: the mapped flat index reads %s", name, flatClasses)
+		}
+		if v.FileInfo, err = w.header(tag); err != nil {
+			return err
+		}
+		v.Offset = w.off + 8 // past the u64 float count
+		if want := v.Offset + 4*v.Ntotal*int64(v.Dim); w.size != want {
+			return w.fail("truncated or corrupt: file is %d bytes, a flat index of %d vectors of dimension %d is %d bytes",
+				w.size, v.Ntotal, v.Dim, want)
+		}
+		return w.flat(v.FileInfo)
+	})
+	return v, err
+}
+
+// walkFile runs walk over the index file at path and checks that it consumed the whole file.
+func walkFile(path string, walk func(*walker) error) error {
 	f, err := os.Open(path)
 	if err != nil {
-		return FileInfo{}, fmt.Errorf("faissgo: %w", err)
+		return fmt.Errorf("faissgo: %w", err)
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return FileInfo{}, fmt.Errorf("faissgo: %w", err)
+		return fmt.Errorf("faissgo: %w", err)
 	}
 	w := &walker{r: f, size: st.Size(), path: path}
-	info, err := w.index(topLevel)
-	if err != nil {
-		return FileInfo{}, err
+	if err := walk(w); err != nil {
+		return err
 	}
 	if w.off != w.size {
-		return FileInfo{}, w.fail("%d unexpected bytes after the index", w.size-w.off)
+		return w.fail("%d unexpected bytes after the index", w.size-w.off)
 	}
-	return info, nil
+	return nil
 }
 
 // walker reads an index file sequentially; off is the next byte to read.

@@ -2,23 +2,17 @@ package faissgo
 
 import (
 	"bytes"
-	"encoding/binary"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"needle/internal/testvec"
 )
 
 // putFloats is the data WriteFlat's caller streams: little-endian float32s.
-func putFloats(v []float32) []byte {
-	b := make([]byte, 4*len(v))
-	for i, x := range v {
-		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
-	}
-	return b
-}
+func putFloats(v []float32) []byte { return testvec.Bytes(v) }
 
 // The oracle is FAISS's own writer: an IndexFlat of the same vectors written by FAISS.
 func TestWriteFlatMatchesFAISSWriter(t *testing.T) {

@@ -102,6 +102,7 @@ type gauges struct {
 	ready        bool
 	queueQueries int64
 	indexVectors int64
+	indexBackend string // engine.Retriever.IndexBackend
 	badRows      uint64 // hits the engine left out because their corpus row is bad
 
 	// droppedQueries counts queries the engine did not finish encoding (never started, or a batch
@@ -142,6 +143,9 @@ func (m *metrics) write(w io.Writer, g gauges) {
 	fmt.Fprintf(w, "# HELP needle_ready 1 once index, model and corpus are loaded.\n# TYPE needle_ready gauge\nneedle_ready %d\n", ready)
 	fmt.Fprintf(w, "# HELP needle_queue_queries Queries admitted and not yet answered.\n# TYPE needle_queue_queries gauge\nneedle_queue_queries %d\n", g.queueQueries)
 	fmt.Fprintf(w, "# HELP needle_index_vectors Vectors in the served index.\n# TYPE needle_index_vectors gauge\nneedle_index_vectors %d\n", g.indexVectors)
+	if g.indexBackend != "" {
+		fmt.Fprintf(w, "# HELP needle_index_backend The index backend serving searches (label backend).\n# TYPE needle_index_backend gauge\nneedle_index_backend{backend=%q} 1\n", g.indexBackend)
+	}
 	writeCache(w, g.cache)
 }
 

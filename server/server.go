@@ -161,8 +161,8 @@ func (s *Server) route(ctx *fasthttp.RequestCtx) endpoint {
 	case epMetrics:
 		g := gauges{}
 		if r != nil {
-			g = gauges{ready: !s.changed.Load() && r.IndexErr() == nil, queueQueries: r.Queued(), indexVectors: r.Ntotal(), badRows: r.BadRowsSkipped(),
-				cache: r.CacheStats()}
+			g = gauges{ready: !s.changed.Load() && r.IndexErr() == nil, queueQueries: r.Queued(), indexVectors: r.Ntotal(), indexBackend: r.IndexBackend(),
+				badRows: r.BadRowsSkipped(), cache: r.CacheStats()}
 			g.droppedQueries = r.DroppedQueries()
 		}
 		ctx.SetContentType("text/plain; version=0.0.4; charset=utf-8")

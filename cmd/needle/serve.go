@@ -75,7 +75,8 @@ func parseServeFlags(args []string) (*serveFlags, error) {
 		return err
 	})
 	fs.BoolVar(&f.engine.GPUFP32, "gpu-fp32", false, "keep the vectors in fp32 on the GPU (twice the memory of fp16, no fp16 rounding of scores)")
-	fs.BoolVar(&f.engine.Mmap, "mmap", false, "map IVF inverted lists from the index file instead of loading them (FAISS mmap; flat and HNSW indexes load into RAM anyway)")
+	fs.BoolVar(&f.engine.Mmap, "mmap", false, "map IVF inverted lists from the index file instead of loading them (FAISS mmap; HNSW indexes load into RAM anyway)")
+	fs.StringVar(&f.engine.Backend, "index-backend", "", "auto (the default): mapped for flat index files (IndexFlatIP/L2, e.g. e5_Flat.index), faiss for the rest; mapped: the flat file's vectors mapped in place, ready in seconds with memory independent of the index size, one exact pass over the file per batch (FAISS's answers); faiss: FAISS loads the index into RAM (a flat file needs RAM = its size)")
 	fs.IntVar(&f.engine.Batcher.MaxBatch, "max-batch", 64, "most queries in one encoder batch and FAISS search (the batcher coalesces concurrent requests up to this)")
 	fs.DurationVar(&f.engine.Batcher.MaxWait, "batch-wait", 0, "how long a batch that is not full waits for more queries (0: take what is queued when the encoder is free)")
 	fs.IntVar(&f.engine.Batcher.Encoders, "encoders", 1, "encoder batches run at the same time (each also uses --threads BLAS threads; on 2 cores 2 encoders cost 3x the CPU per query, measured)")
@@ -266,9 +267,9 @@ func runServe(args []string) error {
 		return exit(fmt.Errorf("%v while loading: stopped before ready", sig))
 	}
 	srv.SetRetriever(r)
-	fmt.Fprintf(os.Stderr, "needle serve: ready in %.1fs: %d vectors (%s), query prefix %q\n"+
+	fmt.Fprintf(os.Stderr, "needle serve: ready in %.1fs: %d vectors (%s, %s index), query prefix %q\n"+
 		"  curl -s http://%s/retrieve -H 'Content-Type: application/json' -d '{\"queries\":[\"what is a needle\"],\"topk\":3,\"return_scores\":true}'\n",
-		time.Since(began).Seconds(), r.Ntotal(), opts.Index, *opts.QueryPrefix, net.JoinHostPort(advertisedIP(f.host), strconv.Itoa(addr.Port)))
+		time.Since(began).Seconds(), r.Ntotal(), opts.Index, r.IndexBackend(), *opts.QueryPrefix, net.JoinHostPort(advertisedIP(f.host), strconv.Itoa(addr.Port)))
 
 	select {
 	case err := <-served:

@@ -31,8 +31,8 @@ func TestServeFlags(t *testing.T) {
 			engine.Options{Index: "i", GPU: engine.GPURequire, GPUs: []int{0, 2}, GPUFP32: true, Batcher: defaults, CacheBytes: cache}},
 		{"--gpu=off wins over --faiss_gpu", []string{"--index", "i", "--gpu=off", "--faiss_gpu"}, engine.Options{Index: "i", Batcher: defaults, CacheBytes: cache}},
 		{"engine settings", []string{"--index", "i", "--threads", "2", "--mmap", "--max-batch", "8", "--batch-wait", "2ms",
-			"--encoders", "2", "--max-queued", "100", "--cache-mb", "3"},
-			engine.Options{Index: "i", Threads: 2, Mmap: true, Batcher: engine.BatcherOptions{MaxBatch: 8, MaxWait: 2 * time.Millisecond, MaxQueued: 100, Encoders: 2},
+			"--encoders", "2", "--max-queued", "100", "--cache-mb", "3", "--index-backend", "mapped"},
+			engine.Options{Index: "i", Threads: 2, Mmap: true, Backend: engine.BackendMapped, Batcher: engine.BatcherOptions{MaxBatch: 8, MaxWait: 2 * time.Millisecond, MaxQueued: 100, Encoders: 2},
 				CacheBytes: 3 << 20}},
 	} {
 		f, err := parseServeFlags(tc.args)

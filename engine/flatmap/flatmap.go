@@ -1,0 +1,144 @@
+// Package flatmap is the memory-mapped flat index of `needle serve`: it serves a FAISS
+// IndexFlatIP/IndexFlatL2 file (the anchors' e5_Flat.index, 64.6 GB for wiki-18) by mapping
+// the file's vectors in place instead of loading them, so it is ready in the time it takes to
+// check the header, and its anonymous memory does not grow with the index (one stripe of
+// scores per search). Each Search is one exact pass over the rows for the whole batch of
+// queries (kernels/retrieval/flatscan: sgemm over row blocks on all threads plus a heap per
+// query), with FAISS's scores and tie order. Searches run one at a time.
+//
+// The file must not be rewritten in place while served (replace it by rename): a mapping of
+// a file truncated under it faults inside the scan. Search checks the file's size first.
+package flatmap
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"needle/faissgo"
+	"needle/kernels/retrieval/flatscan"
+)
+
+// Index is a flat index file mapped read-only. Safe for concurrent use (searches queue).
+type Index struct {
+	path    string
+	f       *os.File
+	data    []byte // the whole file, mapped
+	vec     faissgo.FlatVectors
+	threads int
+	// dropBehind: the file is larger than half the machine's memory, so a pass cannot keep
+	// it cached; each stripe is dropped from the page cache once scanned, so that a pass
+	// does not evict everything else on the machine, and the next stripe is read ahead.
+	dropBehind bool
+
+	mu sync.Mutex // one search at a time: each is a full pass over the file
+	s  flatscan.Search
+}
+
+// Open checks the flat index file at path (faissgo.StatFlat) and maps it. threads is the
+// number of threads a search runs on (<= 0: one per core).
+func Open(path string, threads int) (*Index, error) {
+	vec, err := faissgo.StatFlat(path)
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	size := vec.Offset + 4*vec.Ntotal*int64(vec.Dim)
+	if st, err := f.Stat(); err != nil || st.Size() != size {
+		f.Close()
+		return nil, fmt.Errorf("%s changed while it was opened (replace index files by rename, never in place)", path)
+	}
+	data, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("mmap %s: %w", path, err)
+	}
+	if threads <= 0 {
+		threads = runtime.NumCPU()
+	}
+	x := &Index{path: path, f: f, data: data, vec: vec, threads: threads, dropBehind: size > physicalMemory()/2}
+	x.s = flatscan.Search{Impl: flatscan.BLAS, Metric: flatscan.Metric(vec.Metric), Dim: vec.Dim, Threads: threads}
+	return x, nil
+}
+
+func (x *Index) Dim() int               { return x.vec.Dim }
+func (x *Index) Ntotal() int64          { return x.vec.Ntotal }
+func (x *Index) Metric() faissgo.Metric { return x.vec.Metric }
+
+// Search finds the k best rows of each query (len(q)/Dim queries) in one pass over the
+// file, into dist and labels (nq x k each), best first, as FAISS's IndexFlat search does; a
+// label of -1 means fewer than k rows.
+func (x *Index) Search(q []float32, k int, dist []float32, labels []int64) error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.data == nil {
+		return errors.New("flatmap: search on a closed index")
+	}
+	if st, err := x.f.Stat(); err != nil || st.Size() != int64(len(x.data)) {
+		return fmt.Errorf("flatmap: %s changed size while served (replace index files by rename, never in place)", x.path)
+	}
+	if err := x.s.Start(q, k, dist, labels); err != nil {
+		return err
+	}
+	rowBytes := int64(4 * x.vec.Dim)
+	stripe := int64(flatscan.StripeRows(len(q) / x.vec.Dim))
+	for r0 := int64(0); r0 < x.vec.Ntotal; r0 += stripe {
+		from := x.vec.Offset + r0*rowBytes
+		to := x.vec.Offset + min(r0+stripe, x.vec.Ntotal)*rowBytes
+		if x.dropBehind {
+			x.advise(to, to+stripe*rowBytes, unix.MADV_WILLNEED)
+		}
+		if err := x.s.Scan(x.data[from:to], r0); err != nil {
+			return err
+		}
+		if x.dropBehind {
+			x.advise(from, to, unix.MADV_DONTNEED)                             // out of this process's RSS ...
+			_ = unix.Fadvise(int(x.f.Fd()), from, to-from, unix.FADV_DONTNEED) // ... and of the page cache
+		}
+	}
+	x.s.Finish()
+	return nil
+}
+
+// advise applies madvise advice to the pages of data[from:to] (rounded inward to pages for
+// DONTNEED, outward otherwise); advice only, so failure is ignored.
+func (x *Index) advise(from, to int64, advice int) {
+	page := int64(os.Getpagesize())
+	to = min(to, int64(len(x.data)))
+	if advice == unix.MADV_DONTNEED {
+		from, to = (from+page-1)/page*page, to/page*page
+	} else {
+		from, to = from/page*page, (to+page-1)/page*page
+		to = min(to, int64(len(x.data)))
+	}
+	if to > from {
+		_ = unix.Madvise(x.data[from:to], advice)
+	}
+}
+
+// Close unmaps the file; no Search may be running or start after it.
+func (x *Index) Close() {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.data != nil {
+		unix.Munmap(x.data)
+		x.f.Close()
+		x.data = nil
+	}
+}
+
+// physicalMemory is the machine's RAM in bytes (if unknown, huge: then nothing is dropped).
+func physicalMemory() int64 {
+	var si unix.Sysinfo_t
+	if unix.Sysinfo(&si) != nil {
+		return 1 << 62
+	}
+	return int64(si.Totalram) * int64(si.Unit)
+}

@@ -1,0 +1,151 @@
+#include "flatscan.h"
+
+#include <float.h>
+#include <omp.h>
+#include <string.h>
+
+// Compiled for baseline x86-64 (cgo CFLAGS name no -m flags): no FMA, so the L2 distance
+// x_norm + y_norm - 2 * ip rounds as FAISS's does.
+
+// Rows of a mapped index file may be misaligned: read them through a 1-byte-aligned type.
+typedef float ufloat __attribute__((aligned(1)));
+
+// OpenBLAS's Fortran sgemm, the very call FAISS makes (so the scores are bitwise FAISS's).
+extern void sgemm_(const char *transa, const char *transb, const int *m, const int *n, const int *k,
+                   const float *alpha, const float *a, const int *lda, const float *b, const int *ldb,
+                   const float *beta, float *c, const int *ldc);
+
+// better(metric, a, b): a is a strictly better score than b (FAISS's C::cmp(b, a)).
+static inline int better(int metric, float a, float b) { return metric == FLATSCAN_IP ? a > b : a < b; }
+
+// worse2: FAISS's C::cmp2(a1, b1, a2, b2) for the heap of this metric. The heap's top is the
+// worst (score, id) pair: for IP (CMin) the smallest score, smallest id among equals; for L2
+// (CMax) the largest distance, largest id among equals.
+static inline int worse2(int metric, float a1, float b1, int64_t a2, int64_t b2) {
+	if (metric == FLATSCAN_IP) return a1 < b1 || (a1 == b1 && a2 < b2);
+	return a1 > b1 || (a1 == b1 && a2 > b2);
+}
+
+// The heaps are FAISS's 1-based binary heaps stored in a 0-based array (Heap.h).
+static void heap_replace_top(int metric, int64_t k, float *val, int64_t *ids, float v, int64_t id) {
+	val--, ids--;
+	int64_t i = 1;
+	for (;;) {
+		int64_t i1 = i << 1, i2 = i1 + 1;
+		if (i1 > k) break;
+		int64_t c = (i2 == k + 1 || worse2(metric, val[i1], val[i2], ids[i1], ids[i2])) ? i1 : i2;
+		if (worse2(metric, v, val[c], id, ids[c])) break;
+		val[i] = val[c], ids[i] = ids[c];
+		i = c;
+	}
+	val[i] = v, ids[i] = id;
+}
+
+// heap_pop moves the top out (the caller saved it): FAISS's heap_pop sifts the last element
+// down through a heap that still counts it, which is a replace_top with that element.
+static void heap_pop(int metric, int64_t k, float *val, int64_t *ids) {
+	heap_replace_top(metric, k, val, ids, val[k - 1], ids[k - 1]);
+}
+
+static float neutral(int metric) { return metric == FLATSCAN_IP ? -FLT_MAX : FLT_MAX; }
+
+void flatscan_start(int metric, int64_t nq, int64_t k, float *dist, int64_t *labels) {
+	for (int64_t i = 0; i < nq * k; i++) dist[i] = neutral(metric), labels[i] = -1;
+}
+
+// heap_reorder: pops the worst to the end, so the result is best first; FAISS keeps only
+// real hits (id != -1) and pads with neutral / -1.
+void flatscan_finish(int metric, int64_t nq, int64_t k, float *dist, int64_t *labels) {
+	for (int64_t q = 0; q < nq; q++) {
+		float *val = dist + q * k;
+		int64_t *ids = labels + q * k, kept = 0;
+		for (int64_t i = 0; i < k; i++) {
+			float v = val[0];
+			int64_t id = ids[0];
+			heap_pop(metric, k - i, val, ids);
+			val[k - kept - 1] = v, ids[k - kept - 1] = id;
+			if (id != -1) kept++;
+		}
+		memmove(val, val + k - kept, kept * sizeof *val);
+		memmove(ids, ids + k - kept, kept * sizeof *ids);
+		for (int64_t i = kept; i < k; i++) val[i] = neutral(metric), ids[i] = -1;
+	}
+}
+
+void flatscan_norms(const float *x, int64_t n, int64_t d, float *out) {
+	for (int64_t i = 0; i < n; i++) {
+		const ufloat *r = (const ufloat *)((const char *)x + 4 * i * d);
+		float s = 0;
+		for (int64_t t = 0; t < d; t++) s += r[t] * r[t];
+		out[i] = s;
+	}
+}
+
+// block computes the inner products of block rows (nb rows from y) with the queries into
+// out[q * nb + j]: sgemm called as FAISS's exhaustive_*_blas calls it, or plain loops.
+static void block(int impl, const float *x, int64_t nq, const char *y, int64_t nb, int64_t d, float *out) {
+	if (impl == FLATSCAN_BLAS) {
+		const int m = (int)nb, n = (int)nq, kk = (int)d;
+		const float one = 1, zero = 0;
+		sgemm_("Transpose", "Not transpose", &m, &n, &kk, &one, (const float *)y, &kk, x, &kk, &zero, out, &m);
+		return;
+	}
+	for (int64_t q = 0; q < nq; q++) {
+		for (int64_t j = 0; j < nb; j++) {
+			const ufloat *r = (const ufloat *)(y + 4 * j * d);
+			float s = 0;
+			for (int64_t t = 0; t < d; t++) s += x[q * d + t] * r[t];
+			out[q * nb + j] = s;
+		}
+	}
+}
+
+static inline int64_t block_rows(int64_t nrows, int64_t j0) {
+	return nrows - j0 < FLATSCAN_BLOCK ? nrows - j0 : FLATSCAN_BLOCK;
+}
+
+void flatscan_scan(int impl, int metric, const float *x, const float *x_norms, int64_t nq,
+                   const void *y, int64_t row0, int64_t nrows, int64_t d, int64_t k,
+                   float *dist, int64_t *labels, float *scratch, int threads) {
+	const int64_t nblocks = (nrows + FLATSCAN_BLOCK - 1) / FLATSCAN_BLOCK;
+	float *ynorm = scratch + nq * nrows;
+	if (impl != FLATSCAN_BLAS) threads = 1;
+	// One sgemm per block, from outside any parallel region, so that OpenBLAS threads it
+	// exactly as it threads FAISS's call: its threads split the matrix differently from a
+	// sgemm per thread, and that moves scores by an ulp. OpenBLAS takes its thread count from
+	// this OS thread's OpenMP setting (per thread in libgomp), as FAISS's calls do.
+	if (omp_get_max_threads() != threads) omp_set_num_threads(threads);
+	for (int64_t b = 0; b < nblocks; b++) {
+		const int64_t j0 = b * FLATSCAN_BLOCK;
+		block(impl, x, nq, (const char *)y + 4 * j0 * d, block_rows(nrows, j0), d, scratch + j0 * nq);
+	}
+	if (metric == FLATSCAN_L2) {
+#pragma omp parallel for schedule(static) num_threads(threads)
+		for (int64_t b = 0; b < nblocks; b++) {
+			const int64_t j0 = b * FLATSCAN_BLOCK;
+			flatscan_norms((const float *)((const char *)y + 4 * j0 * d), block_rows(nrows, j0), d, ynorm + j0);
+		}
+	}
+	// Each query's heap sees its scores in row order, as in FAISS's HeapResultHandler.
+#pragma omp parallel for schedule(static) num_threads(threads)
+	for (int64_t q = 0; q < nq; q++) {
+		float *val = dist + q * k;
+		int64_t *ids = labels + q * k;
+		float thresh = val[0];
+		for (int64_t b = 0; b < nblocks; b++) {
+			const int64_t j0 = b * FLATSCAN_BLOCK, nb = block_rows(nrows, j0);
+			const float *ip = scratch + j0 * nq + q * nb;
+			for (int64_t j = 0; j < nb; j++) {
+				float s = ip[j];
+				if (metric == FLATSCAN_L2) {
+					s = x_norms[q] + ynorm[j0 + j] - 2 * s;
+					s = s < 0 ? 0 : s; // FAISS: roundoff can make identical vectors < 0
+				}
+				if (better(metric, s, thresh)) {
+					heap_replace_top(metric, k, val, ids, s, row0 + j0 + j);
+					thresh = val[0];
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,35 @@
+// flatscan: exact k-nearest-neighbor search over row-major float32 rows (a flat index),
+// streamed in stripes, with the results of FAISS 1.7.3's IndexFlat search bit for bit:
+// the same sgemm calls on the same 1024-row blocks (faiss/utils/distances.cpp,
+// exhaustive_inner_product_blas / exhaustive_L2sqr_blas) and the same heap, whose
+// tie-breaking this file reproduces (faiss/utils/Heap.h, ordered_key_value.h).
+//
+// A search is flatscan_start, then flatscan_scan over consecutive stripes of rows (each
+// one starting on a block boundary), then flatscan_finish. dist/labels (nq x k, caller-owned)
+// hold the running heaps and, after finish, the results, best first; missing hits are
+// label -1 with FAISS's neutral distance (-FLT_MAX for IP, FLT_MAX for L2).
+// Rows may start at any byte address (a flat index file's vectors start at byte 45).
+#ifndef NEEDLE_FLATSCAN_H
+#define NEEDLE_FLATSCAN_H
+#include <stdint.h>
+
+enum { FLATSCAN_IP = 0, FLATSCAN_L2 = 1 }; // FAISS's MetricType values
+enum { FLATSCAN_BLOCK = 1024 };             // FAISS's distance_compute_blas_database_bs
+enum { FLATSCAN_BLAS = 0, FLATSCAN_SCALAR = 1 };
+
+void flatscan_start(int metric, int64_t nq, int64_t k, float *dist, int64_t *labels);
+
+// Folds rows [row0, row0 + nrows) into the heaps; y points at row row0, row0 is a multiple of
+// FLATSCAN_BLOCK. x: nq x d queries; x_norms: their squared norms (L2; else unused).
+// scratch: nq * nrows + nrows floats. impl FLATSCAN_BLAS computes the scores with sgemm
+// (OpenBLAS threads each sgemm, threads threads the heaps); FLATSCAN_SCALAR, the test
+// oracle, with plain loops on one thread.
+void flatscan_scan(int impl, int metric, const float *x, const float *x_norms, int64_t nq,
+                   const void *y, int64_t row0, int64_t nrows, int64_t d, int64_t k,
+                   float *dist, int64_t *labels, float *scratch, int threads);
+
+void flatscan_finish(int metric, int64_t nq, int64_t k, float *dist, int64_t *labels);
+
+// out[i] = the squared norm of row i of x (n rows of d), summed in order.
+void flatscan_norms(const float *x, int64_t n, int64_t d, float *out);
+#endif

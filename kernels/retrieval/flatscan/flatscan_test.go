@@ -1,0 +1,213 @@
+package flatscan
+
+import (
+	"math"
+	"testing"
+
+	"needle/internal/testvec"
+)
+
+// rowBytes lays rows out as a mapped file does: little-endian float32s after skip bytes, so
+// the rows are misaligned unless skip is a multiple of 4.
+func rowBytes(v []float32, skip int) []byte {
+	return append(make([]byte, skip), testvec.Bytes(v)...)[skip:]
+}
+
+var smallInts, gaussians = testvec.SmallInts, testvec.Unit
+
+// search runs a whole search with stripes of stripe rows.
+func search(t *testing.T, impl Impl, m Metric, dim int, rows []byte, q []float32, k, stripe, threads int) ([]float32, []int64) {
+	t.Helper()
+	nq := len(q) / dim
+	dist, labels := make([]float32, nq*k), make([]int64, nq*k)
+	s := &Search{Impl: impl, Metric: m, Dim: dim, Threads: threads}
+	if err := s.Start(q, k, dist, labels); err != nil {
+		t.Fatal(err)
+	}
+	n := len(rows) / (4 * dim)
+	for r := 0; r < n || r == 0; r += stripe {
+		end := min(r+stripe, n)
+		if err := s.Scan(rows[4*dim*r:4*dim*end], int64(r)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Finish()
+	return dist, labels
+}
+
+// With exact scores, sgemm and the scalar oracle must agree on every id and score, ties
+// included, whatever the stripes, threads and alignment.
+func TestBLASMatchesScalarExactly(t *testing.T) {
+	for _, c := range []struct {
+		n, dim, nq, k, stripe, threads, skip int
+	}{
+		{1, 1, 1, 1, Block, 1, 0},
+		{5, 7, 3, 10, Block, 2, 1},          // k > n: missing hits
+		{1023, 33, 5, 8, Block, 2, 45},      // the offset of a flat index file
+		{1025, 16, 1, 50, Block, 2, 2},      // one query, a partial second block
+		{5000, 24, 33, 17, 2 * Block, 2, 3}, // stripes of two blocks, a partial last stripe
+		{4096, 8, 64, 3, 4096, 3, 0},        // more threads than cores
+		{3000, 5, 0, 4, Block, 2, 0},        // no queries
+		{0, 5, 2, 4, Block, 2, 0},           // no rows
+	} {
+		for _, m := range []Metric{IP, L2} {
+			db, q := smallInts(c.n, c.dim, 1), smallInts(c.nq, c.dim, 2)
+			rows := rowBytes(db, c.skip)
+			wd, wl := search(t, Scalar, m, c.dim, rows, q, c.k, c.stripe, 1)
+			gd, gl := search(t, BLAS, m, c.dim, rows, q, c.k, c.stripe, c.threads)
+			for i := range wl {
+				if gl[i] != wl[i] || gd[i] != wd[i] {
+					t.Fatalf("%+v %v: result %d: BLAS (%d, %g), scalar (%d, %g)", c, m, i, gl[i], gd[i], wl[i], wd[i])
+				}
+			}
+		}
+	}
+}
+
+// FAISS's heap keeps, among rows tying at the k-th score, the ones it met before k better-or-
+// equal rows had been seen; later better rows evict the tied row with the smallest id (IP)
+// or the largest id (L2) first. Results are best first, ties by id descending (IP) or
+// ascending (L2). This oracle restates that rule without a heap.
+func faissRule(m Metric, scores []float32, k int) []int64 {
+	better := func(a, b float32) bool { return a > b }
+	if m == L2 {
+		better = func(a, b float32) bool { return a < b }
+	}
+	sorted := append([]float32(nil), scores...)
+	for i := 1; i < len(sorted); i++ { // insertion sort, best first
+		for j := i; j > 0 && better(sorted[j], sorted[j-1]); j-- {
+			sorted[j], sorted[j-1] = sorted[j-1], sorted[j]
+		}
+	}
+	if len(sorted) < k {
+		k = len(sorted)
+	}
+	if k == 0 {
+		return nil
+	}
+	kth := sorted[k-1]
+	var out, entered []int64
+	seen := 0 // rows with a score at least as good as kth so far
+	for j, s := range scores {
+		if better(s, kth) {
+			out = append(out, int64(j))
+		} else if s == kth && seen < k {
+			entered = append(entered, int64(j))
+		}
+		if !better(kth, s) {
+			seen++
+		}
+	}
+	ties := k - len(out)
+	if m == IP {
+		out = append(out, entered[len(entered)-ties:]...) // the smallest ids were evicted
+	} else {
+		out = append(out, entered[:ties]...)
+	}
+	for i := 1; i < len(out); i++ { // best first; ties by id descending (IP), ascending (L2)
+		for j := i; j > 0; j-- {
+			a, b := scores[out[j]], scores[out[j-1]]
+			if better(a, b) || a == b && (m == IP) == (out[j] > out[j-1]) {
+				out[j], out[j-1] = out[j-1], out[j]
+			}
+		}
+	}
+	return out
+}
+
+func TestHeapFollowsFAISSTieRule(t *testing.T) {
+	const dim, n, nq = 3, 2000, 40
+	db, q := smallInts(n, dim, 5), smallInts(nq, dim, 6)
+	for _, m := range []Metric{IP, L2} {
+		for _, k := range []int{1, 2, 7, 64} {
+			_, labels := search(t, Scalar, m, dim, rowBytes(db, 0), q, k, Block, 1)
+			for qi := range nq {
+				scores := make([]float32, n)
+				for j := range n {
+					var s float32
+					for t := range dim {
+						x, y := q[qi*dim+t], db[j*dim+t]
+						if m == IP {
+							s += x * y
+						} else {
+							s += (x - y) * (x - y)
+						}
+					}
+					scores[j] = s
+				}
+				want := faissRule(m, scores, k)
+				got := labels[qi*k : qi*k+k]
+				for i := range want {
+					if got[i] != want[i] {
+						t.Fatalf("%v k=%d query %d: ids %v, the rule says %v", m, k, qi, got, want)
+					}
+				}
+			}
+		}
+	}
+}
+
+// On real-valued vectors sgemm's rounding differs from the oracle's: scores agree to a
+// tolerance, ids wherever the scores do not nearly tie.
+func TestBLASMatchesScalarOnGaussians(t *testing.T) {
+	const n, dim, nq, k = 3000, 64, 20, 10
+	db, q := gaussians(n, dim, 7), gaussians(nq, dim, 8)
+	for _, m := range []Metric{IP, L2} {
+		wd, wl := search(t, Scalar, m, dim, rowBytes(db, 1), q, k, Block, 1)
+		gd, gl := search(t, BLAS, m, dim, rowBytes(db, 1), q, k, 2*Block, 2)
+		for i := range wl {
+			tol := 1e-4 * float32(math.Max(1, math.Abs(float64(wd[i]))))
+			if d := gd[i] - wd[i]; d > tol || d < -tol {
+				t.Fatalf("%v result %d: score %g, oracle %g", m, i, gd[i], wd[i])
+			}
+			near := func(j int) bool {
+				return j/k == i/k && j >= 0 && j < len(wd) && math.Abs(float64(wd[j]-wd[i])) <= float64(tol)
+			}
+			if gl[i] != wl[i] && !near(i-1) && !near(i+1) {
+				t.Fatalf("%v result %d: id %d, oracle %d", m, i, gl[i], wl[i])
+			}
+		}
+	}
+}
+
+func TestBadCalls(t *testing.T) {
+	s := &Search{Metric: IP, Dim: 4}
+	d, l := make([]float32, 2), make([]int64, 2)
+	for _, c := range []struct {
+		name string
+		err  error
+	}{
+		{"ragged queries", s.Start(make([]float32, 6), 1, d, l)},
+		{"short results", s.Start(make([]float32, 8), 2, d, l)},
+		{"zero k", s.Start(make([]float32, 8), 0, d[:0], l[:0])},
+		{"bad metric", (&Search{Metric: 5, Dim: 4}).Start(make([]float32, 8), 1, d, l)},
+	} {
+		if c.err == nil {
+			t.Errorf("%s: no error", c.name)
+		}
+	}
+	if err := s.Start(make([]float32, 8), 1, d, l); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Scan(make([]byte, 15), 0); err == nil {
+		t.Error("partial row: no error")
+	}
+	if err := s.Scan(make([]byte, 16), Block); err == nil {
+		t.Error("gap before the stripe: no error")
+	}
+	if err := s.Scan(make([]byte, 16), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Scan(make([]byte, 16), 1); err == nil {
+		t.Error("stripe not on a block boundary: no error")
+	}
+}
+
+func TestStripeRows(t *testing.T) {
+	for _, nq := range []int{0, 1, 64, 1000, 1 << 20} {
+		r := StripeRows(nq)
+		if r%Block != 0 || r < Block || r > 64*Block || (nq > 64 && r*nq*4 > 16<<20 && r > Block) {
+			t.Errorf("StripeRows(%d) = %d", nq, r)
+		}
+	}
+}
