@@ -2,7 +2,6 @@ package faissgo
 
 import (
 	"math"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,25 +9,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"needle/internal/testenv"
 )
 
 // randomVectors returns n unit vectors of dim floats (deterministic per seed).
-func randomVectors(n, dim int, seed uint64) []float32 {
-	r := rand.New(rand.NewPCG(seed, 1))
-	v := make([]float32, n*dim)
-	for i := 0; i < n; i++ {
-		row := v[i*dim : (i+1)*dim]
-		var norm float64
-		for j := range row {
-			row[j] = float32(r.NormFloat64())
-			norm += float64(row[j]) * float64(row[j])
-		}
-		for j := range row {
-			row[j] /= float32(math.Sqrt(norm))
-		}
-	}
-	return v
-}
+func randomVectors(n, dim int, seed uint64) []float32 { return testenv.UnitVectors(n, dim, seed) }
 
 // bruteForce is the scalar oracle: the k best rows of db for query q under metric m.
 func bruteForce(db, q []float32, dim, k int, m Metric) ([]int64, []float32) {

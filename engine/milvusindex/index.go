@@ -30,13 +30,13 @@ type Options struct {
 // Index searches a Milvus collection: one Search RPC per batch of queries. Safe for
 // concurrent use (the gRPC connection is).
 type Index struct {
-	c       client.Client
-	svc     milvuspb.MilvusServiceClient // the SDK's stub: Search is called on it directly
-	opt     Options
-	dim     int
-	ntotal  int64
-	metric  string // "IP" or "L2", from the collection's index
-	kind    string // index type ("HNSW", "IVF_FLAT", ...)
+	c      client.Client
+	svc    milvuspb.MilvusServiceClient // the SDK's stub: Search is called on it directly
+	opt    Options
+	dim    int
+	ntotal int64
+	metric string // "IP" or "L2", from the collection's index
+	kind   string // index type ("HNSW", "IVF_FLAT", ...)
 }
 
 // Open connects to opt.URI and checks that opt.Collection is a needle collection with a

@@ -1,10 +1,10 @@
 package milvusindex
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"math"
-	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -13,6 +13,7 @@ import (
 	"github.com/milvus-io/milvus-sdk-go/v2/entity"
 
 	"needle/internal/milvustest"
+	"needle/internal/testenv"
 )
 
 // memVectors are seeded random unit vectors; fail, if set, runs before reading a batch
@@ -25,20 +26,7 @@ type memVectors struct {
 }
 
 func randomVectors(n, dim int, seed uint64) *memVectors {
-	r := rand.New(rand.NewPCG(seed, 1))
-	v := &memVectors{dim: dim, data: make([]float32, n*dim), failAt: -1}
-	for i := range n {
-		row := v.data[i*dim : (i+1)*dim]
-		var norm float64
-		for j := range row {
-			row[j] = float32(r.NormFloat64())
-			norm += float64(row[j]) * float64(row[j])
-		}
-		for j := range row {
-			row[j] /= float32(math.Sqrt(norm))
-		}
-	}
-	return v
+	return &memVectors{dim: dim, data: testenv.UnitVectors(n, dim, seed), failAt: -1}
 }
 
 func (v *memVectors) Len() int64 { return int64(len(v.data) / v.dim) }
@@ -132,7 +120,7 @@ func TestBuildAndSearch(t *testing.T) {
 						found++
 					}
 				}
-				if !slices.IsSortedFunc(dist[q*k:(q+1)*k], func(a, b float32) int { return -cmpFloat(a, b) }) {
+				if !slices.IsSortedFunc(dist[q*k:(q+1)*k], func(a, b float32) int { return cmp.Compare(b, a) }) {
 					t.Fatalf("query %d: scores not best first: %v", q, dist[q*k:(q+1)*k])
 				}
 			}
@@ -162,16 +150,6 @@ func TestBuildAndSearch(t *testing.T) {
 			t.Fatalf("%+v, %v", rep, err)
 		}
 	})
-}
-
-func cmpFloat(a, b float32) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // TestBuildResumesAfterMilvusWentAway kills Milvus in the middle of a build, restarts it,

@@ -4,6 +4,8 @@
 package testenv
 
 import (
+	"math"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -58,4 +60,23 @@ func WordNetDir(t testing.TB) string {
 		Missing(t, "WordNet database "+dir+" (apt wordnet-base)")
 	}
 	return dir
+}
+
+// UnitVectors returns n seeded random unit vectors of dim floats (row after row), the
+// synthetic data of index tests and benchmarks.
+func UnitVectors(n, dim int, seed uint64) []float32 {
+	r := rand.New(rand.NewPCG(seed, 1))
+	v := make([]float32, n*dim)
+	for i := 0; i < n; i++ {
+		row := v[i*dim : (i+1)*dim]
+		var norm float64
+		for j := range row {
+			row[j] = float32(r.NormFloat64())
+			norm += float64(row[j]) * float64(row[j])
+		}
+		for j := range row {
+			row[j] /= float32(math.Sqrt(norm))
+		}
+	}
+	return v
 }
