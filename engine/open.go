@@ -11,11 +11,16 @@ import (
 	"needle/engine/bert"
 	"needle/engine/docstore"
 	"needle/engine/indexbuild"
+	"needle/engine/milvusindex"
 	"needle/faissgo"
 )
 
-// BackendFAISS is the index backend of this build: a FAISS index file searched on the CPU.
-const BackendFAISS = "faiss"
+// The index backends: a FAISS index file searched on the CPU, or a Milvus collection
+// (standalone or cluster) searched over gRPC.
+const (
+	BackendFAISS  = "faiss"
+	BackendMilvus = "milvus"
+)
 
 // maxQueryTokens is the encoder's sequence length for queries, specials included.
 const maxQueryTokens = 256
@@ -23,14 +28,16 @@ const maxQueryTokens = 256
 // Options say what Open serves. They mirror `needle serve`'s flags, and Open's errors name
 // those flags.
 type Options struct {
-	// Index is a `needle build` output folder (with manifest.json) or a bare index file.
+	// Index is a `needle build` output folder (with manifest.json) or a bare index file;
+	// with BackendMilvus, an optional build folder whose manifest names corpus and model.
 	Index string
-	// Backend is the index implementation: "" or BackendFAISS, the only one today.
+	// Backend is the index implementation: "" or BackendFAISS, or BackendMilvus.
 	Backend string
-	Corpus  string // corpus JSONL, line i = index row i ("": the manifest's corpus)
-	Pages   string // pages JSONL with a "url" per row, for Access ("": none)
-	Model   string // encoder model folder ("": the manifest's model)
-	Pooling string // encoder pooling, "mean" or "cls" ("": the manifest's, else the model's)
+	Milvus  milvusindex.Options // the collection BackendMilvus searches
+	Corpus  string              // corpus JSONL, line i = index row i ("": the manifest's corpus)
+	Pages   string              // pages JSONL with a "url" per row, for Access ("": none)
+	Model   string              // encoder model folder ("": the manifest's model)
+	Pooling string              // encoder pooling, "mean" or "cls" ("": the manifest's, else the model's)
 	// RetrieverName is the anchors' model name; one containing "e5" means e5's query prefix.
 	RetrieverName string
 	// QueryPrefix is prepended to every query before encoding. nil guesses it: "query: " for
@@ -52,7 +59,9 @@ type Options struct {
 // with a corpus and a model. Resolving twice changes nothing.
 func Resolve(opts Options) (Options, error) {
 	var manifest *indexbuild.Manifest
-	if info, err := os.Stat(opts.Index); err != nil {
+	if opts.Backend == BackendMilvus && opts.Index == "" {
+		// The collection is the index: corpus and model come from the flags.
+	} else if info, err := os.Stat(opts.Index); err != nil {
 		return opts, fmt.Errorf("--index: %w", err)
 	} else if info.IsDir() {
 		if manifest, err = indexbuild.ReadManifest(opts.Index); err != nil {
@@ -114,7 +123,11 @@ func Open(opts Options) (*Retriever, error) {
 			}
 		}()
 	}
-	run(0, "--index", func() (close func(), err error) {
+	indexFlag := "--index"
+	if opts.Backend == BackendMilvus {
+		indexFlag = "--milvus"
+	}
+	run(0, indexFlag, func() (close func(), err error) {
 		idx, close, err = openIndex(opts)
 		return close, err
 	})
@@ -148,10 +161,19 @@ func Open(opts Options) (*Retriever, error) {
 	r, err := NewRetriever(enc, idx, corpus, ps, *opts.QueryPrefix, opts.Batcher)
 	if err != nil {
 		closeAll(closers)
-		return nil, fmt.Errorf("%s with %s and %s: %w", opts.Index, opts.Corpus, opts.Model, err)
+		return nil, fmt.Errorf("%s with %s and %s: %w", opts.IndexName(), opts.Corpus, opts.Model, err)
 	}
 	r.closers = closers
 	return r, nil
+}
+
+// IndexName names what opts serves as index, for messages: the index file, or the Milvus
+// collection.
+func (opts Options) IndexName() string {
+	if opts.Backend == BackendMilvus {
+		return fmt.Sprintf("milvus collection %q at %s", opts.Milvus.Collection, opts.Milvus.URI)
+	}
+	return opts.Index
 }
 
 // openIndex opens the index file with the backend opts.Backend names. Each backend is one
@@ -166,8 +188,14 @@ func openIndex(opts Options) (Index, func(), error) {
 			return nil, nil, err
 		}
 		return x, x.Close, nil
+	case BackendMilvus:
+		x, err := milvusindex.Open(opts.Milvus)
+		if err != nil {
+			return nil, nil, err
+		}
+		return x, x.Close, nil
 	}
-	return nil, nil, fmt.Errorf("unknown index backend %q (this build has %q)", opts.Backend, BackendFAISS)
+	return nil, nil, fmt.Errorf("unknown index backend %q (this build has %q and %q)", opts.Backend, BackendFAISS, BackendMilvus)
 }
 
 // closeAll calls the closers that are set (the parts that opened when a load failed).

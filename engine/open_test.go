@@ -121,29 +121,45 @@ func writeFlatIndex(t *testing.T, path string, dim int, vecs []float32) {
 	}
 }
 
+// realParts are a corpus of texts in a temp folder, MiniLM and a flat index of the
+// passages' own vectors.
+type realParts struct {
+	model, dir, corpusPath, indexPath string
+	corpus                            strings.Builder
+	enc                               *bert.Encoder
+	vecs                              []float32
+}
+
+func newRealParts(t *testing.T, texts []string) *realParts {
+	p := &realParts{model: testenv.MiniLMDir(t), dir: t.TempDir()}
+	for i, s := range texts {
+		fmt.Fprintf(&p.corpus, "{\"id\": \"%d\", \"contents\": %q}\n", i, s)
+	}
+	p.corpusPath, p.indexPath = filepath.Join(p.dir, "corpus.jsonl"), filepath.Join(p.dir, "flat.index")
+	os.WriteFile(p.corpusPath, []byte(p.corpus.String()), 0o644)
+	var err error
+	if p.enc, err = bert.Load(p.model, bert.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if p.vecs, err = p.enc.Encode(texts, ""); err != nil {
+		t.Fatal(err)
+	}
+	writeFlatIndex(t, p.indexPath, p.enc.Dim(), p.vecs)
+	return p
+}
+
 // Open on real parts: MiniLM, a flat index of the passages' own vectors, the corpus and a
 // pages file. Each passage, asked as a query, finds its own row first.
 func TestOpenServesRealParts(t *testing.T) {
-	model := testenv.MiniLMDir(t)
-	dir := t.TempDir()
 	texts := []string{"a needle is a thin pointed steel pin", "the cat sat on the mat", "rivers flow into the sea"}
-	var corpus, pages strings.Builder
+	p := newRealParts(t, texts)
+	model, dir, corpus, corpusPath, indexPath := p.model, p.dir, p.corpus, p.corpusPath, p.indexPath
+	var pages strings.Builder
 	for i, s := range texts {
-		fmt.Fprintf(&corpus, "{\"id\": \"%d\", \"contents\": %q}\n", i, s)
 		fmt.Fprintf(&pages, "{\"url\": \"https://example.org/%d\", \"contents\": %q}\n", i, s)
 	}
-	corpusPath, pagesPath, indexPath := filepath.Join(dir, "corpus.jsonl"), filepath.Join(dir, "pages.jsonl"), filepath.Join(dir, "flat.index")
-	os.WriteFile(corpusPath, []byte(corpus.String()), 0o644)
+	pagesPath := filepath.Join(dir, "pages.jsonl")
 	os.WriteFile(pagesPath, []byte(pages.String()), 0o644)
-	enc, err := bert.Load(model, bert.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	vecs, err := enc.Encode(texts, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeFlatIndex(t, indexPath, enc.Dim(), vecs)
 
 	r, err := engine.Open(engine.Options{Index: indexPath, Corpus: corpusPath, Pages: pagesPath, Model: model, QueryPrefix: ptr("")})
 	if err != nil {
@@ -174,7 +190,7 @@ func TestOpenServesRealParts(t *testing.T) {
 		{engine.Options{Index: corpusPath, Corpus: corpusPath, Model: model}, "--index: "},
 		{engine.Options{Index: indexPath, Corpus: corpusPath, Model: dir}, "--model: "},
 		{engine.Options{Index: indexPath, Corpus: filepath.Join(dir, "none.jsonl"), Model: model}, "--corpus: "},
-		{engine.Options{Index: indexPath, Corpus: corpusPath, Model: model, Backend: "milvus"}, `--index: unknown index backend "milvus"`},
+		{engine.Options{Index: indexPath, Corpus: corpusPath, Model: model, Backend: "qdrant"}, `--index: unknown index backend "qdrant"`},
 	} {
 		if _, err := engine.Open(tc.opts); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Open(%+v): %v, want an error mentioning %q", tc.opts, err, tc.want)

@@ -153,13 +153,16 @@ func (s *Server) route(ctx *fasthttp.RequestCtx) endpoint {
 			writeJSON(ctx, fasthttp.StatusServiceUnavailable, []byte(`{"status":"loading"}`))
 		} else if s.changed.Load() {
 			writeJSON(ctx, fasthttp.StatusServiceUnavailable, []byte(`{"status":"a served file changed"}`))
+		} else if err := r.Ready(ctx); err != nil {
+			status, _ := json.Marshal(map[string]string{"status": err.Error()})
+			writeJSON(ctx, fasthttp.StatusServiceUnavailable, status)
 		} else {
 			writeJSON(ctx, fasthttp.StatusOK, []byte(`{"status":"ready"}`))
 		}
 	case epMetrics:
 		g := gauges{}
 		if r != nil {
-			g = gauges{ready: !s.changed.Load(), queueQueries: r.Queued(), indexVectors: r.Ntotal(), badRows: r.BadRowsSkipped()}
+			g = gauges{ready: !s.changed.Load() && r.Ready(ctx) == nil, queueQueries: r.Queued(), indexVectors: r.Ntotal(), badRows: r.BadRowsSkipped()}
 		}
 		ctx.SetContentType("text/plain; version=0.0.4; charset=utf-8")
 		s.metrics.write(ctx, g)
@@ -209,6 +212,10 @@ func (s *Server) retrieve(ctx *fasthttp.RequestCtx, r *engine.Retriever) {
 	switch {
 	case errors.Is(err, engine.ErrBusy):
 		ctx.Response.Header.Set("Retry-After", "1")
+		writeDetail(ctx, fasthttp.StatusServiceUnavailable, err.Error())
+		return
+	case errors.Is(err, engine.ErrUnavailable): // the remote index (Milvus); /ready says when it is back
+		ctx.Response.Header.Set("Retry-After", "5")
 		writeDetail(ctx, fasthttp.StatusServiceUnavailable, err.Error())
 		return
 	case err != nil:

@@ -39,7 +39,8 @@ type serveFlags struct {
 
 func parseServeFlags(args []string) (*serveFlags, error) {
 	f := &serveFlags{}
-	fs := newFlagSet("serve", "--index DIR|FILE [--corpus FILE] [--model DIR] [flags]\n\n"+
+	fs := newFlagSet("serve", "--index DIR|FILE [--corpus FILE] [--model DIR] [flags]\n"+
+		"       needle serve --milvus URI --collection NAME --corpus FILE --model DIR [flags]\n\n"+
 		"Serves POST /retrieve and POST /access with the request and response shapes of Search-R1's\n"+
 		"retrieval_server.py, plus GET /health, /ready and /metrics. The anchors' flag names\n"+
 		"(--index_path --corpus_path --pages_path --retriever_model --retriever_name --faiss_gpu)\n"+
@@ -82,6 +83,12 @@ func parseServeFlags(args []string) (*serveFlags, error) {
 	fs.DurationVar(&f.cfg.WriteTimeout, "write-timeout", 60*time.Second, "time to write one response")
 	fs.DurationVar(&f.cfg.IdleTimeout, "idle-timeout", 120*time.Second, "keep-alive wait for a connection's next request")
 	fs.DurationVar(&f.drain, "drain", 30*time.Second, "on SIGINT/SIGTERM, how long in-flight requests may finish")
+	fs.StringVar(&f.engine.Milvus.URI, "milvus", "", "search a Milvus collection (standalone or cluster: same API) at this URI, host:port or http(s)://host:port,\n"+
+		"instead of a FAISS index; needs --collection, and --corpus and --model (or --index DIR of a needle build naming them)")
+	fs.StringVar(&f.engine.Milvus.Collection, "collection", "", "with --milvus: the collection, built by needle build --milvus")
+	fs.IntVar(&f.engine.Milvus.Ef, "milvus-ef", 128, "with --milvus: HNSW search list size (raised to topk when smaller)")
+	fs.IntVar(&f.engine.Milvus.Nprobe, "milvus-nprobe", 32, "with --milvus: IVF lists probed per query")
+	fs.DurationVar(&f.engine.Milvus.Timeout, "milvus-timeout", 10*time.Second, "with --milvus: most time one search may take; past it (or with Milvus down) /retrieve answers 503 and /ready is false until Milvus answers again")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -93,8 +100,13 @@ func parseServeFlags(args []string) (*serveFlags, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q (flags start with --)", fs.Arg(0))
 	}
-	if f.engine.Index == "" {
-		return nil, errors.New("--index (or --index_path) is required")
+	if f.engine.Milvus.URI != "" {
+		f.engine.Backend = engine.BackendMilvus
+		if f.engine.Milvus.Collection == "" {
+			return nil, errors.New("--milvus needs --collection")
+		}
+	} else if f.engine.Index == "" {
+		return nil, errors.New("--index (or --index_path) is required, or --milvus with --collection")
 	}
 	if f.topk <= 0 || f.port < 0 || f.port > 65535 {
 		return nil, fmt.Errorf("--topk must be > 0 and --port in [0, 65535], got %d and %d", f.topk, f.port)
@@ -124,7 +136,7 @@ func runServe(args []string) error {
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	addr := ln.Addr().(*net.TCPAddr)
-	fmt.Fprintf(os.Stderr, "needle serve: listening on %s (GET /health answers; loading %s)\n", addr, opts.Index)
+	fmt.Fprintf(os.Stderr, "needle serve: listening on %s (GET /health answers; loading %s)\n", addr, opts.IndexName())
 
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGINT, syscall.SIGTERM)
@@ -158,7 +170,7 @@ func runServe(args []string) error {
 	}
 	fmt.Fprintf(os.Stderr, "needle serve: ready in %.1fs: %d vectors (%s), query prefix %q\n"+
 		"  curl -s http://%s/retrieve -H 'Content-Type: application/json' -d '{\"queries\":[\"what is a needle\"],\"topk\":3,\"return_scores\":true}'\n",
-		time.Since(began).Seconds(), r.Ntotal(), opts.Index, *opts.QueryPrefix, net.JoinHostPort(advertisedIP(f.host), strconv.Itoa(addr.Port)))
+		time.Since(began).Seconds(), r.Ntotal(), opts.IndexName(), *opts.QueryPrefix, net.JoinHostPort(advertisedIP(f.host), strconv.Itoa(addr.Port)))
 
 	select {
 	case err := <-served:

@@ -106,6 +106,10 @@ func (x *Index) Describe() string {
 // are Milvus's: inner products for IP (best first, as FAISS), squared L2 distances for L2.
 // An error that is Milvus's (unreachable, not loaded, timed out) wraps ErrUnavailable.
 func (x *Index) Search(q []float32, k int, dist []float32, labels []int64) error {
+	return x.search(context.Background(), q, k, dist, labels)
+}
+
+func (x *Index) search(ctx context.Context, q []float32, k int, dist []float32, labels []int64) error {
 	n := len(q) / x.dim
 	raw := make([]byte, 4*len(q))
 	for i, v := range q {
@@ -131,7 +135,7 @@ func (x *Index) Search(q []float32, k int, dist []float32, labels []int64) error
 		GuaranteeTimestamp: client.BoundedTimestamp,
 		Nq:                 int64(n),
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), x.opt.Timeout)
+	ctx, cancel := context.WithTimeout(ctx, x.opt.Timeout)
 	defer cancel()
 	resp, err := x.svc.Search(ctx, req)
 	if err == nil {
@@ -179,19 +183,15 @@ func fillResults(res *schemapb.SearchResultData, n, k int, dist []float32, label
 	return nil
 }
 
-// Check reports whether Milvus answers and the collection is loaded (serve's /ready):
-// an error wrapping ErrUnavailable when not.
+// Check reports whether the collection answers a search now (serve's /ready): an error
+// wrapping ErrUnavailable when not. It searches for real (one query, top 1): after a
+// Milvus restart the load state says loaded before the query nodes serve the segments.
 func (x *Index) Check(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, min(x.opt.Timeout, 2*time.Second))
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second) // /ready answers quickly either way
 	defer cancel()
-	state, err := x.c.GetLoadState(ctx, x.opt.Collection, nil)
-	if err == nil && state != entity.LoadStateLoaded {
-		err = fmt.Errorf("collection %q is not loaded (load state %d)", x.opt.Collection, state)
-	}
-	if err != nil {
-		return fmt.Errorf("%w: %s: %v", ErrUnavailable, x.opt.URI, err)
-	}
-	return nil
+	probe := make([]float32, x.dim)
+	probe[0] = 1
+	return x.search(ctx, probe, 1, make([]float32, 1), make([]int64, 1))
 }
 
 // Close closes the connection.
