@@ -86,9 +86,10 @@ func parseServeFlags(args []string) (*serveFlags, error) {
 	fs.StringVar(&f.engine.Milvus.URI, "milvus", "", "search a Milvus collection (standalone or cluster: same API) at this URI, host:port or http(s)://host:port,\n"+
 		"instead of a FAISS index; needs --collection, and --corpus and --model (or --index DIR of a needle build naming them)")
 	fs.StringVar(&f.engine.Milvus.Collection, "collection", "", "with --milvus: the collection, built by needle build --milvus")
-	fs.IntVar(&f.engine.Milvus.Ef, "milvus-ef", 128, "with --milvus: HNSW search list size (raised to topk when smaller)")
-	fs.IntVar(&f.engine.Milvus.Nprobe, "milvus-nprobe", 32, "with --milvus: IVF lists probed per query")
-	fs.DurationVar(&f.engine.Milvus.Timeout, "milvus-timeout", 10*time.Second, "with --milvus: most time one search may take; past it (or with Milvus down) /retrieve answers 503 and /ready is false until Milvus answers again")
+	fs.IntVar(&f.engine.Milvus.Ef, "milvus-ef", 0, "with --milvus: HNSW search list size, raised to topk when smaller (0 = 128)")
+	fs.IntVar(&f.engine.Milvus.Nprobe, "milvus-nprobe", 0, "with --milvus: IVF lists probed per query (0 = 32)")
+	fs.DurationVar(&f.engine.Milvus.Timeout, "milvus-timeout", 0, "with --milvus: most time one search may take (0 = 10s); past it, or with Milvus down,\n"+
+		"/retrieve answers 503 + Retry-After and /ready is false until Milvus answers again")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
