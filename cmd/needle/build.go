@@ -46,6 +46,8 @@ func runBuild(args []string) error {
 		"instead of writing a FAISS index; --out then only holds the encoder's resumable shards (not needed with --embeddings)")
 	fs.StringVar(&mv.Collection, "collection", "", "with --milvus: the collection (created with primary key row = corpus line, and the index); a rerun resumes it")
 	fs.StringVar(&mv.IndexType, "milvus-index", "HNSW", "with --milvus: Milvus index type: HNSW, IVF_FLAT, IVF_SQ8, IVF_PQ, FLAT, ...")
+	fs.StringVar(&mv.BulkDir, "milvus-bulk-dir", "", "with --milvus: send the rows by Milvus's bulk import, as NumPy files written under this folder, which Milvus must\n"+
+		"read at the same path (a standalone Milvus on this machine); several times the rows/s of insert requests")
 	fs.StringVar(&mv.IndexParams, "milvus-index-params", "", "with --milvus: index build parameters as Milvus's JSON (default HNSW {\"M\":16,\"efConstruction\":256}, IVF {\"nlist\":1024})")
 	if err := fs.Parse(args); err != nil {
 		return err

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 )
 
 // Query is one line of a queries JSONL with its gold corpus row (tools/wordnet writes them).
@@ -76,4 +77,26 @@ func Recall(s Searcher, emb []float32, dim int, gold []int64, ks []int) ([]float
 		out[i] /= float64(max(n, 1))
 	}
 	return out, nil
+}
+
+// Agreement returns recall@k of s against exact: the fraction of exact's k best rows (an
+// exact search, a Flat index) that s also returns among its k best, over the queries in emb.
+func Agreement(s, exact Searcher, emb []float32, dim, k int) (float64, error) {
+	n := len(emb) / dim
+	labels := [2][]int64{make([]int64, n*k), make([]int64, n*k)}
+	for i, x := range []Searcher{s, exact} {
+		if err := x.Search(emb, k, make([]float32, n*k), labels[i]); err != nil {
+			return 0, err
+		}
+	}
+	found := 0
+	for q := range n {
+		got := labels[0][q*k : (q+1)*k]
+		for _, l := range labels[1][q*k : (q+1)*k] {
+			if l >= 0 && slices.Contains(got, l) {
+				found++
+			}
+		}
+	}
+	return float64(found) / float64(max(n*k, 1)), nil
 }

@@ -1,11 +1,16 @@
 package milvusindex
 
 import (
+	"bufio"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/milvus-io/milvus-proto/go-api/v2/commonpb"
@@ -13,6 +18,7 @@ import (
 	"github.com/milvus-io/milvus-sdk-go/v2/client"
 	"github.com/milvus-io/milvus-sdk-go/v2/entity"
 
+	"needle/internal/npy"
 	"needle/internal/progress"
 )
 
@@ -35,6 +41,15 @@ type BuildOptions struct {
 	Metric      string // "IP" (cosine on normalized vectors) or "L2"; "" = IP
 	// InsertBytes bounds one insert request (Milvus's proxy takes at most 64 MiB); 0 = 16 MiB.
 	InsertBytes int
+	// Inserts is how many insert requests are in flight at once (0 = 4): the proxy, the
+	// message queue and the data node work on different requests at the same time.
+	Inserts int
+	// BulkDir, if set, sends the rows by Milvus's bulk import instead of insert requests:
+	// NumPy files (row.npy, vector.npy) of up to 1 GiB of vectors are written into a temp
+	// folder under BulkDir, which Milvus's data nodes must read at the same path (a
+	// standalone Milvus with local storage on this machine; a cluster imports from its
+	// object storage, which needle does not write to).
+	BulkDir     string
 	Restart     bool      // drop a collection built for other rows, dimension or index
 	Log         io.Writer // progress and notes; nil = discard
 }
@@ -44,7 +59,7 @@ type BuildReport struct {
 	Rows       int64         // rows in the collection at the end
 	Resumed    int64         // rows an earlier run had inserted
 	InsertTime time.Duration // of this run's inserts (Rows-Resumed rows)
-	IndexTime  time.Duration // flush and index build after the inserts
+	IndexTime  time.Duration // flush, index build and load after the inserts
 }
 
 func (o *BuildOptions) setDefaults() error {
@@ -78,6 +93,9 @@ func (o *BuildOptions) setDefaults() error {
 	if o.InsertBytes <= 0 {
 		o.InsertBytes = 16 << 20
 	}
+	if o.Inserts <= 0 {
+		o.Inserts = 4
+	}
 	if o.Log == nil {
 		o.Log = io.Discard
 	}
@@ -87,8 +105,8 @@ func (o *BuildOptions) setDefaults() error {
 // Build makes opt.Collection hold vecs: row i with primary key i. A collection of this
 // build that an earlier run left unfinished (Milvus or needle went away) is resumed after
 // the longest prefix of rows it holds; one built for other rows, dimension or index is an
-// error unless opt.Restart. Inserts are followed by a flush and the index build, which
-// Build waits for; the collection is left loaded for search.
+// error unless opt.Restart. The collection is released while rows are inserted, then
+// flushed, indexed (Build waits for it) and left loaded for search.
 func Build(opt BuildOptions, vecs Vectors) (*BuildReport, error) {
 	if err := opt.setDefaults(); err != nil {
 		return nil, err
@@ -114,13 +132,25 @@ func Build(opt BuildOptions, vecs Vectors) (*BuildReport, error) {
 	if start > 0 {
 		fmt.Fprintf(opt.Log, "needle build: milvus collection %q holds rows 0..%d of an earlier run: resuming there\n", opt.Collection, start-1)
 	}
+	// Inserted rows go to the data nodes only: a loaded collection would also have its
+	// query nodes consume them into growing segments (and interim indexes) meanwhile.
+	if err := c.ReleaseCollection(ctx, opt.Collection); err != nil {
+		return nil, fmt.Errorf("release milvus collection %q for the inserts: %w", opt.Collection, err)
+	}
 	began := time.Now()
-	if err := b.insert(ctx, start); err != nil {
+	send := b.insert
+	if opt.BulkDir != "" {
+		send = b.bulkImport
+	}
+	if err := send(ctx, start); err != nil {
 		return nil, err
 	}
 	rep.InsertTime = time.Since(began)
 	began = time.Now()
 	if err := b.finish(ctx); err != nil {
+		return nil, err
+	}
+	if err := b.load(ctx); err != nil {
 		return nil, err
 	}
 	rep.IndexTime = time.Since(began)
@@ -150,7 +180,7 @@ func (b *builder) prepare(ctx context.Context) error {
 	}
 	if exists {
 		if why := b.other(ctx); why == "" {
-			return load(ctx, b.c, coll)
+			return b.load(ctx)
 		} else if !b.opt.Restart {
 			return fmt.Errorf("milvus collection %q holds another build (%s); use --restart to replace it, or another --collection", coll, why)
 		}
@@ -170,7 +200,27 @@ func (b *builder) prepare(ctx context.Context) error {
 	if err := b.c.CreateIndex(ctx, coll, vectorField, idx, false); err != nil {
 		return fmt.Errorf("milvus collection %q: create %s index: %w", coll, b.opt.IndexType, err)
 	}
-	return load(ctx, b.c, coll)
+	return b.load(ctx)
+}
+
+// loadRetry is how long load keeps trying: a Milvus that just (re)started answers health
+// checks before its query coordinator can load.
+const loadRetry = 2 * time.Minute
+
+// load loads the collection, retrying for up to loadRetry.
+func (b *builder) load(ctx context.Context) error {
+	deadline := time.Now().Add(loadRetry)
+	for {
+		err := load(ctx, b.c, b.opt.Collection)
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("load milvus collection %q: %w", b.opt.Collection, err)
+		}
+		fmt.Fprintf(b.opt.Log, "needle build: load milvus collection %q: %v; retrying\n", b.opt.Collection, err)
+		time.Sleep(2 * time.Second)
+	}
 }
 
 // other says how the existing collection differs from this build ("" = it is this build).
@@ -229,7 +279,7 @@ func (b *builder) resumeAt(ctx context.Context) (int64, error) {
 	coll := b.opt.Collection
 	total, err := count(ctx, b.c, coll, "")
 	if err != nil || total == 0 {
-		return 0, err
+		return 0, wrapf(err, "milvus collection %q: count rows", coll)
 	}
 	// A prefix 0..r-1 is complete when it holds r rows (primary keys are never repeated).
 	complete := func(r int64) (bool, error) {
@@ -238,14 +288,14 @@ func (b *builder) resumeAt(ctx context.Context) (int64, error) {
 	}
 	r := min(total, b.want.Rows)
 	if ok, err := complete(r); err != nil {
-		return 0, err
+		return 0, wrapf(err, "milvus collection %q: count rows", coll)
 	} else if !ok {
 		lo, hi := int64(0), r // complete(lo) holds, complete(hi) does not
 		for hi-lo > 1 {
 			mid := lo + (hi-lo)/2
 			ok, err := complete(mid)
 			if err != nil {
-				return 0, err
+				return 0, wrapf(err, "milvus collection %q: count rows", coll)
 			}
 			if ok {
 				lo = mid
@@ -256,6 +306,14 @@ func (b *builder) resumeAt(ctx context.Context) (int64, error) {
 		r = lo
 	}
 	return r, b.deleteFrom(ctx, r)
+}
+
+// wrapf wraps a non-nil err with the context of the format; nil stays nil.
+func wrapf(err error, format string, args ...any) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf(format+": %w", append(args, err)...)
 }
 
 // deleteFrom deletes the rows with primary key >= r.
@@ -278,8 +336,9 @@ func (b *builder) deleteFrom(ctx context.Context, r int64) error {
 	}
 }
 
-// insert sends rows [start, n) in requests of at most opt.InsertBytes, reading the next
-// batch while the current one is in flight.
+// insert sends rows [start, n) in requests of at most opt.InsertBytes, opt.Inserts of them
+// in flight, while the next batches are read. Requests may complete out of order: a resume
+// finds the complete prefix (resumeAt).
 func (b *builder) insert(ctx context.Context, start int64) error {
 	n, dim := b.vecs.Len(), b.vecs.Dim()
 	rows := int64(max(1, b.opt.InsertBytes/(4*dim)))
@@ -289,58 +348,160 @@ func (b *builder) insert(ctx context.Context, start int64) error {
 		lo  int64
 		buf []float32
 	}
-	free := make(chan []float32, 2)
-	for range 2 {
+	free := make(chan []float32, b.opt.Inserts+1)
+	for range b.opt.Inserts + 1 {
 		free <- make([]float32, rows*int64(dim))
 	}
-	ready := make(chan batch, 1)
-	readErr := make(chan error, 1)
-	done := make(chan struct{}) // closed when insert returns: the reader stops
-	defer close(done)
+	ready := make(chan batch)
+	ctx, cancel := context.WithCancel(ctx) // the first failure stops the reader and the others
+	defer cancel()
+	errs := make(chan error, b.opt.Inserts+1)
 	go func() {
 		defer close(ready)
 		for lo := start; lo < n; lo += rows {
 			var buf []float32
 			select {
 			case buf = <-free:
-			case <-done:
+			case <-ctx.Done():
 				return
 			}
 			buf = buf[:min(rows, n-lo)*int64(dim)]
 			if err := b.vecs.Read(lo, buf); err != nil {
-				readErr <- fmt.Errorf("read vectors: %w", err)
+				errs <- fmt.Errorf("read vectors: %w", err)
+				cancel()
 				return
 			}
 			select {
 			case ready <- batch{lo, buf}:
-			case <-done:
+			case <-ctx.Done():
 				return
 			}
 		}
 	}()
-	ids := make([]int64, rows)
-	vecs := make([][]float32, rows)
-	for bt := range ready {
-		m := len(bt.buf) / dim
-		for i := range m {
-			ids[i] = bt.lo + int64(i)
-			vecs[i] = bt.buf[i*dim : (i+1)*dim]
-		}
-		_, err := b.c.Insert(ctx, b.opt.Collection, "",
-			entity.NewColumnInt64(rowField, ids[:m]), entity.NewColumnFloatVector(vectorField, dim, vecs[:m]))
-		if err != nil {
-			return fmt.Errorf("insert rows %d..%d into milvus collection %q: %w (rerun the same command to resume)",
-				bt.lo, bt.lo+int64(m)-1, b.opt.Collection, err)
-		}
-		bar.Add(int64(m))
-		free <- bt.buf[:cap(bt.buf)]
+	var wg sync.WaitGroup
+	for range b.opt.Inserts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ids := make([]int64, rows)
+			vecs := make([][]float32, rows)
+			for bt := range ready {
+				m := len(bt.buf) / dim
+				for i := range m {
+					ids[i] = bt.lo + int64(i)
+					vecs[i] = bt.buf[i*dim : (i+1)*dim]
+				}
+				_, err := b.c.Insert(ctx, b.opt.Collection, "",
+					entity.NewColumnInt64(rowField, ids[:m]), entity.NewColumnFloatVector(vectorField, dim, vecs[:m]))
+				if err != nil {
+					errs <- fmt.Errorf("insert rows %d..%d into milvus collection %q: %w (rerun the same command to resume)",
+						bt.lo, bt.lo+int64(m)-1, b.opt.Collection, err)
+					cancel()
+					return
+				}
+				bar.Add(int64(m))
+				free <- bt.buf[:cap(bt.buf)]
+			}
+		}()
 	}
+	wg.Wait()
 	select {
-	case err := <-readErr:
+	case err := <-errs:
 		return err
 	default:
-		return nil
+		return ctx.Err()
 	}
+}
+
+// bulkBytes bounds the vectors of one bulk import task (its files and Milvus's work).
+const bulkBytes = 1 << 30
+
+// bulkImport sends rows [start, n) by bulk import tasks of up to bulkBytes of vectors, one
+// after the other: each writes its NumPy files, has Milvus import them and waits for it. A
+// failed task is cleaned up by Milvus; the rerun resumes after the rows of finished tasks.
+func (b *builder) bulkImport(ctx context.Context, start int64) error {
+	n, dim := b.vecs.Len(), b.vecs.Dim()
+	dir, err := os.MkdirTemp(b.opt.BulkDir, "needle-bulk-")
+	if err != nil {
+		return fmt.Errorf("bulk import folder: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	bar := progress.Start(b.opt.Log, progress.Options{Label: "rows imported into milvus", Total: n, Done: start})
+	defer bar.Finish()
+	chunk := int64(max(1, bulkBytes/(4*dim)))
+	buf := make([]float32, max(1, b.opt.InsertBytes/(4*dim))*dim)
+	for lo := start; lo < n; lo += chunk {
+		m := min(chunk, n-lo)
+		rows, vectors := filepath.Join(dir, rowField+".npy"), filepath.Join(dir, vectorField+".npy")
+		ids := make([]int64, m)
+		for i := range ids {
+			ids[i] = lo + int64(i)
+		}
+		err := writeNpy(rows, npy.Header("<i8", m), func(w io.Writer) error { return binary.Write(w, binary.LittleEndian, ids) })
+		if err == nil {
+			err = writeNpy(vectors, npy.Header("<f4", m, int64(dim)), func(w io.Writer) error {
+				for at := lo; at < lo+m; {
+					x := buf[:min(int64(len(buf)/dim), lo+m-at)*int64(dim)]
+					if err := b.vecs.Read(at, x); err != nil {
+						return fmt.Errorf("read vectors: %w", err)
+					}
+					if err := binary.Write(w, binary.LittleEndian, x); err != nil {
+						return err
+					}
+					at += int64(len(x) / dim)
+				}
+				return nil
+			})
+		}
+		if err != nil {
+			return fmt.Errorf("bulk import files in %s: %w", dir, err)
+		}
+		if err := b.importFiles(ctx, rows, vectors); err != nil {
+			return fmt.Errorf("bulk import rows %d..%d into milvus collection %q: %w (rerun the same command to resume)",
+				lo, lo+m-1, b.opt.Collection, err)
+		}
+		bar.Add(m)
+	}
+	return nil
+}
+
+// importFiles runs one bulk import task of the files and waits until Milvus finished it.
+func (b *builder) importFiles(ctx context.Context, files ...string) error {
+	id, err := b.c.BulkInsert(ctx, b.opt.Collection, "", files)
+	if err != nil {
+		return err
+	}
+	for {
+		st, err := b.c.GetBulkInsertState(ctx, id)
+		if err != nil {
+			return err
+		}
+		switch st.State {
+		case entity.BulkInsertCompleted:
+			return nil
+		case entity.BulkInsertFailed, entity.BulkInsertFailedAndCleaned:
+			return fmt.Errorf("import task %d failed: %s", id, st.Infos["failed_reason"])
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// writeNpy writes a .npy file: header, then what data writes (buffered).
+func writeNpy(path string, header []byte, data func(io.Writer) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	w := bufio.NewWriterSize(f, 4<<20)
+	w.Write(header)
+	if err := data(w); err != nil {
+		return err
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	return f.Close()
 }
 
 // finish flushes the inserted rows into sealed segments and waits until the index covers

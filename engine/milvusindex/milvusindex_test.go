@@ -89,10 +89,15 @@ func TestBuildAndSearch(t *testing.T) {
 	for _, tc := range []struct {
 		kind      string
 		minRecall float64
-	}{{"FLAT", 1}, {"HNSW", 0.95}} {
+		bulk      bool // by bulk import
+	}{{"FLAT", 1, false}, {"HNSW", 0.95, false}, {"IVF_FLAT", 0.9, true}} {
 		t.Run(tc.kind, func(t *testing.T) {
 			coll := "t_" + strings.ToLower(tc.kind)
-			rep, err := Build(BuildOptions{URI: srv.Addr, Collection: coll, IndexType: tc.kind, InsertBytes: 4 * 32 * 700}, v)
+			opt := BuildOptions{URI: srv.Addr, Collection: coll, IndexType: tc.kind, InsertBytes: 4 * 32 * 700}
+			if tc.bulk {
+				opt.BulkDir = t.TempDir()
+			}
+			rep, err := Build(opt, v)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -131,7 +136,7 @@ func TestBuildAndSearch(t *testing.T) {
 			if rep, err := Build(BuildOptions{URI: srv.Addr, Collection: coll, IndexType: tc.kind}, v); err != nil || rep.Resumed != v.Len() {
 				t.Fatalf("rerun: %+v, %v; want all %d rows resumed", rep, err, v.Len())
 			}
-			_, err = Build(BuildOptions{URI: srv.Addr, Collection: coll, IndexType: "IVF_FLAT"}, v)
+			_, err = Build(BuildOptions{URI: srv.Addr, Collection: coll, IndexType: "IVF_SQ8"}, v)
 			if err == nil || !strings.Contains(err.Error(), "--restart") {
 				t.Fatalf("another index type over the collection: err %v, want a refusal naming --restart", err)
 			}
@@ -159,7 +164,7 @@ func TestBuildResumesAfterMilvusWentAway(t *testing.T) {
 	srv := milvustest.Start(t)
 	v := randomVectors(4000, 16, 3)
 	opt := BuildOptions{URI: srv.Addr, Collection: "resume", IndexType: "FLAT", InsertBytes: 4 * 16 * 500}
-	v.failAt, v.fail = 2600, func() error { srv.Kill(); return nil }
+	v.failAt, v.fail = 3600, func() error { srv.Kill(); return nil }
 	if _, err := Build(opt, v); err == nil || !strings.Contains(err.Error(), "rerun the same command to resume") {
 		t.Fatalf("build with Milvus killed: err %v", err)
 	}
@@ -169,8 +174,10 @@ func TestBuildResumesAfterMilvusWentAway(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Resumed < 2000 || rep.Resumed > 2600 || rep.Rows != v.Len() {
-		t.Fatalf("report %+v: want a resume between rows 2000 and 2600 and %d rows", rep, v.Len())
+	// The reader runs up to Inserts+1 batches ahead of the finished inserts, which may
+	// finish out of order: the resume point is somewhere before the kill.
+	if rep.Resumed <= 0 || rep.Resumed > 3500 || rep.Rows != v.Len() {
+		t.Fatalf("report %+v: want a resume after some rows, before row 3500, and %d rows", rep, v.Len())
 	}
 	x, err := Open(Options{URI: srv.Addr, Collection: "resume"})
 	if err != nil {
