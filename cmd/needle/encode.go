@@ -131,4 +131,3 @@ func writeJSONVector(w *bufio.Writer, v []float32) error {
 	_, err := w.Write(buf)
 	return err
 }
-

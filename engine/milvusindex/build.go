@@ -49,9 +49,9 @@ type BuildOptions struct {
 	// folder under BulkDir, which Milvus's data nodes must read at the same path (a
 	// standalone Milvus with local storage on this machine; a cluster imports from its
 	// object storage, which needle does not write to).
-	BulkDir     string
-	Restart     bool      // drop a collection built for other rows, dimension or index
-	Log         io.Writer // progress and notes; nil = discard
+	BulkDir string
+	Restart bool      // drop a collection built for other rows, dimension or index
+	Log     io.Writer // progress and notes; nil = discard
 }
 
 // BuildReport is what Build did.
