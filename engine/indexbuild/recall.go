@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"slices"
 )
 
 // Query is one line of a queries JSONL with its gold corpus row (tools/wordnet writes them).
@@ -79,21 +78,28 @@ func Recall(s Searcher, emb []float32, dim int, gold []int64, ks []int) ([]float
 	return out, nil
 }
 
-// Agreement returns recall@k of s against exact: the fraction of exact's k best rows (an
-// exact search, a Flat index) that s also returns among its k best, over the queries in emb.
+// Agreement returns recall@k of s against exact (an exact search, a Flat index): the
+// fraction of the k hits s returns per query that score at least as well as exact's k-th
+// best, over the queries in emb. Scores, not row numbers, are compared (ann-benchmarks'
+// way), so rows tied at the k-th score (duplicate passages) count whichever one s returns;
+// both must score alike (inner products, or L2 distances, of the same vectors).
 func Agreement(s, exact Searcher, emb []float32, dim, k int) (float64, error) {
 	n := len(emb) / dim
-	labels := [2][]int64{make([]int64, n*k), make([]int64, n*k)}
+	var labels [2][]int64
+	var dist [2][]float32
 	for i, x := range []Searcher{s, exact} {
-		if err := x.Search(emb, k, make([]float32, n*k), labels[i]); err != nil {
+		labels[i], dist[i] = make([]int64, n*k), make([]float32, n*k)
+		if err := x.Search(emb, k, dist[i], labels[i]); err != nil {
 			return 0, err
 		}
 	}
+	const eps = 1e-5
 	found := 0
 	for q := range n {
-		got := labels[0][q*k : (q+1)*k]
-		for _, l := range labels[1][q*k : (q+1)*k] {
-			if l >= 0 && slices.Contains(got, l) {
+		best, kth := dist[1][q*k], dist[1][(q+1)*k-1]
+		for j := q * k; j < (q+1)*k; j++ {
+			d := dist[0][j]
+			if labels[0][j] >= 0 && ((best >= kth && d >= kth-eps) || (best < kth && d <= kth+eps)) {
 				found++
 			}
 		}
