@@ -33,11 +33,12 @@ type Options struct {
 	Index string
 	// Backend is the index implementation: "" or BackendFAISS, or BackendMilvus.
 	Backend string
-	Milvus  milvusindex.Options // the collection BackendMilvus searches
-	Corpus  string              // corpus JSONL, line i = index row i ("": the manifest's corpus)
-	Pages   string              // pages JSONL with a "url" per row, for Access ("": none)
-	Model   string              // encoder model folder ("": the manifest's model)
-	Pooling string              // encoder pooling, "mean" or "cls" ("": the manifest's, else the model's)
+	Corpus  string // corpus JSONL, line i = index row i ("": the manifest's corpus)
+	Pages   string // pages JSONL with a "url" per row, for Access ("": none)
+	Model   string // encoder model folder ("": the manifest's model)
+	Pooling string // encoder pooling, "mean" or "cls" ("": the manifest's, else the model's)
+	// Milvus is the collection BackendMilvus searches.
+	Milvus milvusindex.Options
 	// RetrieverName is the anchors' model name; one containing "e5" means e5's query prefix.
 	RetrieverName string
 	// QueryPrefix is prepended to every query before encoding. nil guesses it: "query: " for
