@@ -1,5 +1,6 @@
 # needle's front door. `make run` and `make test` set up a fresh machine themselves.
-#   make setup   system packages, faiss source, Python venv (reference scripts), MiniLM model
+#   make setup   system packages, faiss source, Python venv (reference scripts), MiniLM model,
+#                the Milvus standalone server (PyPI milvus==2.3.5, for the Milvus backend tests)
 #   make native  CMake: libfaiss_c (+ PTX and C kernel tests) into build/native
 #   make build   bin/needle
 #   make test    everything above, then ctest and all Go tests (fuzz seeds included)

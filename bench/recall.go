@@ -9,6 +9,7 @@ import (
 
 	"needle/engine/bert"
 	"needle/engine/indexbuild"
+	"needle/engine/milvusindex"
 	"needle/faissgo"
 )
 
@@ -20,10 +21,14 @@ type RecallOptions struct {
 	QueryPrefix string  // text prepended to every query (e5: "query: ")
 	EfSearch    float64 // HNSW efSearch (0 = FAISS default)
 	Nprobe      float64 // IVF nprobe (0 = FAISS default)
+	// Milvus, when its URI is set, is a collection of the same rows (needle build --milvus)
+	// searched instead of the index; the index then serves as the exact reference (Flat).
+	Milvus milvusindex.Options
 }
 
 // Recall encodes the queries, searches the index and writes recall@1 and @5 against the
-// gold rows to w as one JSON object.
+// gold rows to w as one JSON object. With a Milvus collection, the collection is searched
+// and its recall@10 against the index (exact for Flat) is added.
 func Recall(w io.Writer, opt RecallOptions) error {
 	if opt.Index == "" || opt.Queries == "" {
 		return errors.New("--index and --queries are required (see --help)")
@@ -67,12 +72,27 @@ func Recall(w io.Writer, opt RecallOptions) error {
 	if err != nil {
 		return err
 	}
-	r, err := indexbuild.Recall(idx, emb, enc.Dim(), gold, []int{1, 5})
+	out := map[string]any{"index": opt.Index, "factory": m.Factory, "rows": m.Count, "queries": len(queries)}
+	var searched indexbuild.Searcher = idx
+	if opt.Milvus.URI != "" {
+		mx, err := milvusindex.Open(opt.Milvus)
+		if err != nil {
+			return err
+		}
+		defer mx.Close()
+		if mx.Ntotal() != m.Count {
+			return fmt.Errorf("%s holds %d rows, %s %d", mx.Describe(), mx.Ntotal(), opt.Index, m.Count)
+		}
+		exact, err := indexbuild.Agreement(mx, idx, emb, enc.Dim(), 10)
+		if err != nil {
+			return err
+		}
+		searched, out["milvus"], out["recall_at_10_vs_index"] = mx, mx.Describe(), exact
+	}
+	r, err := indexbuild.Recall(searched, emb, enc.Dim(), gold, []int{1, 5})
 	if err != nil {
 		return err
 	}
-	return json.NewEncoder(w).Encode(map[string]any{
-		"index": opt.Index, "factory": m.Factory, "rows": m.Count, "queries": len(queries),
-		"recall_at_1": r[0], "recall_at_5": r[1],
-	})
+	out["recall_at_1"], out["recall_at_5"] = r[0], r[1]
+	return json.NewEncoder(w).Encode(out)
 }

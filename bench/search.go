@@ -42,9 +42,9 @@ type searchReport struct {
 	K           int     `json:"k"`
 	BestSeconds float64 `json:"best_seconds"` // one search of Batch queries
 	MedianSecs  float64 `json:"median_seconds"`
-	QPS         float64 `json:"qps"`          // Batch / best
-	GBps        float64 `json:"GB_per_s"`     // stored vector bytes / best (the matrix is read once per search)
-	TFLOPs      float64 `json:"TFLOP_per_s"`  // 2 rows dim Batch / best
+	QPS         float64 `json:"qps"`         // Batch / best
+	GBps        float64 `json:"GB_per_s"`    // stored vector bytes / best (the matrix is read once per search)
+	TFLOPs      float64 `json:"TFLOP_per_s"` // 2 rows dim Batch / best
 	PeakReadGB  float64 `json:"peak_read_GB_per_s"`
 	PeakTFLOPs  float64 `json:"peak_gemm_TFLOP_per_s,omitempty"` // GPU: cuBLAS fp16 GEMM
 	ReadShare   float64 `json:"read_share"`                      // GBps / peak read

@@ -20,6 +20,7 @@ import (
 	"sync/atomic"
 
 	"needle/engine/docstore"
+	"needle/engine/milvusindex"
 )
 
 // Encoder turns texts into L2-normalized vectors. Implementations must be safe for
@@ -80,8 +81,9 @@ type Retriever struct {
 	results sync.Pool // *searchResult, owned by one Retrieve call at a time
 	closers []func()  // close the parts Open opened, after the Batcher
 
-	cache   *resultCache // nil: no cache (see WithCache)
-	backend string       // the index backend Open chose ("" for NewRetriever's caller's index)
+	cache   *resultCache                // nil: no cache (see WithCache)
+	backend string                      // the index backend Open chose ("" for NewRetriever's caller's index)
+	check   func(context.Context) error // the index's Check (remote backends), nil for none
 }
 
 // searchResult holds the scores and row labels of one Retrieve call.
@@ -99,13 +101,35 @@ func NewRetriever(enc Encoder, idx Index, docs DocStore, pages PageStore, prefix
 	if docs.Len() != idx.Ntotal() {
 		return nil, fmt.Errorf("corpus has %d rows but the index has %d vectors (row i of the index must be line i of the corpus)", docs.Len(), idx.Ntotal())
 	}
-	return &Retriever{
+	r := &Retriever{
 		batcher: NewBatcher(enc, idx, prefix, opt),
 		index:   idx,
 		docs:    docs,
 		pages:   pages,
 		ntotal:  idx.Ntotal(),
-	}, nil
+	}
+	if c, ok := idx.(Checker); ok {
+		r.check = c.Check
+	}
+	return r, nil
+}
+
+// Checker is implemented by an index that lives in another process (Milvus): Check says
+// whether it can answer now, with an error wrapping ErrUnavailable when not.
+type Checker interface {
+	Check(ctx context.Context) error
+}
+
+// ErrUnavailable is wrapped by the errors of an index backend in another process that did
+// not answer (Milvus down, restarting, or its collection not loaded): a retry may succeed.
+var ErrUnavailable = milvusindex.ErrUnavailable
+
+// Ready reports whether the index can answer now (nil for an index in this process).
+func (r *Retriever) Ready(ctx context.Context) error {
+	if r.check == nil {
+		return nil
+	}
+	return r.check(ctx)
 }
 
 // WithCache gives r a result cache of at most maxBytes (0: none) and returns r; call it

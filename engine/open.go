@@ -13,6 +13,7 @@ import (
 	"needle/engine/docstore"
 	"needle/engine/flatmap"
 	"needle/engine/indexbuild"
+	"needle/engine/milvusindex"
 	"needle/faissgo"
 	"needle/kernels/retrieval/gpuflat"
 )
@@ -29,6 +30,9 @@ const (
 	// BackendGPU is what IndexBackend reports when --gpu put a flat index on the GPUs
 	// (kernels/retrieval/gpuflat); it is chosen by Options.GPU, not by Backend.
 	BackendGPU = "gpu"
+	// BackendMilvus searches a Milvus collection (standalone or cluster) over gRPC
+	// (engine/milvusindex); Options.Milvus says which.
+	BackendMilvus = "milvus"
 )
 
 // The values of Options.GPU besides "".
@@ -43,14 +47,17 @@ const maxQueryTokens = 256
 // Options say what Open serves. They mirror `needle serve`'s flags, and Open's errors name
 // those flags.
 type Options struct {
-	// Index is a `needle build` output folder (with manifest.json) or a bare index file.
+	// Index is a `needle build` output folder (with manifest.json) or a bare index file;
+	// with BackendMilvus, an optional build folder whose manifest names corpus and model.
 	Index string
-	// Backend is the index implementation: BackendAuto ("" too), BackendFAISS or BackendMapped.
+	// Backend is the index implementation: BackendAuto ("" too), BackendFAISS, BackendMapped or BackendMilvus.
 	Backend string
 	Corpus  string // corpus JSONL, line i = index row i ("": the manifest's corpus)
 	Pages   string // pages JSONL with a "url" per row, for Access ("": none)
 	Model   string // encoder model folder ("": the manifest's model)
 	Pooling string // encoder pooling, "mean" or "cls" ("": the manifest's, else the model's)
+	// Milvus is the collection BackendMilvus searches.
+	Milvus milvusindex.Options
 	// RetrieverName is the anchors' model name; one containing "e5" means e5's query prefix.
 	RetrieverName string
 	// QueryPrefix is prepended to every query before encoding. nil guesses it: "query: " for
@@ -81,7 +88,9 @@ type Options struct {
 // with a corpus and a model. Resolving twice changes nothing.
 func Resolve(opts Options) (Options, error) {
 	var manifest *indexbuild.Manifest
-	if info, err := os.Stat(opts.Index); err != nil {
+	if opts.Backend == BackendMilvus && opts.Index == "" {
+		// The collection is the index: corpus and model come from the flags.
+	} else if info, err := os.Stat(opts.Index); err != nil {
 		return opts, fmt.Errorf("--index: %w", err)
 	} else if info.IsDir() {
 		if manifest, err = indexbuild.ReadManifest(opts.Index); err != nil {
@@ -144,7 +153,11 @@ func Open(opts Options) (*Retriever, error) {
 		}()
 	}
 	var backend string
-	run(0, "--index", func() (close func(), err error) {
+	indexFlag := "--index"
+	if opts.Backend == BackendMilvus {
+		indexFlag = "--milvus"
+	}
+	run(0, indexFlag, func() (close func(), err error) {
 		idx, backend, close, err = openIndex(opts)
 		return close, err
 	})
@@ -183,10 +196,19 @@ func Open(opts Options) (*Retriever, error) {
 	r, err := NewRetriever(enc, idx, corpus, ps, *opts.QueryPrefix, opts.Batcher)
 	if err != nil {
 		closeAll(closers)
-		return nil, fmt.Errorf("%s with %s and %s: %w", opts.Index, opts.Corpus, opts.Model, err)
+		return nil, fmt.Errorf("%s with %s and %s: %w", opts.IndexName(), opts.Corpus, opts.Model, err)
 	}
 	r.closers, r.backend = closers, backend
 	return r.WithCache(opts.CacheBytes), nil
+}
+
+// IndexName names what opts serves as index, for messages: the index file, or the Milvus
+// collection.
+func (opts Options) IndexName() string {
+	if opts.Backend == BackendMilvus {
+		return fmt.Sprintf("milvus collection %q at %s", opts.Milvus.Collection, opts.Milvus.URI)
+	}
+	return opts.Index
 }
 
 // openIndex opens the index with the backend opts.Backend names (or the GPU flat index when
@@ -194,7 +216,7 @@ func Open(opts Options) (*Retriever, error) {
 // case here, so another index (a Milvus collection) plugs in beside these without touching
 // the server or the command line.
 func openIndex(opts Options) (Index, string, func(), error) {
-	if opts.GPU != "" {
+	if opts.GPU != "" && opts.Backend != BackendMilvus {
 		x, err := openGPU(opts)
 		if err != nil {
 			return nil, "", nil, err
@@ -226,8 +248,14 @@ func openIndex(opts Options) (Index, string, func(), error) {
 			return nil, "", nil, err
 		}
 		return x, backend, x.Close, nil
+	case BackendMilvus:
+		x, err := milvusindex.Open(opts.Milvus)
+		if err != nil {
+			return nil, "", nil, err
+		}
+		return x, backend, x.Close, nil
 	}
-	return nil, "", nil, fmt.Errorf("unknown index backend %q (this build has %q, %q and %q)", opts.Backend, BackendAuto, BackendFAISS, BackendMapped)
+	return nil, "", nil, fmt.Errorf("unknown index backend %q (this build has %q, %q, %q and %q)", opts.Backend, BackendAuto, BackendFAISS, BackendMapped, BackendMilvus)
 }
 
 // openGPU loads the GPU flat index, or returns nil, nil after one line to opts.Log saying why

@@ -122,12 +122,14 @@ func writeFlatIndex(t *testing.T, path string, dim int, vecs []float32) {
 	}
 }
 
-// realParts writes three passages as a corpus (dir/corpus.jsonl) and a flat index of their
-// MiniLM vectors (dir/flat.index) into a new folder dir; it returns the model folder, dir,
-// the passages, the corpus text and the vectors.
-func realParts(t *testing.T) (model, dir string, texts []string, corpus string, vecs []float32) {
+// passages are the texts of the real-parts tests.
+var passages = []string{"a needle is a thin pointed steel pin", "the cat sat on the mat", "rivers flow into the sea"}
+
+// realParts writes texts as a corpus (dir/corpus.jsonl) and a flat index of their MiniLM
+// vectors (dir/flat.index) into a new folder dir; it returns the model folder, dir, the
+// corpus text and the vectors.
+func realParts(t *testing.T, texts []string) (model, dir, corpus string, vecs []float32) {
 	model, dir = testenv.MiniLMDir(t), t.TempDir()
-	texts = []string{"a needle is a thin pointed steel pin", "the cat sat on the mat", "rivers flow into the sea"}
 	var b strings.Builder
 	for i, s := range texts {
 		fmt.Fprintf(&b, "{\"id\": \"%d\", \"contents\": %q}\n", i, s)
@@ -141,13 +143,14 @@ func realParts(t *testing.T) (model, dir string, texts []string, corpus string, 
 		t.Fatal(err)
 	}
 	writeFlatIndex(t, filepath.Join(dir, "flat.index"), enc.Dim(), vecs)
-	return model, dir, texts, b.String(), vecs
+	return model, dir, b.String(), vecs
 }
 
 // Open on real parts: MiniLM, a flat index of the passages' own vectors, the corpus and a
 // pages file. Each passage, asked as a query, finds its own row first.
 func TestOpenServesRealParts(t *testing.T) {
-	model, dir, texts, corpus, _ := realParts(t)
+	texts := passages
+	model, dir, corpus, _ := realParts(t, texts)
 	var pages strings.Builder
 	for i, s := range texts {
 		fmt.Fprintf(&pages, "{\"url\": \"https://example.org/%d\", \"contents\": %q}\n", i, s)
@@ -190,7 +193,7 @@ func TestOpenServesRealParts(t *testing.T) {
 		{engine.Options{Index: corpusPath, Corpus: corpusPath, Model: model}, "--index: "},
 		{engine.Options{Index: indexPath, Corpus: corpusPath, Model: dir}, "--model: "},
 		{engine.Options{Index: indexPath, Corpus: filepath.Join(dir, "none.jsonl"), Model: model}, "--corpus: "},
-		{engine.Options{Index: indexPath, Corpus: corpusPath, Model: model, Backend: "milvus"}, `--index: unknown index backend "milvus"`},
+		{engine.Options{Index: indexPath, Corpus: corpusPath, Model: model, Backend: "qdrant"}, `--index: unknown index backend "qdrant"`},
 	} {
 		if _, err := engine.Open(tc.opts); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Open(%+v): %v, want an error mentioning %q", tc.opts, err, tc.want)
@@ -205,7 +208,8 @@ func TestOpenGPUFallsBackToCPU(t *testing.T) {
 		dev.Close()
 		t.Skip("a GPU is present; this test covers machines without one")
 	}
-	model, dir, texts, _, vecs := realParts(t)
+	texts := passages
+	model, dir, _, vecs := realParts(t, texts)
 	corpusPath, flatPath, hnswPath := filepath.Join(dir, "corpus.jsonl"), filepath.Join(dir, "flat.index"), filepath.Join(dir, "hnsw.index")
 	dim := len(vecs) / len(texts)
 	hnsw, err := faissgo.New(dim, "HNSW8", faissgo.IP)

@@ -280,6 +280,11 @@ func (w *walker) index(r role) (FileInfo, error) {
 	return info, body(info)
 }
 
+// IsFlat reports whether the file is a flat index: its vectors are ntotal x dim
+// little-endian float32s from byte FlatHeaderBytes on (what `needle build --embeddings`
+// reads of an anchor's e5_Flat.index).
+func (i FileInfo) IsFlat() bool { return isFlat(i.Type) }
+
 func isFlat(tag string) bool { return tag == "IxFI" || tag == "IxF2" || tag == "IxFl" }
 
 // header reads read_index_header: d, ntotal, two unused int64, is_trained, metric_type.

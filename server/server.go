@@ -155,14 +155,17 @@ func (s *Server) route(ctx *fasthttp.RequestCtx) endpoint {
 			writeJSON(ctx, fasthttp.StatusServiceUnavailable, []byte(`{"status":"a served file changed"}`))
 		} else if r.IndexErr() != nil {
 			writeJSON(ctx, fasthttp.StatusServiceUnavailable, []byte(`{"status":"the index's device failed"}`))
+		} else if err := r.Ready(ctx); err != nil {
+			status, _ := json.Marshal(map[string]string{"status": err.Error()})
+			writeJSON(ctx, fasthttp.StatusServiceUnavailable, status)
 		} else {
 			writeJSON(ctx, fasthttp.StatusOK, []byte(`{"status":"ready"}`))
 		}
 	case epMetrics:
 		g := gauges{}
 		if r != nil {
-			g = gauges{ready: !s.changed.Load() && r.IndexErr() == nil, queueQueries: r.Queued(), indexVectors: r.Ntotal(), indexBackend: r.IndexBackend(),
-				badRows: r.BadRowsSkipped(), cache: r.CacheStats()}
+			g = gauges{ready: !s.changed.Load() && r.IndexErr() == nil && r.Ready(ctx) == nil, queueQueries: r.Queued(), indexVectors: r.Ntotal(),
+				indexBackend: r.IndexBackend(), badRows: r.BadRowsSkipped(), cache: r.CacheStats()}
 			g.droppedQueries = r.DroppedQueries()
 		}
 		ctx.SetContentType("text/plain; version=0.0.4; charset=utf-8")
@@ -224,6 +227,10 @@ func (s *Server) retrieve(ctx *fasthttp.RequestCtx, r *engine.Retriever) {
 		writeDetail(ctx, fasthttp.StatusServiceUnavailable, err.Error())
 		return
 	case errors.Is(err, engine.ErrIndexLost): // /ready is false from now on (IndexErr)
+		writeDetail(ctx, fasthttp.StatusServiceUnavailable, err.Error())
+		return
+	case errors.Is(err, engine.ErrUnavailable): // the remote index (Milvus); /ready says when it is back
+		ctx.Response.Header.Set("Retry-After", "5")
 		writeDetail(ctx, fasthttp.StatusServiceUnavailable, err.Error())
 		return
 	case err != nil:

@@ -633,3 +633,34 @@ func TestMetricsCache(t *testing.T) {
 		}
 	}
 }
+
+// An index in another process (Milvus) that goes down: /retrieve answers 503 with the
+// reason and Retry-After, /ready and needle_ready turn false; all recover when it is back.
+func TestRemoteIndexDownAndBack(t *testing.T) {
+	enc, docs, idx := testParts()
+	remote := &enginetest.RemoteIndex{Index: idx}
+	s := New(Config{})
+	serveParts(t, s, enc, remote, docs, nil)
+	body := `{"queries":["title7"],"topk":2}`
+	remote.Down.Store(true)
+	code, out, resp := do(s, "POST", "/retrieve", body)
+	if code != 503 || !strings.Contains(string(out), "remote index is down") || len(resp.Header.Peek("Retry-After")) == 0 {
+		t.Errorf("/retrieve while down: %d %s (Retry-After %q)", code, out, resp.Header.Peek("Retry-After"))
+	}
+	if code, out, _ := do(s, "GET", "/ready", ""); code != 503 || !strings.Contains(string(out), `"status":"milvus unavailable: the test's remote index is down"`) {
+		t.Errorf("/ready while down: %d %s", code, out)
+	}
+	if _, out, _ := do(s, "GET", "/metrics", ""); !strings.Contains(string(out), "needle_ready 0\n") {
+		t.Errorf("/metrics while down does not say needle_ready 0")
+	}
+	remote.Down.Store(false)
+	if code, out, _ := do(s, "POST", "/retrieve", body); code != 200 || !strings.Contains(string(out), `"id": "`) {
+		t.Errorf("/retrieve once back: %d %s", code, out)
+	}
+	if code, _, _ := do(s, "GET", "/ready", ""); code != 200 {
+		t.Errorf("/ready once back: %d", code)
+	}
+	if _, out, _ := do(s, "GET", "/metrics", ""); !strings.Contains(string(out), "needle_ready 1\n") {
+		t.Errorf("/metrics once back does not say needle_ready 1")
+	}
+}

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Idempotent machine setup for needle: system packages, Debian's faiss source (for the C API),
-# a pinned Python venv for reference/interop scripts, and the MiniLM test model.
+# a pinned Python venv for reference/interop scripts, the MiniLM test model and the Milvus server.
 # Called by `make setup`; every step is skipped when its result is already present.
 set -euo pipefail
 
@@ -87,4 +87,31 @@ for whl in verl==0.5.0 rlinf==0.3.0; do
     rm -rf "$tmp"
   fi
 done
+# 6. The Milvus standalone server (embedded etcd, local storage) for the Milvus backend's tests:
+#    PyPI `milvus` (Milvus Lite) ships it as lzma files; unpacked once (57.7 MB download, ~250 MB).
+#    internal/milvustest writes its config and starts it on free loopback ports.
+MILVUS_VERSION=2.3.5
+MILVUS="$CACHE/milvus-$MILVUS_VERSION"
+if [ ! -x "$MILVUS/bin/milvus" ]; then  # the folder is moved in whole, last
+  echo "setup: fetching milvus==$MILVUS_VERSION (the standalone server) from PyPI" >&2
+  tmp="$(mktemp -d "$CACHE/milvus-dl.XXXX")"
+  "$VENV/bin/pip" download -q --no-deps -d "$tmp" "milvus==$MILVUS_VERSION"
+  (cd "$tmp" && "$VENV/bin/python" -m zipfile -e ./*.whl unpacked)
+  "$VENV/bin/python" - "$tmp/unpacked/milvus/data" "$tmp/server" <<'PY'
+import lzma, os, shutil, sys
+src, dst = sys.argv[1], sys.argv[2]
+os.makedirs(os.path.join(dst, "bin"))
+for name in os.listdir(os.path.join(src, "bin")):
+    if name.endswith(".lzma"):
+        out = os.path.join(dst, "bin", name[:-5])
+        with lzma.open(os.path.join(src, "bin", name)) as f, open(out, "wb") as g:
+            shutil.copyfileobj(f, g)
+        os.chmod(out, 0o755)
+for name in ("config.yaml.template", "glog.conf"):
+    shutil.copy(os.path.join(src, name), dst)
+PY
+  rm -rf "$MILVUS"
+  mv "$tmp/server" "$MILVUS"
+  rm -rf "$tmp"
+fi
 echo "setup: ok ($CACHE)" >&2

@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"time"
 
 	"needle/bench"
 )
@@ -19,8 +20,13 @@ func runBenchRecall(args []string) error {
 	fs.StringVar(&o.QueryPrefix, "query-prefix", "", "text prepended to every query (e5: \"query: \")")
 	fs.Float64Var(&o.EfSearch, "ef-search", 0, "HNSW efSearch (0 = FAISS default)")
 	fs.Float64Var(&o.Nprobe, "nprobe", 0, "IVF nprobe (0 = FAISS default)")
+	fs.StringVar(&o.Milvus.URI, "milvus", "", "search this Milvus (host:port) instead, collection --collection of the same rows; adds its recall@10 against --index (exact when Flat)")
+	fs.StringVar(&o.Milvus.Collection, "collection", "", "with --milvus: the collection (needle build --milvus)")
+	fs.IntVar(&o.Milvus.Ef, "milvus-ef", 0, "with --milvus: HNSW search list size (0 = 128)")
+	fs.IntVar(&o.Milvus.Nprobe, "milvus-nprobe", 0, "with --milvus: IVF lists probed (0 = 32)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	o.Milvus.Timeout = 10 * time.Minute // every query goes in one search
 	return bench.Recall(os.Stdout, o)
 }

@@ -10,6 +10,7 @@ import (
 	"needle/engine/bert"
 	"needle/engine/docstore"
 	"needle/engine/indexbuild"
+	"needle/engine/milvusindex"
 	"needle/faissgo"
 	"needle/internal/progress"
 )
@@ -39,13 +40,25 @@ func runBuild(args []string) error {
 	fs.Int64Var(&cfg.ShardRows, "shard-rows", indexbuild.DefaultShardRows, "rows per embeddings shard: the most work an interruption loses")
 	fs.IntVar(&cfg.EncodeRows, "encode-rows", 512, "passages handed to the encoder at once (it sorts them by length into batches); the progress bar moves per chunk")
 	fs.BoolVar(&cfg.SaveEmbeddings, "save-embeddings", false, "also write emb.memmap (headerless float32 N x dim, like the anchors' emb_e5.memmap)")
-	fs.BoolVar(&cfg.Restart, "restart", false, "discard a partial or finished build of other arguments in --out instead of refusing")
+	fs.BoolVar(&cfg.Restart, "restart", false, "discard a partial or finished build of other arguments in --out (or --collection) instead of refusing")
+	var mv milvusindex.BuildOptions
+	fs.StringVar(&mv.URI, "milvus", "", "insert the vectors into a Milvus collection at this URI (host:port or http(s)://host:port; standalone or cluster)\n"+
+		"instead of writing a FAISS index; --out then only holds the encoder's resumable shards (not needed with --embeddings)")
+	fs.StringVar(&mv.Collection, "collection", "", "with --milvus: the collection (created with primary key row = corpus line, and the index); a rerun resumes it")
+	fs.StringVar(&mv.IndexType, "milvus-index", "HNSW", "with --milvus: Milvus index type: HNSW, IVF_FLAT, IVF_SQ8, IVF_PQ, FLAT, ...")
+	fs.StringVar(&mv.BulkDir, "milvus-bulk-dir", "", "with --milvus: send the rows by Milvus's bulk import, as NumPy files written under this folder, which Milvus must\n"+
+		"read at the same path (a standalone Milvus on this machine); several times the rows/s of insert requests")
+	fs.StringVar(&mv.IndexParams, "milvus-index-params", "", "with --milvus: index build parameters as Milvus's JSON (default HNSW {\"M\":16,\"efConstruction\":256}, IVF {\"nlist\":1024})")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	switch {
 	case fs.NArg() > 0:
 		return fmt.Errorf("unexpected argument %q (see --help)", fs.Arg(0))
+	case mv.URI != "":
+		if mv.Collection == "" || cfg.Corpus == "" || (cfg.Out == "" && cfg.Embeddings == "") {
+			return errors.New("--milvus needs --collection, --corpus, and --out (the encoder's shards) unless --embeddings gives the vectors (see --help)")
+		}
 	case cfg.Corpus == "" || cfg.Out == "":
 		return errors.New("--corpus and --out are required (see --help)")
 	case cfg.Model == "" && cfg.Embeddings == "":
@@ -61,6 +74,10 @@ func runBuild(args []string) error {
 	cfg.Normalize = true
 	cfg.Version = needleVersion()
 	cfg.Log = os.Stderr
+	if mv.URI != "" {
+		mv.Metric, mv.Restart, mv.Log = cfg.Metric, cfg.Restart, os.Stderr
+		return buildMilvus(cfg, mv, *batch, *threads, *precision)
+	}
 
 	if done, err := indexbuild.UpToDate(cfg); err != nil {
 		return err
@@ -71,9 +88,6 @@ func runBuild(args []string) error {
 	}
 
 	began := time.Now()
-	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
-		return fmt.Errorf("output folder: %w", err)
-	}
 	corpus, err := openCorpusWithProgress(cfg.Corpus, cfg.Out)
 	if err != nil {
 		return err
@@ -86,17 +100,8 @@ func runBuild(args []string) error {
 			return faissgo.New(dim, cfg.Factory, m)
 		},
 	}
-	if cfg.Embeddings == "" {
-		enc, err := bert.Load(cfg.Model, bert.Options{
-			MaxLength: cfg.MaxLength, Pooling: cfg.Pooling, BatchSize: *batch, Threads: *threads,
-			Precision: bert.Precision(*precision),
-		})
-		if err != nil {
-			return err
-		}
-		cfg.Precision = string(enc.Options().Precision)
-		parts.Pooling = enc.Options().Pooling
-		parts.Encoder = enc
+	if err := loadPassageEncoder(&cfg, &parts, *batch, *threads, *precision); err != nil {
+		return err
 	}
 	rep, err := indexbuild.Run(cfg, parts)
 	if err != nil {
@@ -106,9 +111,34 @@ func runBuild(args []string) error {
 	return nil
 }
 
-// openCorpusWithProgress opens the corpus with its offsets sidecar in the output folder
-// (built on first use, with a progress bar: a full scan of the file).
+// loadPassageEncoder loads cfg.Model into parts (unless cfg.Embeddings gives the vectors)
+// and records its precision and pooling.
+func loadPassageEncoder(cfg *indexbuild.Config, parts *indexbuild.Parts, batch, threads int, precision string) error {
+	if cfg.Embeddings != "" {
+		return nil
+	}
+	enc, err := bert.Load(cfg.Model, bert.Options{
+		MaxLength: cfg.MaxLength, Pooling: cfg.Pooling, BatchSize: batch, Threads: threads,
+		Precision: bert.Precision(precision),
+	})
+	if err != nil {
+		return err
+	}
+	cfg.Precision = string(enc.Options().Precision)
+	parts.Pooling = enc.Options().Pooling
+	parts.Encoder = enc
+	return nil
+}
+
+// openCorpusWithProgress opens the corpus with its offsets sidecar in the output folder,
+// created if need be ("": the docstore's default place), built on first use with a
+// progress bar (a full scan of the file).
 func openCorpusWithProgress(path, out string) (*docstore.Corpus, error) {
+	if out != "" {
+		if err := os.MkdirAll(out, 0o755); err != nil {
+			return nil, fmt.Errorf("output folder: %w", err)
+		}
+	}
 	var bar *progress.Bar
 	c, err := docstore.OpenCorpus(path, docstore.Options{SidecarDir: out, Progress: func(done, total int64) {
 		if bar == nil {

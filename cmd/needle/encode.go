@@ -12,6 +12,7 @@ import (
 	"needle/engine/bert"
 	"needle/internal/atomicfile"
 	"needle/internal/jsonl"
+	"needle/internal/npy"
 )
 
 // precisionUsage documents --precision of encode, build and serve.
@@ -39,7 +40,7 @@ func runEncode(args []string) error {
 	threads := fs.Int("threads", 0, "OpenBLAS/OpenMP threads; 0 = OpenBLAS default (all cores)")
 	precision := fs.String("precision", "fp16", precisionUsage)
 	in := fs.String("in", "-", "input file of JSON Lines strings; - reads stdin")
-	npy := fs.String("npy", "", "write a .npy file here instead of JSON Lines on stdout")
+	npyPath := fs.String("npy", "", "write a .npy file here instead of JSON Lines on stdout")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -65,7 +66,7 @@ func runEncode(args []string) error {
 		return err
 	}
 	defer closer.Close()
-	if *npy == "" {
+	if *npyPath == "" {
 		out := bufio.NewWriterSize(os.Stdout, 1<<16)
 		err := encodeStream(enc, src, *prefix, func(v []float32) error { return writeJSONVector(out, v) })
 		if ferr := out.Flush(); err == nil {
@@ -73,9 +74,9 @@ func runEncode(args []string) error {
 		}
 		return err
 	}
-	return atomicfile.Create(*npy, func(f *os.File) error {
+	return atomicfile.Create(*npyPath, func(f *os.File) error {
 		w := bufio.NewWriterSize(f, 1<<20)
-		if _, err := w.Write(npyHeader(0, enc.Dim())); err != nil { // placeholder: count unknown yet
+		if _, err := w.Write(npy.Header("<f4", 0, int64(enc.Dim()))); err != nil { // placeholder: count unknown yet
 			return err
 		}
 		rows := 0
@@ -87,7 +88,7 @@ func runEncode(args []string) error {
 			err = w.Flush()
 		}
 		if err == nil {
-			_, err = f.WriteAt(npyHeader(rows, enc.Dim()), 0)
+			_, err = f.WriteAt(npy.Header("<f4", int64(rows), int64(enc.Dim())), 0)
 		}
 		return err
 	})
@@ -129,19 +130,4 @@ func writeJSONVector(w *bufio.Writer, v []float32) error {
 	buf = append(buf, ']', '\n')
 	_, err := w.Write(buf)
 	return err
-}
-
-// npyHeader is a NumPy format 1.0 header for a little-endian float32 (rows, dim) array,
-// always 128 bytes so the placeholder can be overwritten once the row count is known.
-func npyHeader(rows, dim int) []byte {
-	dict := fmt.Sprintf("{'descr': '<f4', 'fortran_order': False, 'shape': (%d, %d), }", rows, dim)
-	h := make([]byte, 128)
-	copy(h, "\x93NUMPY\x01\x00")
-	binary.LittleEndian.PutUint16(h[8:], uint16(128-10))
-	n := copy(h[10:], dict)
-	for i := 10 + n; i < 127; i++ {
-		h[i] = ' '
-	}
-	h[127] = '\n'
-	return h
 }

@@ -40,7 +40,8 @@ type serveFlags struct {
 
 func parseServeFlags(args []string) (*serveFlags, error) {
 	f := &serveFlags{}
-	fs := newFlagSet("serve", "--index DIR|FILE [--corpus FILE] [--model DIR] [flags]\n\n"+
+	fs := newFlagSet("serve", "--index DIR|FILE [--corpus FILE] [--model DIR] [flags]\n"+
+		"       needle serve --milvus URI --collection NAME --corpus FILE --model DIR [flags]\n\n"+
 		"Serves POST /retrieve and POST /access with the request and response shapes of Search-R1's\n"+
 		"retrieval_server.py, plus GET /health, /ready and /metrics. The anchors' flag names\n"+
 		"(--index_path --corpus_path --pages_path --retriever_model --retriever_name --faiss_gpu)\n"+
@@ -91,6 +92,13 @@ func parseServeFlags(args []string) (*serveFlags, error) {
 	fs.DurationVar(&f.cfg.IdleTimeout, "idle-timeout", 120*time.Second, "keep-alive wait for a connection's next request")
 	fs.IntVar(&f.cacheMB, "cache-mb", 256, "result cache in MiB: answers kept by exact query text and topk, so the rollouts of a GRPO group asking the same query are searched once; cached answers are byte for byte the first one (0 turns it off)")
 	fs.DurationVar(&f.drain, "drain", 30*time.Second, "on SIGINT/SIGTERM, how long in-flight requests may finish")
+	fs.StringVar(&f.engine.Milvus.URI, "milvus", "", "search a Milvus collection (standalone or cluster: same API) at this URI, host:port or http(s)://host:port,\n"+
+		"instead of a FAISS index; needs --collection, and --corpus and --model (or --index DIR of a needle build naming them)")
+	fs.StringVar(&f.engine.Milvus.Collection, "collection", "", "with --milvus: the collection, built by needle build --milvus")
+	fs.IntVar(&f.engine.Milvus.Ef, "milvus-ef", 0, "with --milvus: HNSW search list size, raised to topk when smaller (0 = 128)")
+	fs.IntVar(&f.engine.Milvus.Nprobe, "milvus-nprobe", 0, "with --milvus: IVF lists probed per query (0 = 32)")
+	fs.DurationVar(&f.engine.Milvus.Timeout, "milvus-timeout", 0, "with --milvus: most time one search may take (0 = 10s); past it, or with Milvus down,\n"+
+		"/retrieve answers 503 + Retry-After and /ready is false until Milvus answers again")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -104,8 +112,13 @@ func parseServeFlags(args []string) (*serveFlags, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q (flags start with --)", fs.Arg(0))
 	}
-	if f.engine.Index == "" {
-		return nil, errors.New("--index (or --index_path) is required")
+	if f.engine.Milvus.URI != "" {
+		f.engine.Backend = engine.BackendMilvus
+		if f.engine.Milvus.Collection == "" {
+			return nil, errors.New("--milvus needs --collection")
+		}
+	} else if f.engine.Index == "" {
+		return nil, errors.New("--index (or --index_path) is required, or --milvus with --collection")
 	}
 	if f.topk <= 0 || f.port < 0 || f.port > 65535 {
 		return nil, fmt.Errorf("--topk must be > 0 and --port in [0, 65535], got %d and %d", f.topk, f.port)
@@ -218,7 +231,7 @@ func runServe(args []string) error {
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	addr := ln.Addr().(*net.TCPAddr)
-	fmt.Fprintf(os.Stderr, "needle serve: listening on %s (GET /health answers; loading %s)\n", addr, opts.Index)
+	fmt.Fprintf(os.Stderr, "needle serve: listening on %s (GET /health answers; loading %s)\n", addr, opts.IndexName())
 
 	stop := make(chan os.Signal, 2)
 	signal.Notify(stop, syscall.SIGINT, syscall.SIGTERM)
@@ -269,7 +282,7 @@ func runServe(args []string) error {
 	srv.SetRetriever(r)
 	fmt.Fprintf(os.Stderr, "needle serve: ready in %.1fs: %d vectors (%s, %s index), query prefix %q\n"+
 		"  curl -s http://%s/retrieve -H 'Content-Type: application/json' -d '{\"queries\":[\"what is a needle\"],\"topk\":3,\"return_scores\":true}'\n",
-		time.Since(began).Seconds(), r.Ntotal(), opts.Index, r.IndexBackend(), *opts.QueryPrefix, net.JoinHostPort(advertisedIP(f.host), strconv.Itoa(addr.Port)))
+		time.Since(began).Seconds(), r.Ntotal(), opts.IndexName(), r.IndexBackend(), *opts.QueryPrefix, net.JoinHostPort(advertisedIP(f.host), strconv.Itoa(addr.Port)))
 
 	select {
 	case err := <-served:

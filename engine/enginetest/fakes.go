@@ -4,6 +4,7 @@
 package enginetest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -173,4 +174,25 @@ func (x *FailingDevice) Search(q []float32, k int, dist []float32, labels []int6
 		return err
 	}
 	return x.FlatIndex.Search(q, k, dist, labels)
+}
+
+// RemoteIndex is an Index in another process (an engine.Checker, as Milvus is) that can go
+// down: while Down is set, Search and Check fail with an error wrapping engine.ErrUnavailable.
+type RemoteIndex struct {
+	engine.Index
+	Down atomic.Bool
+}
+
+func (x *RemoteIndex) Search(q []float32, k int, dist []float32, labels []int64) error {
+	if err := x.Check(context.Background()); err != nil {
+		return err
+	}
+	return x.Index.Search(q, k, dist, labels)
+}
+
+func (x *RemoteIndex) Check(context.Context) error {
+	if x.Down.Load() {
+		return fmt.Errorf("%w: the test's remote index is down", engine.ErrUnavailable)
+	}
+	return nil
 }

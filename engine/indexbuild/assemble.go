@@ -14,9 +14,9 @@ import (
 	"needle/internal/progress"
 )
 
-// vectors is what an index is built from: the shards of this build or an existing
+// Vectors are what an index is built from: the shards of this build or an existing
 // embeddings file. Not safe for concurrent use.
-type vectors interface {
+type Vectors interface {
 	Len() int64
 	Dim() int
 	// Read fills dst with rows [start, start+len(dst)/Dim()).
@@ -31,7 +31,7 @@ const addRows = 16384
 // index (wiki-18's 64.6 GB Flat index never has to fit in RAM); other factories are built
 // in memory through FAISS (trained first on a seeded sample when they need it) and written
 // by FAISS.
-func assemble(cfg Config, vecs vectors, newIndex func(dim int) (Index, error)) error {
+func assemble(cfg Config, vecs Vectors, newIndex func(dim int) (Index, error)) error {
 	if cfg.Factory == "Flat" {
 		return withEmbeddings(cfg, func(emb io.Writer) error {
 			return writeFlatIndex(filepath.Join(cfg.Out, IndexFileName), cfg.Metric, vecs, cfg.Log, emb)
@@ -84,7 +84,7 @@ func withEmbeddings(cfg Config, write func(emb io.Writer) error) error {
 
 // streamRows hands every row of vecs to use, addRows at a time, in order, also writing
 // them as raw float32 to emb when it is not nil; a progress bar counts the rows.
-func streamRows(vecs vectors, log io.Writer, emb io.Writer, use func(start int64, x []float32) error) error {
+func streamRows(vecs Vectors, log io.Writer, emb io.Writer, use func(start int64, x []float32) error) error {
 	bar := progress.Start(log, progress.Options{Label: "rows indexed", Total: vecs.Len()})
 	defer bar.Finish()
 	dim := int64(vecs.Dim())
@@ -119,7 +119,7 @@ func writeFloats(w io.Writer, x []float32, raw *[]byte) error {
 // writeFlatIndex writes vecs to path atomically as a FAISS IndexFlatIP ("ip") or IndexFlatL2
 // ("l2") file (faissgo.WriteFlat owns the format), streaming the rows so that memory stays
 // at one chunk.
-func writeFlatIndex(path, metric string, vecs vectors, log io.Writer, emb io.Writer) error {
+func writeFlatIndex(path, metric string, vecs Vectors, log io.Writer, emb io.Writer) error {
 	m, err := faissgo.ParseMetric(metric)
 	if err != nil {
 		return err
@@ -148,7 +148,7 @@ func writeFlatIndex(path, metric string, vecs vectors, log io.Writer, emb io.Wri
 }
 
 // train trains idx on TrainSize rows drawn without replacement with cfg.Seed.
-func train(cfg Config, vecs vectors, idx Index) error {
+func train(cfg Config, vecs Vectors, idx Index) error {
 	k := int64(cfg.TrainSize)
 	if k <= 0 {
 		k = defaultTrainSize

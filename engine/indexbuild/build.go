@@ -269,34 +269,11 @@ func Run(cfg Config, parts Parts) (*Report, error) {
 	}
 
 	rep := &Report{Rows: parts.Corpus.Len()}
-	var vecs vectors
-	var bad []BadRow
-	if cfg.Embeddings != "" {
-		e, err := openEmbeddings(cfg.Embeddings, cfg.Dim)
-		if err != nil {
-			return nil, err
-		}
-		defer e.Close()
-		if e.Len() != rep.Rows {
-			return nil, fmt.Errorf("%s holds %d rows but the corpus %s has %d lines (row i must be line i)",
-				cfg.Embeddings, e.Len(), cfg.Corpus, rep.Rows)
-		}
-		if bad, err = scanBadRows(parts.Corpus, cfg.Log); err != nil {
-			return nil, err
-		}
-		vecs = e
-	} else {
-		enc := encodeState{
-			CorpusSize: info.Size, CorpusHash: info.Hash, Model: out.Model, Prefix: cfg.Prefix,
-			MaxLength: cfg.MaxLength, Pooling: cfg.Pooling, Normalize: cfg.Normalize,
-			Dim: parts.Encoder.Dim(), ShardRows: cfg.ShardRows, Precision: stateful(cfg.Precision),
-		}
-		set, b, err := encodeShards(cfg, enc, parts, rep)
-		if err != nil {
-			return nil, err
-		}
-		vecs, bad = set, b
+	vecs, bad, closeVecs, err := embed(cfg, parts, info, out.Model, rep)
+	if err != nil {
+		return nil, err
 	}
+	defer closeVecs()
 
 	m := &Manifest{
 		Model: cfg.Model, Dimension: vecs.Dim(), Count: rep.Rows, Factory: cfg.Factory, Metric: cfg.Metric,
@@ -325,6 +302,75 @@ func Run(cfg Config, parts Parts) (*Report, error) {
 	}
 	rep.IndexBytes, rep.BadRows, rep.Manifest = st.Size(), len(bad), m
 	return rep, nil
+}
+
+// embed returns the vectors of cfg's corpus and its bad rows: the Embeddings file (which
+// must have a row per corpus line) or the encoder's output, through the resumable shards in
+// Out/partial. close releases them.
+func embed(cfg Config, parts Parts, info CorpusInfo, model string, rep *Report) (vecs Vectors, bad []BadRow, close func(), err error) {
+	if cfg.Embeddings != "" {
+		e, err := openEmbeddings(cfg.Embeddings, cfg.Dim)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		if e.Len() != rep.Rows {
+			e.Close()
+			return nil, nil, nil, fmt.Errorf("%s holds %d rows but the corpus %s has %d lines (row i must be line i)",
+				cfg.Embeddings, e.Len(), cfg.Corpus, rep.Rows)
+		}
+		if bad, err = scanBadRows(parts.Corpus, cfg.Log); err != nil {
+			e.Close()
+			return nil, nil, nil, err
+		}
+		return e, bad, func() { e.Close() }, nil
+	}
+	enc := encodeState{
+		CorpusSize: info.Size, CorpusHash: info.Hash, Model: model, Prefix: cfg.Prefix,
+		MaxLength: cfg.MaxLength, Pooling: cfg.Pooling, Normalize: cfg.Normalize,
+		Dim: parts.Encoder.Dim(), ShardRows: cfg.ShardRows, Precision: stateful(cfg.Precision),
+	}
+	set, bad, err := encodeShards(cfg, enc, parts, rep)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return set, bad, func() {}, nil
+}
+
+// Embed returns the vectors of cfg's corpus for an index kept elsewhere (a Milvus
+// collection; `needle build --milvus`): the Embeddings file, or the encoder's output (Out
+// then holds the resumable shards, kept after the build so a rerun encodes nothing).
+// Factory, Metric and the manifest play no part. close releases the vectors.
+func Embed(cfg Config, parts Parts) (vecs Vectors, rep *Report, close func(), err error) {
+	cfg.setDefaults()
+	unlock := func() {}
+	if cfg.Embeddings == "" {
+		if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
+			return nil, nil, nil, fmt.Errorf("output folder: %w", err)
+		}
+		if unlock, err = lockDir(cfg.Out); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	out, err := cfg.outputState()
+	if err != nil {
+		unlock()
+		return nil, nil, nil, err
+	}
+	info := CorpusInfo{Path: out.CorpusPath, Size: out.CorpusSize, Mtime: out.CorpusMtime}
+	if cfg.Embeddings == "" { // the shards record the corpus's hash
+		if info.Hash, _, err = hashCorpus(cfg.Corpus, "", cfg.Log); err != nil {
+			unlock()
+			return nil, nil, nil, err
+		}
+	}
+	rep = &Report{Rows: parts.Corpus.Len()}
+	vecs, bad, closeVecs, err := embed(cfg, parts, info, out.Model, rep)
+	if err != nil {
+		unlock()
+		return nil, nil, nil, err
+	}
+	rep.BadRows = len(bad)
+	return vecs, rep, func() { closeVecs(); unlock() }, nil
 }
 
 // refreshManifest handles a finished build of these arguments whose corpus has the bytes

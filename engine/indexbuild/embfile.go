@@ -9,10 +9,13 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"needle/faissgo"
 )
 
 // embFile reads an existing embeddings file (`--embeddings`): a headerless float32 memmap
-// (the anchors' emb_e5.memmap, N x dim) or a NumPy .npy of float32 shape (N, dim).
+// (the anchors' emb_e5.memmap, N x dim), a NumPy .npy of float32 shape (N, dim), or a FAISS
+// flat index file (the anchors' e5_Flat.index), whose vectors are read in place.
 type embFile struct {
 	f         *os.File
 	path      string
@@ -61,6 +64,15 @@ func describeEmbeddings(f *os.File, path string, dim int) (*embFile, error) {
 		}
 		return e, nil
 	}
+	if flat, info, err := flatIndex(f, path); err != nil {
+		return nil, err
+	} else if flat {
+		if dim > 0 && info.Dim != dim {
+			return nil, fmt.Errorf("%s: a FAISS %s of dimension %d, but --dim is %d", path, info.TypeName(), info.Dim, dim)
+		}
+		e.dataStart, e.rows, e.dim = faissgo.FlatHeaderBytes, info.Ntotal, info.Dim
+		return e, nil
+	}
 	if dim <= 0 {
 		return nil, fmt.Errorf("%s: a headerless float32 file needs --dim (or a manifest.json beside it)", path)
 	}
@@ -81,6 +93,20 @@ func (e *embFile) Read(start int64, dst []float32) error {
 		return fmt.Errorf("%s: %w", e.path, err)
 	}
 	return nil
+}
+
+// flatIndex reports whether f (at path) starts with a FAISS flat index tag and, if so,
+// checks the whole file as faissgo.Stat does and returns what it holds.
+func flatIndex(f *os.File, path string) (bool, faissgo.FileInfo, error) {
+	tag := make([]byte, 4)
+	if _, err := f.ReadAt(tag, 0); err != nil || !(faissgo.FileInfo{Type: string(tag)}).IsFlat() {
+		return false, faissgo.FileInfo{}, nil
+	}
+	info, err := faissgo.Stat(path)
+	if err != nil {
+		return false, info, err
+	}
+	return true, info, nil
 }
 
 // npyHeader is what needle needs of a .npy header.

@@ -77,3 +77,32 @@ func Recall(s Searcher, emb []float32, dim int, gold []int64, ks []int) ([]float
 	}
 	return out, nil
 }
+
+// Agreement returns recall@k of s against exact (an exact search, a Flat index): the
+// fraction of the k hits s returns per query that score at least as well as exact's k-th
+// best, over the queries in emb. Scores, not row numbers, are compared (ann-benchmarks'
+// way), so rows tied at the k-th score (duplicate passages) count whichever one s returns;
+// both must score alike (inner products, or L2 distances, of the same vectors).
+func Agreement(s, exact Searcher, emb []float32, dim, k int) (float64, error) {
+	n := len(emb) / dim
+	var labels [2][]int64
+	var dist [2][]float32
+	for i, x := range []Searcher{s, exact} {
+		labels[i], dist[i] = make([]int64, n*k), make([]float32, n*k)
+		if err := x.Search(emb, k, dist[i], labels[i]); err != nil {
+			return 0, err
+		}
+	}
+	const eps = 1e-5
+	found := 0
+	for q := range n {
+		best, kth := dist[1][q*k], dist[1][(q+1)*k-1]
+		for j := q * k; j < (q+1)*k; j++ {
+			d := dist[0][j]
+			if labels[0][j] >= 0 && ((best >= kth && d >= kth-eps) || (best < kth && d <= kth+eps)) {
+				found++
+			}
+		}
+	}
+	return float64(found) / float64(max(n*k, 1)), nil
+}
