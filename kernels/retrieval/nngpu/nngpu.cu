@@ -194,3 +194,10 @@ extern "C" __global__ void ng_pool(float* __restrict__ out, const float* __restr
   const float norm = ng_sqrt(ng_block_sum(ss, red)), inv = 1.0f / (norm > 1e-12f ? norm : 1e-12f);
   for (int c = threadIdx.x; c < n; c += blockDim.x) o[c] *= inv;
 }
+
+// ng_to_half_rows: out[i] = fp16(in[i]) for n values (round to nearest even); how fp32 weights
+// read from a checkpoint become the fp16 GEMM operands on the device. A grid-stride loop.
+extern "C" __global__ void ng_to_half_rows(uint16_t* __restrict__ out, const float* __restrict__ in, long long n) {
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
+    out[i] = ng_to_half(in[i]);
+}

@@ -146,9 +146,21 @@ void test_pool(int n, const std::vector<int32_t>& lens) {
     }
 }
 
+// test_to_half checks the weight conversion against nn_ref's float_to_half (ties to even,
+// subnormals, overflow to inf).
+void test_to_half(long long n) {
+  auto w = normal(n, 1);
+  w[0] = 65519.0f, w[1] = 65520.0f, w[2] = 1e-7f, w[3] = -2.98023224e-8f, w[4] = 1.00048828125f;
+  std::vector<uint16_t> got(n), want(n);
+  cuemu::launch(dim3(3), dim3(NG_BLOCK), ng_to_half_rows, got.data(), (const float*)w.data(), n);
+  nn_ops_ref.float_to_half(want.data(), w.data(), n);
+  for (long long i = 0; i < n; i++) expect(got[i] == want[i], "to_half", i, half_value(got[i]), half_value(want[i]));
+}
+
 }  // namespace
 
 int main() {
+  test_to_half(2000);
   for (int n : {1, 33, 384, 768, NG_MAX_HIDDEN}) test_layernorms(n, 5);
   test_gelu(3, 1000, 2);   // fewer threads than values: the grid-stride loop
   test_gelu(1, 37, 64);    // more threads than values
