@@ -5,8 +5,6 @@ import (
 	"testing"
 
 	"needle/internal/testenv"
-	"needle/kernels/platform/cpu"
-	"needle/kernels/retrieval/nn"
 )
 
 func TestParsePrecision(t *testing.T) {
@@ -33,7 +31,7 @@ func TestParsePrecision(t *testing.T) {
 // TestInt8TinyModel loads one tiny checkpoint at both precisions: the int8 encoder's vectors
 // stay close to the fp16 ones, and Options reports the precision.
 func TestInt8TinyModel(t *testing.T) {
-	dir := writeTinyModel(t, randomWeights(tinyConfig, 10, nn.New(cpu.Ref), FP16), "", "F32", nil)
+	dir := writeTinyModel(t, tinyWeights(t, 10), "", "F32", nil)
 	e16, err := Load(dir, Options{})
 	if err != nil {
 		t.Fatal(err)
