@@ -48,7 +48,9 @@ gpucheck: native
 	$(GO) test -c -o gpucheck/cuda.test ./cuda
 	$(GO) test -c -o gpucheck/logprob.test ./kernels/trainer/logprob
 	$(GO) test -c -o gpucheck/delta.test ./kernels/trainer/delta
-	ldd gpucheck/*.test | awk '$$3 ~ /^\// && $$1 !~ /^(libc|libm|ld-linux)/ {print $$3}' | sort -u | \
+	$(GO) test -c -o gpucheck/gpuflat.test ./kernels/retrieval/gpuflat
+	$(GO) build -o gpucheck/needle ./cmd/needle
+	ldd gpucheck/*.test gpucheck/needle | awk '$$3 ~ /^\// && $$1 !~ /^(libc|libm|ld-linux)/ {print $$3}' | sort -u | \
 	  while read lib; do xz -9 -T2 -c $$lib > gpucheck/lib/$$(basename $$lib).xz; done
 	cp tools/gpucheck/gpucheck.py gpucheck/
 	du -sh gpucheck

@@ -327,11 +327,23 @@ type Dim3 struct{ X, Y, Z uint32 }
 // Launch runs the kernel and waits for it. Each argument is a kernel parameter of 8 bytes or
 // less, passed by value in order: a Buffer (as its device pointer), int64, int32, uint64, float32.
 func (f *Function) Launch(grid, block Dim3, args ...any) error {
+	return f.launch(grid, block, true, args)
+}
+
+// Enqueue queues the kernel on the default stream and returns without waiting, so that a
+// sequence of kernels and cuBLAS calls runs without host round trips between them. A failure
+// of the kernel itself surfaces at the next call that waits (Launch, Download, Synchronize).
+func (f *Function) Enqueue(grid, block Dim3, args ...any) error {
+	return f.launch(grid, block, false, args)
+}
+
+func (f *Function) launch(grid, block Dim3, wait bool, args []any) error {
 	vals, err := paramValues(args)
 	if err != nil {
 		return fmt.Errorf("cuda launch %s: %w", f.name, err)
 	}
-	// cuLaunchKernel reads params[i] -> the bytes of argument i; both arrays are pinned Go memory.
+	// cuLaunchKernel reads params[i] -> the bytes of argument i (during the call); both arrays
+	// are pinned Go memory.
 	params := make([]unsafe.Pointer, len(vals)+1) // +1: never empty
 	var pin runtime.Pinner
 	defer pin.Unpin()
@@ -342,7 +354,7 @@ func (f *Function) Launch(grid, block Dim3, args ...any) error {
 	pin.Pin(&params[0])
 	return f.dev.do("launch "+f.name, func(d *driver) int32 {
 		rc := d.cuLaunchKernel(f.h, grid.X, grid.Y, grid.Z, block.X, block.Y, block.Z, 0, 0, unsafe.Pointer(&params[0]), nil)
-		if rc != 0 {
+		if rc != 0 || !wait {
 			return rc
 		}
 		return d.cuCtxSynchronize()

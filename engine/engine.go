@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"sync/atomic"
 
@@ -63,6 +64,7 @@ type Hit struct {
 // use; Close only after every caller is done.
 type Retriever struct {
 	batcher *Batcher
+	index   Index
 	docs    DocStore
 	pages   PageStore // nil without a pages file
 	ntotal  int64
@@ -88,6 +90,7 @@ func NewRetriever(enc Encoder, idx Index, docs DocStore, pages PageStore, prefix
 	}
 	return &Retriever{
 		batcher: NewBatcher(enc, idx, prefix, opt),
+		index:   idx,
 		docs:    docs,
 		pages:   pages,
 		ntotal:  idx.Ntotal(),
@@ -122,6 +125,9 @@ func (r *Retriever) Retrieve(ctx context.Context, queries []string, k int) ([][]
 	if err := r.batcher.Search(ctx, queries, k, res.dist, res.labels); err != nil {
 		if errors.Is(err, ErrBusy) {
 			return nil, err
+		}
+		if lost := r.IndexErr(); lost != nil {
+			return nil, lost
 		}
 		return nil, fmt.Errorf("retrieval failed: %w", err)
 	}
@@ -165,6 +171,29 @@ func (r *Retriever) getResult(n int) *searchResult {
 	}
 	res.dist, res.labels = res.dist[:n], res.labels[:n]
 	return res
+}
+
+// ErrIndexLost is wrapped by the errors of an index whose device failed (a GPU lost while
+// serving): the server answers 503 and is no longer ready; a restart is needed.
+var ErrIndexLost = errors.New("the index's device failed")
+
+// IndexErr is nil while the index can search; for an index on a device that failed (one
+// with an Err method, the GPU index), an error wrapping ErrIndexLost that says why.
+func (r *Retriever) IndexErr() error {
+	if h, ok := r.index.(interface{ Err() error }); ok {
+		if err := h.Err(); err != nil {
+			return fmt.Errorf("%w: %v", ErrIndexLost, err)
+		}
+	}
+	return nil
+}
+
+// WriteIndexMetrics writes the index's own Prometheus metrics, for an index that has them
+// (the GPU index: devices, memory, search time); nothing for a CPU index.
+func (r *Retriever) WriteIndexMetrics(w io.Writer) {
+	if m, ok := r.index.(interface{ WriteMetrics(io.Writer) }); ok {
+		m.WriteMetrics(w)
+	}
 }
 
 // Access returns the page row of each URL, nil for a URL that is not in the pages file

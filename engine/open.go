@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,10 +13,17 @@ import (
 	"needle/engine/docstore"
 	"needle/engine/indexbuild"
 	"needle/faissgo"
+	"needle/kernels/retrieval/gpuflat"
 )
 
 // BackendFAISS is the index backend of this build: a FAISS index file searched on the CPU.
 const BackendFAISS = "faiss"
+
+// The values of Options.GPU besides "".
+const (
+	GPUAuto    = "auto"
+	GPURequire = "require"
+)
 
 // maxQueryTokens is the encoder's sequence length for queries, specials included.
 const maxQueryTokens = 256
@@ -42,6 +50,13 @@ type Options struct {
 	ForcePrecision bool
 	Threads        int  // encoder and index threads (0 = all cores)
 	Mmap           bool // map IVF inverted lists from the index file instead of loading them
+	// GPU asks for the GPU flat index (kernels/retrieval/gpuflat) instead of FAISS on the CPU:
+	// "" no, GPUAuto when a GPU, cuBLAS and enough memory are there (else one line to Log
+	// says why and the CPU index serves), GPURequire the same but failing instead.
+	GPU     string
+	GPUs    []int     // ordinals of the visible GPUs to shard rows over (nil: all)
+	GPUFP32 bool      // keep fp32 vectors on the GPU (twice the memory of fp16)
+	Log     io.Writer // one-line notices (the GPU fallback) and the GPU load's progress; nil: os.Stderr
 	// Batcher bounds the batches; its MaxBatch is also the encoder's batch size.
 	Batcher BatcherOptions
 }
@@ -160,6 +175,15 @@ func Open(opts Options) (*Retriever, error) {
 func openIndex(opts Options) (Index, func(), error) {
 	switch opts.Backend {
 	case "", BackendFAISS:
+		if opts.GPU != "" {
+			x, err := openGPU(opts)
+			if err != nil {
+				return nil, nil, err
+			}
+			if x != nil {
+				return x, x.Close, nil
+			}
+		}
 		faissgo.Init(opts.Threads)
 		x, err := faissgo.Read(opts.Index, opts.Mmap)
 		if err != nil {
@@ -168,6 +192,25 @@ func openIndex(opts Options) (Index, func(), error) {
 		return x, x.Close, nil
 	}
 	return nil, nil, fmt.Errorf("unknown index backend %q (this build has %q)", opts.Backend, BackendFAISS)
+}
+
+// openGPU loads the GPU flat index, or returns nil, nil after one line to opts.Log saying why
+// the CPU index serves instead (GPUAuto), or an error (GPURequire).
+func openGPU(opts Options) (*gpuflat.Index, error) {
+	log := opts.Log
+	if log == nil {
+		log = os.Stderr
+	}
+	x, err := gpuflat.Load(opts.Index, gpuflat.Options{Devices: opts.GPUs, FP32: opts.GPUFP32, Progress: log})
+	switch {
+	case err == nil:
+		fmt.Fprintf(log, "needle: GPU index: %d vectors on %v\n", x.Ntotal(), x.Stats().Devices)
+		return x, nil
+	case opts.GPU == GPURequire:
+		return nil, fmt.Errorf("--gpu=require: %w", err)
+	}
+	fmt.Fprintf(log, "needle: not using a GPU, serving on the CPU: %v\n", err)
+	return nil, nil
 }
 
 // closeAll calls the closers that are set (the parts that opened when a load failed).

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"needle/cuda"
 	"needle/engine"
 	"needle/engine/bert"
 	"needle/engine/indexbuild"
@@ -121,29 +122,38 @@ func writeFlatIndex(t *testing.T, path string, dim int, vecs []float32) {
 	}
 }
 
-// Open on real parts: MiniLM, a flat index of the passages' own vectors, the corpus and a
-// pages file. Each passage, asked as a query, finds its own row first.
-func TestOpenServesRealParts(t *testing.T) {
-	model := testenv.MiniLMDir(t)
-	dir := t.TempDir()
-	texts := []string{"a needle is a thin pointed steel pin", "the cat sat on the mat", "rivers flow into the sea"}
-	var corpus, pages strings.Builder
+// realParts writes three passages as a corpus (dir/corpus.jsonl) and a flat index of their
+// MiniLM vectors (dir/flat.index) into a new folder dir; it returns the model folder, dir,
+// the passages, the corpus text and the vectors.
+func realParts(t *testing.T) (model, dir string, texts []string, corpus string, vecs []float32) {
+	model, dir = testenv.MiniLMDir(t), t.TempDir()
+	texts = []string{"a needle is a thin pointed steel pin", "the cat sat on the mat", "rivers flow into the sea"}
+	var b strings.Builder
 	for i, s := range texts {
-		fmt.Fprintf(&corpus, "{\"id\": \"%d\", \"contents\": %q}\n", i, s)
-		fmt.Fprintf(&pages, "{\"url\": \"https://example.org/%d\", \"contents\": %q}\n", i, s)
+		fmt.Fprintf(&b, "{\"id\": \"%d\", \"contents\": %q}\n", i, s)
 	}
-	corpusPath, pagesPath, indexPath := filepath.Join(dir, "corpus.jsonl"), filepath.Join(dir, "pages.jsonl"), filepath.Join(dir, "flat.index")
-	os.WriteFile(corpusPath, []byte(corpus.String()), 0o644)
-	os.WriteFile(pagesPath, []byte(pages.String()), 0o644)
+	os.WriteFile(filepath.Join(dir, "corpus.jsonl"), []byte(b.String()), 0o644)
 	enc, err := bert.Load(model, bert.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	vecs, err := enc.Encode(texts, "")
-	if err != nil {
+	if vecs, err = enc.Encode(texts, ""); err != nil {
 		t.Fatal(err)
 	}
-	writeFlatIndex(t, indexPath, enc.Dim(), vecs)
+	writeFlatIndex(t, filepath.Join(dir, "flat.index"), enc.Dim(), vecs)
+	return model, dir, texts, b.String(), vecs
+}
+
+// Open on real parts: MiniLM, a flat index of the passages' own vectors, the corpus and a
+// pages file. Each passage, asked as a query, finds its own row first.
+func TestOpenServesRealParts(t *testing.T) {
+	model, dir, texts, corpus, _ := realParts(t)
+	var pages strings.Builder
+	for i, s := range texts {
+		fmt.Fprintf(&pages, "{\"url\": \"https://example.org/%d\", \"contents\": %q}\n", i, s)
+	}
+	corpusPath, pagesPath, indexPath := filepath.Join(dir, "corpus.jsonl"), filepath.Join(dir, "pages.jsonl"), filepath.Join(dir, "flat.index")
+	os.WriteFile(pagesPath, []byte(pages.String()), 0o644)
 
 	r, err := engine.Open(engine.Options{Index: indexPath, Corpus: corpusPath, Pages: pagesPath, Model: model, QueryPrefix: ptr("")})
 	if err != nil {
@@ -155,7 +165,7 @@ func TestOpenServesRealParts(t *testing.T) {
 		t.Fatal(err)
 	}
 	for q, hits := range got {
-		row, _ := strings.CutSuffix(strings.Split(corpus.String(), "\n")[q], "\n")
+		row, _ := strings.CutSuffix(strings.Split(corpus, "\n")[q], "\n")
 		if len(hits) != 2 || string(hits[0].Row) != row || math.Abs(float64(hits[0].Score)-1) > 1e-3 {
 			t.Errorf("query %d: %d hits, first %s score %v; want its own row %s, score 1", q, len(hits), hits[0].Row, hits[0].Score, row)
 		}
@@ -165,7 +175,7 @@ func TestOpenServesRealParts(t *testing.T) {
 	}
 
 	short := filepath.Join(dir, "short.jsonl")
-	os.WriteFile(short, []byte(strings.SplitAfter(corpus.String(), "\n")[0]), 0o644)
+	os.WriteFile(short, []byte(strings.SplitAfter(corpus, "\n")[0]), 0o644)
 	for _, tc := range []struct {
 		opts engine.Options
 		want string
@@ -178,6 +188,48 @@ func TestOpenServesRealParts(t *testing.T) {
 	} {
 		if _, err := engine.Open(tc.opts); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Open(%+v): %v, want an error mentioning %q", tc.opts, err, tc.want)
+		}
+	}
+}
+
+// --gpu on a machine without a GPU: Open serves the CPU index after one line saying why;
+// --gpu=require fails with that reason; a non-flat index is named as the reason.
+func TestOpenGPUFallsBackToCPU(t *testing.T) {
+	if dev, err := cuda.Open(0); err == nil {
+		dev.Close()
+		t.Skip("a GPU is present; this test covers machines without one")
+	}
+	model, dir, texts, _, vecs := realParts(t)
+	corpusPath, flatPath, hnswPath := filepath.Join(dir, "corpus.jsonl"), filepath.Join(dir, "flat.index"), filepath.Join(dir, "hnsw.index")
+	dim := len(vecs) / len(texts)
+	hnsw, err := faissgo.New(dim, "HNSW8", faissgo.IP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := hnsw.Add(vecs); err != nil || hnsw.WriteFile(hnswPath) != nil {
+		t.Fatal(err)
+	}
+	hnsw.Close()
+
+	for _, tc := range []struct{ index, why string }{{flatPath, "no CUDA device"}, {hnswPath, "is a IndexHNSWFlat"}} {
+		var log strings.Builder
+		opts := engine.Options{Index: tc.index, Corpus: corpusPath, Model: model, QueryPrefix: ptr(""), GPU: engine.GPUAuto, Log: &log}
+		r, err := engine.Open(opts)
+		if err != nil {
+			t.Fatalf("%s, --gpu: %v", tc.index, err)
+		}
+		hits, err := r.Retrieve(context.Background(), texts[1:2], 1)
+		if err != nil || len(hits[0]) != 1 || !strings.Contains(string(hits[0][0].Row), texts[1]) {
+			t.Errorf("%s, --gpu: the CPU index answered %v, %v", tc.index, hits, err)
+		}
+		r.Close() // the hits' rows are views into the corpus: checked before this
+		if lines := strings.Split(strings.TrimSpace(log.String()), "\n"); len(lines) != 1 ||
+			!strings.HasPrefix(lines[0], "needle: not using a GPU, serving on the CPU: ") || !strings.Contains(lines[0], tc.why) {
+			t.Errorf("%s, --gpu: log %q, want one line saying %q", tc.index, log.String(), tc.why)
+		}
+		opts.GPU = engine.GPURequire
+		if _, err := engine.Open(opts); err == nil || !strings.Contains(err.Error(), "--gpu=require: ") || !strings.Contains(err.Error(), tc.why) {
+			t.Errorf("%s, --gpu=require: %v, want an error saying %q", tc.index, err, tc.why)
 		}
 	}
 }

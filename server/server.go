@@ -153,16 +153,21 @@ func (s *Server) route(ctx *fasthttp.RequestCtx) endpoint {
 			writeJSON(ctx, fasthttp.StatusServiceUnavailable, []byte(`{"status":"loading"}`))
 		} else if s.changed.Load() {
 			writeJSON(ctx, fasthttp.StatusServiceUnavailable, []byte(`{"status":"a served file changed"}`))
+		} else if r.IndexErr() != nil {
+			writeJSON(ctx, fasthttp.StatusServiceUnavailable, []byte(`{"status":"the index's device failed"}`))
 		} else {
 			writeJSON(ctx, fasthttp.StatusOK, []byte(`{"status":"ready"}`))
 		}
 	case epMetrics:
 		g := gauges{}
 		if r != nil {
-			g = gauges{ready: !s.changed.Load(), queueQueries: r.Queued(), indexVectors: r.Ntotal(), badRows: r.BadRowsSkipped()}
+			g = gauges{ready: !s.changed.Load() && r.IndexErr() == nil, queueQueries: r.Queued(), indexVectors: r.Ntotal(), badRows: r.BadRowsSkipped()}
 		}
 		ctx.SetContentType("text/plain; version=0.0.4; charset=utf-8")
 		s.metrics.write(ctx, g)
+		if r != nil {
+			r.WriteIndexMetrics(ctx) // a GPU index's device, memory and search time
+		}
 	default:
 		if r == nil {
 			ctx.Response.Header.Set("Retry-After", "5")
@@ -209,6 +214,9 @@ func (s *Server) retrieve(ctx *fasthttp.RequestCtx, r *engine.Retriever) {
 	switch {
 	case errors.Is(err, engine.ErrBusy):
 		ctx.Response.Header.Set("Retry-After", "1")
+		writeDetail(ctx, fasthttp.StatusServiceUnavailable, err.Error())
+		return
+	case errors.Is(err, engine.ErrIndexLost): // /ready is false from now on (IndexErr)
 		writeDetail(ctx, fasthttp.StatusServiceUnavailable, err.Error())
 		return
 	case err != nil:

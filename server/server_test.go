@@ -579,3 +579,31 @@ func TestCopyingARowOfATruncatedCorpusIsAnError(t *testing.T) {
 		t.Errorf("got %v, want an error wrapping engine.ErrChanged", err)
 	}
 }
+
+// A GPU lost while serving (the index's device fails): that request and later ones get 503
+// with the device's message, /ready turns false, /health stays ok, the process stays up.
+func TestLostIndexDevice(t *testing.T) {
+	enc, docs, idx := testParts()
+	dev := &enginetest.FailingDevice{FlatIndex: idx}
+	s := New(Config{})
+	serveParts(t, s, enc, dev, docs, nil)
+	if code, out, _ := do(s, "POST", "/retrieve", `{"queries":["topic1"],"topk":2}`); code != 200 {
+		t.Fatalf("before the failure: %d %s", code, out)
+	}
+	dev.Fail(errors.New("cuda launch nl_topk_tile: an illegal memory access was encountered (CUDA error 700)"))
+	for range 2 {
+		code, out, _ := do(s, "POST", "/retrieve", `{"queries":["topic1"],"topk":2}`)
+		if code != 503 || !strings.Contains(string(out), "the index's device failed: cuda launch nl_topk_tile: an illegal memory access") {
+			t.Fatalf("after the failure: %d %s", code, out)
+		}
+	}
+	if code, out, _ := do(s, "GET", "/ready", ""); code != 503 || !strings.Contains(string(out), "device failed") {
+		t.Errorf("/ready: %d %s", code, out)
+	}
+	if code, _, _ := do(s, "GET", "/health", ""); code != 200 {
+		t.Errorf("/health: %d", code)
+	}
+	if _, out, _ := do(s, "GET", "/metrics", ""); !strings.Contains(string(out), "needle_ready 0") {
+		t.Errorf("/metrics does not say not ready")
+	}
+}

@@ -13,14 +13,14 @@ type benchmark struct {
 }
 
 // benchOrder is the order `needle bench --help` lists targets in.
-var benchOrder = []string{"kernels", "encode", "retrieve", "docstore", "recall"}
+var benchOrder = []string{"kernels", "encode", "retrieve", "docstore", "recall", "search"}
 
 var benchmarks = map[string]benchmark{}
 
 func registerBench(b benchmark) { benchmarks[b.name] = b }
 
 func init() {
-	register(command{name: "bench", summary: "benchmarks: kernels, encode, retrieve, docstore, recall", run: runBench})
+	register(command{name: "bench", summary: "benchmarks: kernels, encode, retrieve, docstore, recall, search", run: runBench})
 }
 
 func runBench(args []string) error {

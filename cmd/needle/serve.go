@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -67,7 +68,13 @@ func parseServeFlags(args []string) (*serveFlags, error) {
 	fs.BoolVar(&f.engine.ForcePrecision, "force-precision", false, "serve at --precision even where the build manifest records another")
 	fs.StringVar(&f.saveAddressTo, "save-address-to", "", "folder to write Host{ip}_IP{port}.txt = \"{ip}:{port}\" into once the server is ready (removed on SIGINT/SIGTERM)")
 	fs.StringVar(&f.authToken, "auth-token", os.Getenv("NEEDLE_AUTH_TOKEN"), "if set, /retrieve, /access and /metrics need \"Authorization: Bearer <token>\" (default $NEEDLE_AUTH_TOKEN)")
-	fs.BoolVar(&f.faissGPU, "faiss_gpu", false, "accepted for the anchors' scripts; this build has no GPU FAISS, so it says so and serves on the CPU")
+	fs.BoolVar(&f.faissGPU, "faiss_gpu", false, "the anchors' flag: same as --gpu")
+	fs.Var(gpuMode{&f.engine.GPU}, "gpu", "serve a flat index (IndexFlatIP/L2) from the GPUs in fp16: --gpu uses them when it can, else says why in one line and serves on the CPU; --gpu=require fails instead")
+	fs.Func("gpus", "comma-separated ordinals of the GPUs to shard the index over, e.g. 0,1 (default: all that CUDA_VISIBLE_DEVICES shows)", func(v string) (err error) {
+		f.engine.GPUs, err = parseOrdinals(v)
+		return err
+	})
+	fs.BoolVar(&f.engine.GPUFP32, "gpu-fp32", false, "keep the vectors in fp32 on the GPU (twice the memory of fp16, no fp16 rounding of scores)")
 	fs.BoolVar(&f.engine.Mmap, "mmap", false, "map IVF inverted lists from the index file instead of loading them (FAISS mmap; flat and HNSW indexes load into RAM anyway)")
 	fs.IntVar(&f.engine.Batcher.MaxBatch, "max-batch", 64, "most queries in one encoder batch and FAISS search (the batcher coalesces concurrent requests up to this)")
 	fs.DurationVar(&f.engine.Batcher.MaxWait, "batch-wait", 0, "how long a batch that is not full waits for more queries (0: take what is queued when the encoder is free)")
@@ -85,10 +92,12 @@ func parseServeFlags(args []string) (*serveFlags, error) {
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
+	gpuGiven := false
 	fs.Visit(func(fl *flag.Flag) {
 		if fl.Name == "query-prefix" {
 			f.engine.QueryPrefix = &f.queryPrefix
 		}
+		gpuGiven = gpuGiven || fl.Name == "gpu"
 	})
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q (flags start with --)", fs.Arg(0))
@@ -100,7 +109,49 @@ func parseServeFlags(args []string) (*serveFlags, error) {
 		return nil, fmt.Errorf("--topk must be > 0 and --port in [0, 65535], got %d and %d", f.topk, f.port)
 	}
 	f.cfg.DefaultTopK, f.cfg.AuthToken = f.topk, f.authToken
+	if f.faissGPU && !gpuGiven {
+		f.engine.GPU = engine.GPUAuto
+	}
 	return f, nil
+}
+
+// gpuMode is --gpu: alone it means auto; =auto, =require or =off.
+type gpuMode struct{ v *string }
+
+func (g gpuMode) IsBoolFlag() bool { return true }
+
+func (g gpuMode) String() string {
+	if g.v == nil {
+		return ""
+	}
+	return *g.v
+}
+
+func (g gpuMode) Set(s string) error {
+	switch s {
+	case "true", engine.GPUAuto:
+		*g.v = engine.GPUAuto
+	case engine.GPURequire:
+		*g.v = engine.GPURequire
+	case "false", "off":
+		*g.v = ""
+	default:
+		return fmt.Errorf("takes auto, require or off, not %q", s)
+	}
+	return nil
+}
+
+// parseOrdinals reads a comma-separated list of GPU ordinals.
+func parseOrdinals(v string) ([]int, error) {
+	var out []int
+	for _, part := range strings.Split(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(part))
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("%q is not a GPU ordinal (want e.g. 0,1)", part)
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }
 
 func runServe(args []string) error {
@@ -111,9 +162,6 @@ func runServe(args []string) error {
 	opts, err := engine.Resolve(f.engine)
 	if err != nil {
 		return err
-	}
-	if f.faissGPU {
-		fmt.Fprintln(os.Stderr, "needle serve: --faiss_gpu: this build has no GPU FAISS; serving on the CPU")
 	}
 	srv := server.New(f.cfg)
 	opts.Batcher.OnBatch = srv.ObserveBatch

@@ -23,7 +23,11 @@ func TestServeFlags(t *testing.T) {
 			engine.Options{Index: "dir", QueryPrefix: &empty, Batcher: defaults}},
 		{"anchor aliases, e5 name", []string{"--index_path", "x.index", "--corpus_path", "c.jsonl", "--retriever_model", "/m/e5-base-v2",
 			"--pages_path", "p.jsonl", "--retriever_name", "e5", "--faiss_gpu", "--topk", "3", "--port", "8001"},
-			engine.Options{Index: "x.index", Corpus: "c.jsonl", Model: "/m/e5-base-v2", Pages: "p.jsonl", RetrieverName: "e5", Batcher: defaults}},
+			engine.Options{Index: "x.index", Corpus: "c.jsonl", Model: "/m/e5-base-v2", Pages: "p.jsonl", RetrieverName: "e5", GPU: engine.GPUAuto, Batcher: defaults}},
+		{"--gpu alone", []string{"--index", "i", "--gpu"}, engine.Options{Index: "i", GPU: engine.GPUAuto, Batcher: defaults}},
+		{"--gpu=require on two GPUs in fp32", []string{"--index", "i", "--gpu=require", "--gpus", "0, 2", "--gpu-fp32"},
+			engine.Options{Index: "i", GPU: engine.GPURequire, GPUs: []int{0, 2}, GPUFP32: true, Batcher: defaults}},
+		{"--gpu=off wins over --faiss_gpu", []string{"--index", "i", "--gpu=off", "--faiss_gpu"}, engine.Options{Index: "i", Batcher: defaults}},
 		{"engine settings", []string{"--index", "i", "--threads", "2", "--mmap", "--max-batch", "8", "--batch-wait", "2ms",
 			"--encoders", "2", "--max-queued", "100"},
 			engine.Options{Index: "i", Threads: 2, Mmap: true, Batcher: engine.BatcherOptions{MaxBatch: 8, MaxWait: 2 * time.Millisecond, MaxQueued: 100, Encoders: 2}}},
@@ -49,6 +53,8 @@ func TestServeFlags(t *testing.T) {
 		{[]string{"--index", "i", "--port", "70000"}, "--port"},
 		{[]string{"--index", "i", "--topk", "0"}, "--topk"},
 		{[]string{"--index", "i", "extra"}, "unexpected argument"},
+		{[]string{"--index", "i", "--gpu=maybe"}, `takes auto, require or off, not "maybe"`},
+		{[]string{"--index", "i", "--gpus", "0,x"}, `"x" is not a GPU ordinal`},
 	} {
 		if _, err := parseServeFlags(tc.args); err == nil || !strings.Contains(err.Error(), tc.err) {
 			t.Errorf("%q: error %v, want one mentioning %q", tc.args, err, tc.err)

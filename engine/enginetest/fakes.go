@@ -148,3 +148,27 @@ func (d EvenRowsBad) Row(i int64) ([]byte, error) {
 	}
 	return d.DocStore.Row(i)
 }
+
+// FailingDevice is an index on a device that can fail, as the GPU index's device can: once
+// Fail is called, Search fails and Err says why (engine.Retriever.IndexErr).
+type FailingDevice struct {
+	*FlatIndex
+	failed atomic.Pointer[error]
+}
+
+// Fail makes the device fail with err.
+func (x *FailingDevice) Fail(err error) { x.failed.Store(&err) }
+
+func (x *FailingDevice) Err() error {
+	if p := x.failed.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+func (x *FailingDevice) Search(q []float32, k int, dist []float32, labels []int64) error {
+	if err := x.Err(); err != nil {
+		return err
+	}
+	return x.FlatIndex.Search(q, k, dist, labels)
+}

@@ -5,7 +5,10 @@
 It runs every GPU parity test and GPU benchmark of needle's test binaries in this folder, measures
 the device's read bandwidth and bf16 GEMM rate with PyTorch in the same run (the yardsticks the
 benchmarks are reported against) and times verl's torch log-prob definitions on the same shape as
-the baseline, then writes OUTDIR/results.json and OUTDIR/summary.txt (plus each binary's log).
+the baseline; for the GPU flat index (issue 12) it checks parity with torch's fp32 matmul + topk
+over the same fp16-rounded vectors, runs `needle bench search --gpu` at wiki-18's shape against
+torch fp16 matmul + topk, and times loading a 5M x 768 FAISS file; then it writes
+OUTDIR/results.json and OUTDIR/summary.txt (plus each binary's log).
 Needs only python3 with torch on a CUDA machine; the shared libraries the binaries link (OpenBLAS
 and its runtime) travel xz-compressed in lib/ and are unpacked next to them.
 """
@@ -36,9 +39,9 @@ BENCH_LINE = re.compile(r"^(Benchmark\S+?)(?:-\d+)?\s+(\d+)\s+([\d.]+) ns/op(?:\
 RESULT_LINE = re.compile(r"^\s*--- (PASS|FAIL|SKIP): (\S+)")
 
 
-def run_binary(name, args, out_dir, timeout):
+def run_binary(name, args, out_dir, timeout, extra_env=None):
     """Runs one Go test binary; returns its test outcomes and benchmark lines."""
-    env = dict(os.environ, LD_LIBRARY_PATH=LIB + ":" + os.environ.get("LD_LIBRARY_PATH", ""))
+    env = dict(os.environ, LD_LIBRARY_PATH=LIB + ":" + os.environ.get("LD_LIBRARY_PATH", ""), **(extra_env or {}))
     began = time.time()
     try:
         proc = subprocess.run([os.path.join(HERE, name)] + args, cwd=HERE, env=env, capture_output=True,
@@ -101,6 +104,165 @@ def torch_yardsticks():
     return out
 
 
+# The GPU flat index's goal shape: wiki-18 (21,015,324 passages x 768, e5).
+WIKI_ROWS, WIKI_DIM = 21015324, 768
+
+
+def run_needle(args, out_dir, log_name, timeout):
+    """Runs this folder's needle binary; returns the JSON object of its last output line."""
+    env = dict(os.environ, LD_LIBRARY_PATH=LIB + ":" + os.environ.get("LD_LIBRARY_PATH", ""))
+    cmd = [os.path.join(HERE, "needle")] + args
+    try:
+        proc = subprocess.run(cmd, cwd=HERE, env=env, capture_output=True, text=True, timeout=timeout)
+        text, code = proc.stdout + proc.stderr, proc.returncode
+    except subprocess.TimeoutExpired as e:
+        text, code = (e.stdout or b"").decode() + "\nTIMED OUT", -1
+    with open(os.path.join(out_dir, log_name + ".log"), "w") as f:
+        f.write(" ".join(cmd) + "\n" + text)
+    lines = [l for l in text.splitlines() if l.startswith("{")]
+    if code != 0 or not lines:
+        return {"command": " ".join(args), "exit": code, "error": text[-2000:]}
+    out = json.loads(lines[-1])
+    out["command"] = "needle " + " ".join(args)
+    return out
+
+
+def write_flat_index(path, rows, dim, block):
+    """Writes a FAISS IndexFlatIP file (faiss 1.7.3's layout: tag, d, ntotal, two unused int64,
+    is_trained, metric, then the float32 vectors as a std::vector) of rows vectors, repeating the
+    float32 array block (a whole number of rows) as often as needed."""
+    import struct
+    with open(path, "wb") as f:
+        f.write(b"IxFI" + struct.pack("<iQqqBi", dim, rows, 0, 0, 1, 0) + struct.pack("<Q", rows * dim))
+        per = block.shape[0]
+        for start in range(0, rows, per):
+            block[: min(per, rows - start)].tofile(f)
+
+
+def gpuflat_parity(out_dir):
+    """gpuflat.test's TestGPUTorchParity searches a 200,003 x 768 file; torch fp32 matmul + topk over
+    the same fp16-rounded vectors is the reference: ids must match except where scores tie within
+    1e-6, and recall@10 against exact fp32 search of the original vectors is reported."""
+    import numpy as np
+    import torch
+    torch.backends.cuda.matmul.allow_tf32 = False
+    rng = np.random.default_rng(12)
+    n, d, nq = 200_003, WIKI_DIM, 64
+    x = rng.uniform(-1, 1, (n, d)).astype(np.float32)
+    q = rng.uniform(-1, 1, (nq, d)).astype(np.float32)
+    pdir = os.path.join(out_dir, "gpuflat_parity")
+    os.makedirs(pdir, exist_ok=True)
+    write_flat_index(os.path.join(pdir, "index.faiss"), n, d, x)
+    q.tofile(os.path.join(pdir, "queries.f32"))
+    run = run_binary("gpuflat.test", ["-test.v", "-test.run", "TestGPUTorchParity"], out_dir, 300,
+                     {"NEEDLE_GPUFLAT_PARITY": pdir})
+    out = {"run": run, "rows": n, "queries": nq}
+    dev = torch.device("cuda")
+    xs, qs = torch.from_numpy(x).to(dev), torch.from_numpy(q).to(dev)
+    scores16 = qs.half().float() @ xs.half().float().T  # the reference of the same rounded vectors
+    exact = qs @ xs.T
+    for k in (10, 8192):
+        path = os.path.join(pdir, f"labels_k{k}.i64")
+        if not os.path.exists(path):
+            out[f"k{k}"] = {"error": "no results written"}
+            continue
+        got = torch.from_numpy(np.fromfile(path, dtype=np.int64).reshape(nq, k)).to(dev)
+        dist = torch.from_numpy(np.fromfile(os.path.join(pdir, f"dist_k{k}.f32"), dtype=np.float32).reshape(nq, k)).to(dev)
+        ref_s, ref_i = scores16.topk(k, dim=1)
+        ours_s = scores16.gather(1, got.clamp(min=0))
+        differ = got != ref_i
+        tol = 1e-6 * ref_s.abs().clamp(min=1)
+        untied = differ & ((ours_s - ref_s).abs() > tol)
+        res = {"ids_differing": int(differ.sum()), "ids_differing_beyond_1e-6_ties": int(untied.sum()),
+               "max_score_gap_at_rank": float((ours_s - ref_s).abs().max()),
+               "max_returned_score_error": float((dist - ours_s).abs().max())}
+        if k == 10:
+            exact_i = exact.topk(10, dim=1).indices
+            hits = sum(len(set(a.tolist()) & set(b.tolist())) for a, b in zip(got, exact_i))
+            res["recall@10_vs_exact_fp32"] = hits / (nq * 10)
+        out[f"k{k}"] = res
+    shutil.rmtree(pdir, ignore_errors=True)
+    del xs, qs, scores16, exact
+    torch.cuda.empty_cache()  # the benchmarks' needle processes need the memory
+    return out
+
+
+def torch_flat_search(rows, dim, batch, k):
+    """torch fp16 matmul + topk over rows x dim fp16 vectors, in row tiles that fit (the baseline of
+    issue 12, as verl-agent replaced faiss-gpu): best seconds of one batch."""
+    import torch
+    dev = torch.device("cuda")
+    x = torch.empty(rows, dim, dtype=torch.float16, device=dev).uniform_(-1, 1)
+    q = torch.empty(batch, dim, dtype=torch.float16, device=dev).uniform_(-1, 1)
+    tile = min(rows, (1 << 31) // (2 * batch))  # 2 GiB of fp16 scores per tile
+
+    def search():
+        best_v = best_i = None
+        for s in range(0, rows, tile):
+            v, i = (q @ x[s:s + tile].T).topk(k, dim=1)
+            i += s
+            if best_v is not None:
+                v, j = torch.cat([best_v, v], 1).topk(k, dim=1)
+                i = torch.cat([best_i, i], 1).gather(1, j)
+            best_v, best_i = v, i
+        return best_i
+
+    t = cuda_time(search, 3)
+    del x, q
+    torch.cuda.empty_cache()
+    return t
+
+
+def gpuflat_benchmarks(out_dir):
+    """needle bench search --gpu at wiki-18's shape (each run measures the device's read bandwidth
+    and fp16 GEMM rate itself), torch's fp16 matmul + topk on the same shape, and a 5M x 768 FAISS
+    file loaded from the page cache."""
+    import numpy as np
+    out = {"search": [], "torch": {}}
+    for batch, k in [(1, 10), (1024, 10), (4096, 10), (64, 8192)]:
+        out["search"].append(run_needle(["bench", "search", "--gpu", "--rows", str(WIKI_ROWS), "--dim", str(WIKI_DIM),
+                                         "--batch", str(batch), "--k", str(k), "--rounds", "5"],
+                                        out_dir, f"bench_search_b{batch}_k{k}", 300))
+    if all("error" in r for r in out["search"]):  # no GPU here: skip the torch runs and the 15 GB file
+        out["load"] = {"command": "load", "error": "skipped: every needle bench search --gpu failed"}
+        return out
+    for batch in (1, 1024):
+        try:
+            out["torch"][f"batch{batch}"] = torch_flat_search(WIKI_ROWS, WIKI_DIM, batch, 10)
+        except Exception as e:
+            out["torch"][f"batch{batch}"] = repr(e)
+    path = os.path.join(out_dir, "load_5M.faiss")
+    try:
+        block = np.random.default_rng(3).uniform(-1, 1, (1 << 15, WIKI_DIM)).astype(np.float32)
+        write_flat_index(path, 5_000_000, WIKI_DIM, block)
+        out["load"] = run_needle(["bench", "search", "--gpu", "--index", path, "--batch", "1", "--rounds", "1"],
+                                 out_dir, "bench_search_load_5M", 300)
+    finally:
+        if os.path.exists(path):
+            os.remove(path)
+    return out
+
+
+def gpuflat_summary(g):
+    lines = []
+    for r in g.get("search", []) + [g.get("load", {})]:
+        if "error" in r:
+            lines.append(f"  {r.get('command')}: FAILED {r['error'][-300:]}")
+            continue
+        if not r:
+            continue
+        line = (f"  {r['command']}: {r['qps']:.0f} QPS, {r['GB_per_s']:.0f} GB/s = {100 * r['read_share']:.0f}% of "
+                f"{r['peak_read_GB_per_s']:.0f} GB/s read, {r['TFLOP_per_s']:.1f} TFLOP/s = {100 * r['gemm_share']:.0f}% of "
+                f"{r['peak_gemm_TFLOP_per_s']:.0f} TFLOP/s GEMM")
+        if r.get("load_GB_per_s"):
+            line += f"; load {r['load_seconds']:.1f} s = {r['load_GB_per_s']:.2f} GB/s"
+        t = g.get("torch", {}).get(f"batch{r['batch']}")
+        if isinstance(t, float) and r["k"] == 10 and not r.get("load_GB_per_s"):
+            line += f"; torch fp16 matmul+topk {t * 1e3:.2f} ms = {t / r['best_seconds']:.1f}x ours"
+        lines.append(line)
+    return lines
+
+
 def main():
     out_dir = sys.argv[1] if len(sys.argv) > 1 else "."
     os.makedirs(out_dir, exist_ok=True)
@@ -113,7 +275,13 @@ def main():
                    out_dir, 300),
         run_binary("delta.test", ["-test.v", "-test.run", "GPU|PTX", "-test.bench", "GPU", "-test.benchtime", "10x"],
                    out_dir, 300),
+        run_binary("gpuflat.test", ["-test.v", "-test.run", "GPU|PTX"], out_dir, 300),
     ]
+    for name, fn in [("gpuflat_parity", gpuflat_parity), ("gpuflat_bench", gpuflat_benchmarks)]:
+        try:
+            results[name] = fn(out_dir)
+        except Exception as e:  # the other results still come back
+            results[name] = {"error": repr(e)}
     try:
         results["torch"] = torch_yardsticks()
     except Exception as e:  # the Go results still come back
@@ -134,6 +302,10 @@ def main():
                 ours = b["ns_per_op"] / 1e9
                 lines.append(f"    vs verl per-row {t['verl_per_row']['seconds'] / ours:.1f}x, "
                              f"vs verl fp32 {t['verl_fp32']['seconds'] / ours:.1f}x")
+    p = results.get("gpuflat_parity", {})
+    lines.append("gpuflat parity vs torch: " + json.dumps({k: v for k, v in p.items() if k != "run"}))
+    lines.append("gpuflat benchmarks:")
+    lines += gpuflat_summary(results.get("gpuflat_bench", {}))
     with open(os.path.join(out_dir, "summary.txt"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))

@@ -16,7 +16,8 @@
 // Selection is a radix select on the keys of one query per block: 8-bit digits from the top,
 // a shared-memory histogram per pass finds the digit of the k-th best key, and it stops as
 // soon as the bin holding the k-th key holds exactly the keys still needed (usually after two
-// or three passes over the tile). The keys >= the k-th are then written out in any order; the
+// or three passes over the tile; when the first pass finds few enough valid keys, the later
+// ones read them from shared memory). The keys >= the k-th are then written out in any order; the
 // last tile's output is sorted by nl_topk_sort. A tile's selection also takes the previous
 // tiles' k best keys (prev), which is how tiles are merged on the device; a tile may be split
 // in segments over more blocks (few queries), whose keys nl_topk_merge joins; shards are
@@ -87,17 +88,23 @@ struct TileSource {
   }
 };
 
+// kCandCap is how many keys topk_select keeps in shared memory: when the first pass finds at
+// most that many (a tile after the floor has risen), the later passes read them there instead
+// of reading the scores again.
+#define kCandCap 2048
+
 // topk_select writes the k largest keys of src (fewer when it has fewer non-zero keys) to out
 // in no particular order and fills out[k..width) with 0. Called by every thread of the block.
 template <typename Source>
 __device__ inline void topk_select(const Source& src, int k, u64* out, long long width) {
   __shared__ unsigned hist[256];
+  __shared__ u64 cand[kCandCap];
   __shared__ u64 s_prefix;
-  __shared__ unsigned s_need, s_pos;
+  __shared__ unsigned s_need, s_pos, s_ncand;
   __shared__ int s_done;
   unsigned tid = threadIdx.x, nt = blockDim.x;
   long long size = src.size();
-  if (tid == 0) s_prefix = 0, s_need = (unsigned)k, s_done = 0, s_pos = 0;
+  if (tid == 0) s_prefix = 0, s_need = (unsigned)k, s_done = 0, s_pos = 0, s_ncand = 0;
   for (int pass = 0; pass < 8; pass++) {
     __syncthreads();
     if (s_done) break;
@@ -105,9 +112,17 @@ __device__ inline void topk_select(const Source& src, int k, u64* out, long long
     u64 mask = pass == 0 ? 0 : ~0ull << (64 - 8 * pass), prefix = s_prefix;
     for (unsigned b = tid; b < 256; b += nt) hist[b] = 0;
     __syncthreads();
-    for (long long i = tid; i < size; i += nt) {
-      u64 key = src.key(i);
-      if (key != 0 && (key & mask) == prefix) atomicAdd(&hist[(key >> shift) & 255], 1u);
+    int shared_keys = pass > 0 && s_ncand <= kCandCap;  // the same for every thread
+    long long count = shared_keys ? (long long)s_ncand : size;
+    for (long long i = tid; i < count; i += nt) {
+      u64 key = shared_keys ? cand[i] : src.key(i);
+      if (key != 0 && (key & mask) == prefix) {
+        atomicAdd(&hist[(key >> shift) & 255], 1u);
+        if (pass == 0) {  // pass 0 sees every valid key: keep them while they fit
+          unsigned p = atomicAdd(&s_ncand, 1u);
+          if (p < kCandCap) cand[p] = key;
+        }
+      }
     }
     __syncthreads();
     if (tid == 0) {
@@ -129,8 +144,10 @@ __device__ inline void topk_select(const Source& src, int k, u64* out, long long
   }
   __syncthreads();
   u64 kth = s_prefix;  // every key >= kth is selected: exactly min(k, valid keys) of them
-  for (long long i = tid; i < size; i += nt) {
-    u64 key = src.key(i);
+  int shared_keys = s_ncand <= kCandCap;
+  long long count = shared_keys ? (long long)s_ncand : size;
+  for (long long i = tid; i < count; i += nt) {
+    u64 key = shared_keys ? cand[i] : src.key(i);
     if (key >= kth) {
       unsigned p = atomicAdd(&s_pos, 1u);
       if (p < (unsigned)k) out[p] = key;

@@ -458,7 +458,8 @@ func (x *Index) Search(q []float32, k int, dist []float32, labels []int64) error
 }
 
 // searchShard leaves the sorted best cands keys of each of the nq queries in s.host (width
-// slots per query).
+// slots per query). The GEMMs and kernels are queued on the default stream without host
+// round trips; the final download waits for them (and reports their failures).
 func (x *Index) searchShard(s *shard, q []float32, nq, cands, width int) error {
 	if err := s.q32.Upload(unsafe.Pointer(&q[0]), len(q)*4); err != nil {
 		return err
@@ -474,7 +475,7 @@ func (x *Index) searchShard(s *shard, q []float32, nq, cands, width int) error {
 	grid := func(n int) cuda.Dim3 { return cuda.Dim3{X: uint32(n), Y: 1, Z: 1} }
 	threads := cuda.Dim3{X: block, Y: 1, Z: 1}
 	if q16 != 0 || qnorms != 0 {
-		if err := s.prepare.Launch(grid(nq), threads, s.q32, int64(x.dim), q16, qnorms); err != nil {
+		if err := s.prepare.Enqueue(grid(nq), threads, s.q32, int64(x.dim), q16, qnorms); err != nil {
 			return err
 		}
 	}
@@ -497,10 +498,10 @@ func (x *Index) searchShard(s *shard, q []float32, nq, cands, width int) error {
 		if segs > 1 {
 			tileOut = s.segs
 		}
-		err = s.tile.Launch(cuda.Dim3{X: uint32(nq), Y: uint32(segs), Z: 1}, threads, s.scores, m, m, (m+int64(segs)-1)/int64(segs),
+		err = s.tile.Enqueue(cuda.Dim3{X: uint32(nq), Y: uint32(segs), Z: 1}, threads, s.scores, m, m, (m+int64(segs)-1)/int64(segs),
 			s.first+t, xnorms, qnorms, prev, int32(cands), tileOut, int64(width))
 		if err == nil && segs > 1 {
-			err = s.merge.Launch(grid(nq), threads, s.segs, int64(segs*width), int32(cands), out, int64(width))
+			err = s.merge.Enqueue(grid(nq), threads, s.segs, int64(segs*width), int32(cands), out, int64(width))
 		}
 		if err != nil {
 			return err
@@ -516,7 +517,7 @@ func (x *Index) searchShard(s *shard, q []float32, nq, cands, width int) error {
 		clear(s.hostKeys(nq * width))
 		return nil
 	}
-	if err := s.sort.Launch(grid(nq), threads, prev, int64(width)); err != nil {
+	if err := s.sort.Enqueue(grid(nq), threads, prev, int64(width)); err != nil {
 		return err
 	}
 	res := s.keys[0]
@@ -524,7 +525,7 @@ func (x *Index) searchShard(s *shard, q []float32, nq, cands, width int) error {
 		res = s.keys[1]
 	}
 	h := s.hostKeys(nq * width)
-	return res.Download(unsafe.Pointer(&h[0]), len(h)*8)
+	return res.Download(unsafe.Pointer(&h[0]), len(h)*8) // waits for the queued GEMMs and kernels
 }
 
 // segments is how many blocks select each query's top-k of an m-row tile: enough for
@@ -562,6 +563,23 @@ func (x *Index) Stats() Stats {
 		}
 	}
 	return st
+}
+
+// WriteMetrics writes the index's Prometheus metrics (needle serve's /metrics).
+func (x *Index) WriteMetrics(w io.Writer) {
+	st := x.Stats()
+	fmt.Fprintf(w, "# HELP needle_gpu_device GPUs the index is sharded over (one per shard).\n# TYPE needle_gpu_device gauge\n")
+	for _, d := range st.Devices {
+		fmt.Fprintf(w, "needle_gpu_device{device=%q} 1\n", d)
+	}
+	healthy := 0
+	if st.Healthy {
+		healthy = 1
+	}
+	fmt.Fprintf(w, "# HELP needle_gpu_memory_bytes Device memory the index holds (vectors and work space).\n# TYPE needle_gpu_memory_bytes gauge\nneedle_gpu_memory_bytes %d\n", st.MemoryBytes)
+	fmt.Fprintf(w, "# HELP needle_gpu_searches_total Index searches (batches) run on the GPU.\n# TYPE needle_gpu_searches_total counter\nneedle_gpu_searches_total %d\n", st.Searches)
+	fmt.Fprintf(w, "# HELP needle_gpu_search_seconds_total Time spent in GPU index searches.\n# TYPE needle_gpu_search_seconds_total counter\nneedle_gpu_search_seconds_total %g\n", st.SearchSeconds)
+	fmt.Fprintf(w, "# HELP needle_gpu_healthy 0 once a CUDA call failed (the server is then not ready).\n# TYPE needle_gpu_healthy gauge\nneedle_gpu_healthy %d\n", healthy)
 }
 
 // Err is the first CUDA failure of any shard's device, or nil while all are healthy.

@@ -196,6 +196,7 @@ int main() {
       {"k>n over tiles and segments, L2", 2, 37, 50, 16, 3, true, kRandom, 32},
       {"n not a multiple of the block", 4, 1001, 17, 1001, 1, false, kRandom, 96},
       {"many tiles, k=10", 3, 5000, 10, 500, 1, false, kRandom, 64},
+      {"more valid keys than shared memory holds", 2, 10000, 10, 10000, 1, false, kRandom, 128},
       {"ties across tiles", 3, 5000, 100, 1024, 1, false, kTies, 128},
       {"ties across tiles and segments", 2, 5000, 100, 2000, 7, false, kTies, 64},
       {"NaN, an all-NaN query", 4, 777, 20, 300, 1, false, kNaN, 64},

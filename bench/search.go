@@ -1,0 +1,188 @@
+package bench
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"time"
+
+	"needle/engine"
+	"needle/faissgo"
+	"needle/kernels/platform/membw"
+	"needle/kernels/retrieval/gpuflat"
+)
+
+// SearchOptions are the flags of `needle bench search`.
+type SearchOptions struct {
+	GPU     bool   // the GPU flat index (kernels/retrieval/gpuflat) instead of FAISS on the CPU
+	FP32    bool   // GPU: fp32 vectors on the device
+	Index   string // a flat index file or `needle build` folder; "" = Rows synthetic vectors
+	Rows    int64  // synthetic rows (made on the GPU with --gpu, in RAM for the CPU)
+	Dim     int    // synthetic dimension
+	Metric  string // synthetic metric: ip or l2
+	Batch   int    // queries per search
+	K       int    // results per query
+	Rounds  int    // timed searches (after one warm-up); the best and median are reported
+	Threads int    // CPU threads (0 = all cores)
+	Seed    uint64 // vectors and queries
+}
+
+// searchReport is what Search writes, one JSON object.
+type searchReport struct {
+	Backend     string  `json:"backend"` // "faiss-cpu" or "gpuflat"
+	Device      string  `json:"device"`
+	Rows        int64   `json:"rows"`
+	Dim         int     `json:"dim"`
+	Metric      string  `json:"metric"`
+	Batch       int     `json:"batch"`
+	K           int     `json:"k"`
+	BestSeconds float64 `json:"best_seconds"` // one search of Batch queries
+	MedianSecs  float64 `json:"median_seconds"`
+	QPS         float64 `json:"qps"`          // Batch / best
+	GBps        float64 `json:"GB_per_s"`     // stored vector bytes / best (the matrix is read once per search)
+	TFLOPs      float64 `json:"TFLOP_per_s"`  // 2 rows dim Batch / best
+	PeakReadGB  float64 `json:"peak_read_GB_per_s"`
+	PeakTFLOPs  float64 `json:"peak_gemm_TFLOP_per_s,omitempty"` // GPU: cuBLAS fp16 GEMM
+	ReadShare   float64 `json:"read_share"`                      // GBps / peak read
+	GemmShare   float64 `json:"gemm_share,omitempty"`            // TFLOPs / peak GEMM
+	LoadSecs    float64 `json:"load_seconds,omitempty"`          // --index: reading the file into the index
+	LoadGBps    float64 `json:"load_GB_per_s,omitempty"`         // --index: vector bytes of the file / load time
+}
+
+// Search times exact flat search of Batch queries over a flat index: FAISS on the CPU, or the
+// GPU flat index with --gpu, each against its machine's own measured limits (CPU: read
+// bandwidth of all threads; GPU: read bandwidth and fp16 GEMM rate, in the same run).
+func Search(w io.Writer, opt SearchOptions) error {
+	if opt.Batch <= 0 || opt.K <= 0 || opt.Rounds <= 0 {
+		return fmt.Errorf("--batch, --k and --rounds must be positive, got %d, %d, %d", opt.Batch, opt.K, opt.Rounds)
+	}
+	metric, err := faissgo.ParseMetric(opt.Metric)
+	if err != nil {
+		return fmt.Errorf("--metric: %w", err)
+	}
+	var (
+		idx     engine.Index
+		rep     = searchReport{Batch: opt.Batch, K: opt.K}
+		elem    = 4.0
+		release func()
+	)
+	began := time.Now()
+	if opt.GPU {
+		var x *gpuflat.Index
+		if opt.Index != "" {
+			x, err = gpuflat.Load(opt.Index, gpuflat.Options{FP32: opt.FP32, Progress: w})
+		} else {
+			x, err = gpuflat.Synthetic(opt.Rows, opt.Dim, metric, opt.Seed, gpuflat.Options{FP32: opt.FP32})
+		}
+		if err != nil {
+			return fmt.Errorf("--gpu: %w", err)
+		}
+		idx, release, metric = x, x.Close, x.Metric()
+		rep.LoadSecs = time.Since(began).Seconds()
+		peaks, err := x.Peaks()
+		if err != nil {
+			x.Close()
+			return err
+		}
+		rep.Backend, rep.Device = "gpuflat", fmt.Sprint(x.Stats().Devices)
+		rep.PeakReadGB, rep.PeakTFLOPs = peaks.ReadGBps, peaks.GemmTFLOPs
+		if !opt.FP32 {
+			elem = 2
+		}
+	} else {
+		faissgo.Init(opt.Threads)
+		x, err := cpuFlat(opt, metric)
+		if err != nil {
+			return err
+		}
+		idx, release, metric = x, x.Close, x.Metric()
+		rep.LoadSecs = time.Since(began).Seconds()
+		buf, err := membw.NewBuffer(256 << 20)
+		if err != nil {
+			x.Close()
+			return err
+		}
+		threads := opt.Threads
+		if threads <= 0 {
+			threads = runtime.NumCPU()
+		}
+		rep.Backend, rep.Device = "faiss-cpu", fmt.Sprintf("%d threads", threads)
+		rep.PeakReadGB = buf.Bandwidth(threads, 5) / 1e9
+	}
+	defer release()
+	rep.Rows, rep.Dim, rep.Metric = idx.Ntotal(), idx.Dim(), metric.String()
+	if opt.Index != "" {
+		rep.LoadGBps = float64(rep.Rows) * float64(rep.Dim) * 4 / rep.LoadSecs / 1e9
+	} else {
+		rep.LoadSecs = 0 // synthetic rows: nothing was read
+	}
+
+	q := make([]float32, opt.Batch*idx.Dim())
+	rng := rand.New(rand.NewPCG(opt.Seed, 2))
+	for i := range q {
+		q[i] = rng.Float32()*2 - 1
+	}
+	dist, labels := make([]float32, opt.Batch*opt.K), make([]int64, opt.Batch*opt.K)
+	times := make([]float64, 0, opt.Rounds)
+	for r := -1; r < opt.Rounds; r++ { // round -1 warms up
+		start := time.Now()
+		if err := idx.Search(q, opt.K, dist, labels); err != nil {
+			return err
+		}
+		if r >= 0 {
+			times = append(times, time.Since(start).Seconds())
+		}
+	}
+	slices.Sort(times)
+	rep.BestSeconds, rep.MedianSecs = times[0], times[len(times)/2]
+	rep.QPS = float64(opt.Batch) / rep.BestSeconds
+	rep.GBps = float64(rep.Rows) * float64(rep.Dim) * elem / rep.BestSeconds / 1e9
+	rep.TFLOPs = 2 * float64(rep.Rows) * float64(rep.Dim) * float64(opt.Batch) / rep.BestSeconds / 1e12
+	rep.ReadShare = rep.GBps / rep.PeakReadGB
+	if rep.PeakTFLOPs > 0 {
+		rep.GemmShare = rep.TFLOPs / rep.PeakTFLOPs
+	}
+	b, err := json.Marshal(rep)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", b)
+	return err
+}
+
+// cpuFlat is FAISS's flat index of opt.Index, or of opt.Rows seeded vectors in [-1, 1).
+func cpuFlat(opt SearchOptions, metric faissgo.Metric) (*faissgo.Index, error) {
+	if opt.Index != "" {
+		file, _, _, err := gpuflat.FlatFile(opt.Index)
+		if err != nil {
+			return nil, err
+		}
+		return faissgo.Read(file, false)
+	}
+	if opt.Rows <= 0 || opt.Dim <= 0 {
+		return nil, errors.New("--rows and --dim must be positive (or give --index)")
+	}
+	x, err := faissgo.New(opt.Dim, "Flat", metric)
+	if err != nil {
+		return nil, err
+	}
+	rng := rand.New(rand.NewPCG(opt.Seed, 1))
+	chunk := make([]float32, min(opt.Rows, 1<<16)*int64(opt.Dim))
+	for added := int64(0); added < opt.Rows; {
+		n := min(opt.Rows-added, int64(len(chunk)/opt.Dim))
+		v := chunk[:n*int64(opt.Dim)]
+		for i := range v {
+			v[i] = rng.Float32()*2 - 1
+		}
+		if err := x.Add(v); err != nil {
+			x.Close()
+			return nil, err
+		}
+		added += n
+	}
+	return x, nil
+}
