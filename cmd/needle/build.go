@@ -40,6 +40,7 @@ func runBuild(args []string) error {
 	fs.IntVar(&cfg.EncodeRows, "encode-rows", 512, "passages handed to the encoder at once (it sorts them by length into batches); the progress bar moves per chunk")
 	fs.BoolVar(&cfg.SaveEmbeddings, "save-embeddings", false, "also write emb.memmap (headerless float32 N x dim, like the anchors' emb_e5.memmap)")
 	fs.BoolVar(&cfg.Restart, "restart", false, "discard a partial or finished build of other arguments in --out instead of refusing")
+	load := gpuEncoderFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -87,13 +88,14 @@ func runBuild(args []string) error {
 		},
 	}
 	if cfg.Embeddings == "" {
-		enc, err := bert.Load(cfg.Model, bert.Options{
+		enc, err := load(cfg.Model, bert.Options{
 			MaxLength: cfg.MaxLength, Pooling: cfg.Pooling, BatchSize: *batch, Threads: *threads,
 			Precision: bert.Precision(*precision),
-		})
+		}, os.Stderr)
 		if err != nil {
 			return err
 		}
+		defer enc.Close()
 		cfg.Precision = string(enc.Options().Precision)
 		parts.Pooling = enc.Options().Pooling
 		parts.Encoder = enc

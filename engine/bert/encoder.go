@@ -47,7 +47,9 @@ type Encoder struct {
 	ops     nn.Ops
 	w       *weights
 	gpu     *gpuModel // set when the forward pass runs on a GPU
-	spaces  sync.Pool // *workspace
+	// ownDevice: Close also releases gpu's device (LoadOn opened it).
+	ownDevice bool
+	spaces    sync.Pool // *workspace
 }
 
 // Load reads an HF BERT model folder: config.json, model.safetensors, the tokenizer
@@ -157,12 +159,17 @@ func newEncoder(cfg Config, tok *wordpiece.Tokenizer, ops nn.Ops, opt Options, l
 	return e, nil
 }
 
-// Close frees a GPU encoder's device memory (a CPU encoder has nothing to free).
+// Close frees a GPU encoder's device memory, and the device when LoadOn opened it (a CPU
+// encoder has nothing to free).
 func (e *Encoder) Close() error {
 	if e.gpu == nil {
 		return nil
 	}
-	return e.gpu.close()
+	err := e.gpu.close()
+	if e.ownDevice {
+		err = errors.Join(err, e.gpu.dev.Close())
+	}
+	return err
 }
 
 // Device is the GPU the encoder runs on, or nil.

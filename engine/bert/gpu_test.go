@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"needle/cuda"
 	"needle/cuda/cudatest"
 	"needle/engine/wordpiece"
 	"needle/internal/testenv"
@@ -128,5 +129,37 @@ func TestGPUInt8Refused(t *testing.T) {
 	_, err := Load(testenv.MiniLMDir(t), Options{Device: cudatest.Device(t), Precision: Int8})
 	if err == nil || !strings.Contains(err.Error(), "int8") {
 		t.Fatalf("Load(int8 on a GPU) = %v, want a refusal", err)
+	}
+}
+
+// TestLoadOnFallsBack: without a GPU, LoadOn in auto mode says why in one line and returns the
+// CPU encoder; require fails with the reason; another mode is refused.
+func TestLoadOnFallsBack(t *testing.T) {
+	if dev, err := cuda.Open(0); err == nil {
+		dev.Close()
+		t.Skip("a GPU is present; this test covers machines without one")
+	}
+	dir := testenv.MiniLMDir(t)
+	var log strings.Builder
+	e, err := LoadOn(dir, Options{}, GPUAuto, 0, &log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if e.Device() != nil || log.String() == "" || strings.Count(log.String(), "\n") != 1 ||
+		!strings.HasPrefix(log.String(), "needle: not using a GPU, encoding on the CPU: ") || !strings.Contains(log.String(), "no CUDA device") {
+		t.Errorf("auto without a GPU: device %v, log %q", e.Device(), log.String())
+	}
+	texts := []string{"", "hello world"}
+	got, err1 := e.Encode(texts, "")
+	want, err2 := loadMiniLM(t).Encode(texts, "")
+	if err1 != nil || err2 != nil || !slices.Equal(got, want) {
+		t.Errorf("the fallback encoder differs from Load's: %v %v", err1, err2)
+	}
+	if _, err := LoadOn(dir, Options{}, GPURequire, 0, &log); err == nil || !strings.HasPrefix(err.Error(), "--gpu=require: ") || !strings.Contains(err.Error(), "no CUDA device") {
+		t.Errorf("require without a GPU: %v", err)
+	}
+	if _, err := LoadOn(dir, Options{}, "maybe", 0, &log); err == nil || !strings.Contains(err.Error(), `not "maybe"`) {
+		t.Errorf("mode maybe: %v", err)
 	}
 }

@@ -35,8 +35,9 @@ const (
 var Entries = []string{"ng_embed_layernorm", "ng_add_layernorm", "ng_bias_gelu", "ng_attention_hd32",
 	"ng_attention_hd64", "ng_pool", "ng_to_half_rows"}
 
-// Kernels are nngpu.cu's kernels loaded on one device. Every launch waits for its kernel (and
-// for the cuBLAS calls queued before it on the default stream).
+// Kernels are nngpu.cu's kernels loaded on one device. Launches are queued on the default stream
+// without waiting (cuda.Function.Enqueue), after the cuBLAS calls queued before them; a failure
+// surfaces at the next call that waits (the forward pass's download).
 type Kernels struct {
 	mod *cuda.Module
 	fn  map[string]*cuda.Function
@@ -83,7 +84,7 @@ func (k *Kernels) EmbedLayerNorm(x, xh, ids, posIDs, word, pos, type0, gamma, be
 	if err := checkWidth("embed layernorm", n); err != nil || tokens == 0 {
 		return err
 	}
-	return k.fn["ng_embed_layernorm"].Launch(rows(tokens), threads, x, xh, ids, posIDs, word, pos, type0, gamma, beta, int32(n), eps)
+	return k.fn["ng_embed_layernorm"].Enqueue(rows(tokens), threads, x, xh, ids, posIDs, word, pos, type0, gamma, beta, int32(n), eps)
 }
 
 // AddLayerNorm: x[t] = LayerNorm(y[t] + bias + x[t]) (fp32 x, its fp16 copy xh).
@@ -91,7 +92,7 @@ func (k *Kernels) AddLayerNorm(x, xh, y, bias, gamma, beta *cuda.Buffer, tokens,
 	if err := checkWidth("add layernorm", n); err != nil || tokens == 0 {
 		return err
 	}
-	return k.fn["ng_add_layernorm"].Launch(rows(tokens), threads, x, xh, y, bias, gamma, beta, int32(n), eps)
+	return k.fn["ng_add_layernorm"].Enqueue(rows(tokens), threads, x, xh, y, bias, gamma, beta, int32(n), eps)
 }
 
 // BiasGELU: out = fp16(GELU(y + bias)) over tokens x n.
@@ -99,7 +100,7 @@ func (k *Kernels) BiasGELU(out, y, bias *cuda.Buffer, tokens, n int) error {
 	if tokens*n == 0 {
 		return nil
 	}
-	return k.fn["ng_bias_gelu"].Launch(rows(min(fillBlocks, (tokens*n+block-1)/block)), threads, out, y, bias, int64(tokens), int32(n))
+	return k.fn["ng_bias_gelu"].Enqueue(rows(min(fillBlocks, (tokens*n+block-1)/block)), threads, out, y, bias, int64(tokens), int32(n))
 }
 
 // Attention: ctx (fp16 [T, heads*headDim]) = self-attention of the packed sequences start
@@ -113,7 +114,7 @@ func (k *Kernels) Attention(ctx, qkv, qkvBias, start *cuda.Buffer, nseq, maxLen,
 		return nil
 	}
 	grid := cuda.Dim3{X: uint32(nseq), Y: uint32(heads), Z: uint32((maxLen + attQueries - 1) / attQueries)}
-	return k.fn[fmt.Sprintf("ng_attention_hd%d", headDim)].Launch(grid, cuda.Dim3{X: attQueries, Y: 1, Z: 1}, ctx, qkv, qkvBias, start, int32(heads))
+	return k.fn[fmt.Sprintf("ng_attention_hd%d", headDim)].Enqueue(grid, cuda.Dim3{X: attQueries, Y: 1, Z: 1}, ctx, qkv, qkvBias, start, int32(heads))
 }
 
 // Pool: out[s] = mean (cls: first row) of x's rows of sequence s, L2-normalized if normalize.
@@ -121,7 +122,7 @@ func (k *Kernels) Pool(out, x, start *cuda.Buffer, nseq, n int, cls, normalize b
 	if nseq == 0 {
 		return nil
 	}
-	return k.fn["ng_pool"].Launch(rows(nseq), threads, out, x, start, int32(n), boolArg(cls), boolArg(normalize))
+	return k.fn["ng_pool"].Enqueue(rows(nseq), threads, out, x, start, int32(n), boolArg(cls), boolArg(normalize))
 }
 
 // ToHalf: out[i] = fp16(in[i]) for n values.
@@ -129,7 +130,7 @@ func (k *Kernels) ToHalf(out, in *cuda.Buffer, n int) error {
 	if n == 0 {
 		return nil
 	}
-	return k.fn["ng_to_half_rows"].Launch(rows(min(fillBlocks, (n+block-1)/block)), threads, out, in, int64(n))
+	return k.fn["ng_to_half_rows"].Enqueue(rows(min(fillBlocks, (n+block-1)/block)), threads, out, in, int64(n))
 }
 
 func boolArg(b bool) int32 {

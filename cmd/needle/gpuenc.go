@@ -1,0 +1,29 @@
+package main
+
+import (
+	"flag"
+	"io"
+
+	"needle/engine/bert"
+)
+
+// The --gpu flag of encode and build (serve's --gpu covers the index and the query encoder):
+// the same modes as serve's (gpuMode), on GPU 0.
+
+const encodeGPUUsage = "encode on GPU 0 in fp16 (cuBLAS GEMMs + needle's kernels; --batch-size then defaults to 512): " +
+	"--gpu uses it when it can, else says why in one line and encodes on the CPU; --gpu=require fails instead"
+
+// gpuEncoderFlags registers --gpu on fs; load then opens the encoder accordingly, with a
+// batch size of 0 (the encoder's default for its device) unless --batch-size was given.
+func gpuEncoderFlags(fs *flag.FlagSet) (load func(dir string, opt bert.Options, log io.Writer) (*bert.Encoder, error)) {
+	var mode string
+	fs.Var(gpuMode{&mode}, "gpu", encodeGPUUsage)
+	return func(dir string, opt bert.Options, log io.Writer) (*bert.Encoder, error) {
+		batchGiven := false
+		fs.Visit(func(fl *flag.Flag) { batchGiven = batchGiven || fl.Name == "batch-size" })
+		if mode != "" && !batchGiven {
+			opt.BatchSize = 0
+		}
+		return bert.LoadOn(dir, opt, mode, 0, log)
+	}
+}
