@@ -19,11 +19,16 @@ func gpuEncoderFlags(fs *flag.FlagSet) (load func(dir string, opt bert.Options, 
 	var mode string
 	fs.Var(gpuMode{&mode}, "gpu", encodeGPUUsage)
 	return func(dir string, opt bert.Options, log io.Writer) (*bert.Encoder, error) {
-		batchGiven := false
-		fs.Visit(func(fl *flag.Flag) { batchGiven = batchGiven || fl.Name == "batch-size" })
-		if mode != "" && !batchGiven {
+		if mode != "" && !flagGiven(fs, "batch-size") {
 			opt.BatchSize = 0
 		}
 		return bert.LoadOn(dir, opt, mode, 0, log)
 	}
+}
+
+// flagGiven reports whether the command line set flag name of fs (after Parse).
+func flagGiven(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(fl *flag.Flag) { given = given || fl.Name == name })
+	return given
 }

@@ -163,3 +163,23 @@ func TestLoadOnFallsBack(t *testing.T) {
 		t.Errorf("mode maybe: %v", err)
 	}
 }
+
+// TestFLOPs: e5-base over one 128-token text is 12 layers of 2*128*(4*768^2 + 2*768*3072)
+// Linear FLOPs plus 4*128^2*768 of attention.
+func TestFLOPs(t *testing.T) {
+	tok, err := wordpiece.Load(testenv.MiniLMDir(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := NewRandom(Config{Layers: 12, Hidden: 768, Heads: 12, Intermediate: 3072, MaxPositions: 512, VocabSize: 30522, TypeVocabSize: 2, Eps: 1e-12}, 1, tok, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := 12 * (2*128*(4*768*768+2*768*3072) + 4*128*128*768.0)
+	if got := e.FLOPs([]int{128}); got != want {
+		t.Errorf("FLOPs = %g, want %g", got, want)
+	}
+	if got := e.FLOPs([]int{64, 64}); got >= want {
+		t.Errorf("two texts of 64 tokens: %g FLOPs, want fewer than one of 128 (attention is quadratic)", got)
+	}
+}
