@@ -69,7 +69,7 @@ func parseServeFlags(args []string) (*serveFlags, error) {
 	fs.StringVar(&f.saveAddressTo, "save-address-to", "", "folder to write Host{ip}_IP{port}.txt = \"{ip}:{port}\" into once the server is ready (removed on SIGINT/SIGTERM)")
 	fs.StringVar(&f.authToken, "auth-token", os.Getenv("NEEDLE_AUTH_TOKEN"), "if set, /retrieve, /access and /metrics need \"Authorization: Bearer <token>\" (default $NEEDLE_AUTH_TOKEN)")
 	fs.BoolVar(&f.faissGPU, "faiss_gpu", false, "the anchors' flag: same as --gpu")
-	fs.Var(gpuMode{&f.engine.GPU}, "gpu", "serve a flat index (IndexFlatIP/L2) from the GPUs in fp16: --gpu uses them when it can, else says why in one line and serves on the CPU; --gpu=require fails instead")
+	fs.Var(gpuMode{&f.engine.GPU}, "gpu", "serve a flat index (IndexFlatIP/L2) from the GPUs in fp16 and encode queries on the first of them: --gpu uses them when it can, else says why in one line and serves on the CPU; --gpu=require fails instead")
 	fs.Func("gpus", "comma-separated ordinals of the GPUs to shard the index over, e.g. 0,1 (default: all that CUDA_VISIBLE_DEVICES shows)", func(v string) (err error) {
 		f.engine.GPUs, err = parseOrdinals(v)
 		return err
