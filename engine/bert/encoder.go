@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"sync"
 
@@ -197,10 +198,7 @@ func (e *Encoder) Tokenizer() *wordpiece.Tokenizer { return e.tok }
 // padding (each sequence attends over exactly its own tokens).
 func (e *Encoder) Encode(texts []string, prefix string) ([]float32, error) {
 	out := make([]float32, len(texts)*e.cfg.Hidden)
-	seqs := make([][]int32, len(texts))
-	for i, t := range texts {
-		seqs[i] = e.tok.Encode(prefix+t, e.opt.MaxLength)
-	}
+	seqs := e.tokenize(texts, prefix)
 	order := make([]int, len(texts))
 	for i := range order {
 		order[i] = i
@@ -234,6 +232,30 @@ func (e *Encoder) Encode(texts []string, prefix string) ([]float32, error) {
 		}
 	}
 	return out, nil
+}
+
+// tokenize returns the token ids of prefix+texts[i]. Long inputs are split over up to
+// GOMAXPROCS goroutines (the tokenizer is safe for concurrent use), one per 256 texts: a GPU's
+// forward pass outruns one core's tokenizing; a few queries stay on the caller's goroutine.
+func (e *Encoder) tokenize(texts []string, prefix string) [][]int32 {
+	seqs := make([][]int32, len(texts))
+	workers := min(runtime.GOMAXPROCS(0), len(texts)/256+1)
+	share := func(w int) { // texts w, w+workers, ...
+		for i := w; i < len(texts); i += workers {
+			seqs[i] = e.tok.Encode(prefix+texts[i], e.opt.MaxLength)
+		}
+	}
+	var wg sync.WaitGroup
+	for w := 1; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			share(w)
+		}()
+	}
+	share(0)
+	wg.Wait()
+	return seqs
 }
 
 // splitBatches cuts order into consecutive batches of at most BatchSize texts and
