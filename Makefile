@@ -44,14 +44,21 @@ clean:
 
 # The GPU check (../shared/GPU.md): everything a GPU machine without Go, FAISS or OpenBLAS needs,
 # in one ignored folder to carry there; run it with `python3 gpucheck/gpucheck.py OUTDIR`.
+# The binaries (stripped), MiniLM (fp16) and the libraries travel xz-compressed: 64 MiB at most.
+GPUCHECK_LD := -ldflags='-s -w'
 gpucheck: native
 	rm -rf gpucheck && mkdir -p gpucheck/lib
-	$(GO) test -c -o gpucheck/cuda.test ./cuda
-	$(GO) test -c -o gpucheck/logprob.test ./kernels/trainer/logprob
-	$(GO) test -c -o gpucheck/delta.test ./kernels/trainer/delta
-	$(GO) test -c -o gpucheck/gpuflat.test ./kernels/retrieval/gpuflat
-	$(GO) build -o gpucheck/needle ./cmd/needle
+	$(GO) test -c $(GPUCHECK_LD) -o gpucheck/cuda.test ./cuda
+	$(GO) test -c $(GPUCHECK_LD) -o gpucheck/logprob.test ./kernels/trainer/logprob
+	$(GO) test -c $(GPUCHECK_LD) -o gpucheck/delta.test ./kernels/trainer/delta
+	$(GO) test -c $(GPUCHECK_LD) -o gpucheck/gpuflat.test ./kernels/retrieval/gpuflat
+	$(GO) test -c $(GPUCHECK_LD) -o gpucheck/bert.test ./engine/bert
+	mkdir -p gpucheck/bert && cp -r engine/bert/testdata gpucheck/bert/
+	$(NEEDLE_CACHE)/venv/bin/python tools/gpucheck/half_model.py $(NEEDLE_MODEL) gpucheck/cache/models/all-MiniLM-L6-v2
+	head -c 3000000 /usr/share/wordnet/data.noun | xz -9 -T2 -c > gpucheck/data.noun.xz
+	$(GO) build $(GPUCHECK_LD) -o gpucheck/needle ./cmd/needle
 	ldd gpucheck/*.test gpucheck/needle | awk '$$3 ~ /^\// && $$1 !~ /^(libc|libm|ld-linux)/ {print $$3}' | sort -u | \
 	  while read lib; do xz -9 -T2 -c $$lib > gpucheck/lib/$$(basename $$lib).xz; done
 	cp tools/gpucheck/gpucheck.py gpucheck/
+	xz -6 -T2 gpucheck/*.test gpucheck/needle gpucheck/cache/models/all-MiniLM-L6-v2/model.safetensors
 	du -sh gpucheck

@@ -30,6 +30,9 @@ type EncodeOptions struct {
 	WordNet   string // WordNet noun data file the texts come from
 	Dump      string // if set, write the texts as JSON {passages, queries} here and stop
 	JSON      bool   // one JSON object instead of a table
+	// GPU runs the encoders on GPU 0 ("", bert.GPUAuto or bert.GPURequire, as --gpu) and adds
+	// tokens/s, model TFLOP/s, the measured GEMM peak and the wiki-18 projection.
+	GPU string
 }
 
 // benchTexts are the inputs of `needle bench encode`, also dumped for bench/encode_pytorch.py.
@@ -41,7 +44,8 @@ type benchTexts struct {
 // wordnetBenchTexts builds real English passages of mixed length from WordNet glosses:
 // passage i joins 1 + (7i mod 16) consecutive glosses (about 20 to 350 tokens, so some
 // pass the 256-token limit), in the anchors' "Title"\ntext form; query i is the definition
-// (the gloss before its first ';') of a later synset.
+// (the gloss before its first ';') of a later synset. More passages than the glosses make
+// (about 9,000) start over from the first gloss: the GPU's runs of 200,000.
 func wordnetBenchTexts(path string, passages, queries int) (benchTexts, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -64,7 +68,10 @@ func wordnetBenchTexts(path string, passages, queries int) (benchTexts, error) {
 	for i := 0; i < passages; i++ {
 		k := 1 + 7*i%16
 		if g+k+queries > len(glosses) {
-			return benchTexts{}, fmt.Errorf("%s: %d glosses are too few for %d passages", path, len(glosses), passages)
+			if g == 0 {
+				return benchTexts{}, fmt.Errorf("%s: %d glosses are too few for %d passages", path, len(glosses), passages)
+			}
+			g = 0
 		}
 		title, _, _ := strings.Cut(glosses[g], ";")
 		t.Passages = append(t.Passages, strconv.Quote(title)+"\n"+strings.Join(glosses[g:g+k], " "))
@@ -88,7 +95,18 @@ type encodeResult struct {
 	QueryP90Ms      float64 `json:"query_p90_ms"`
 	WeightsMB       float64 `json:"weights_mb"`
 	PeakRSSMB       float64 `json:"peak_rss_mb"` // VmHWM of the process after this model
+	// On a GPU: tokens/s and model TFLOP/s of the best run, the measured fp16 GEMM peak and
+	// its share, and the hours 21M wiki-18 passages of this run's mean length would take.
+	Device         string  `json:"device,omitempty"`
+	TokensPerSec   float64 `json:"tokens_per_s,omitempty"`
+	ModelTFLOPs    float64 `json:"model_TFLOP_per_s,omitempty"`
+	PeakGemmTFLOPs float64 `json:"peak_gemm_TFLOP_per_s,omitempty"`
+	GemmShare      float64 `json:"gemm_share,omitempty"`
+	Wiki18Hours    float64 `json:"wiki18_hours,omitempty"`
 }
+
+// wiki18Passages is the passage count of the anchors' wiki-18 corpus.
+const wiki18Passages = 21_015_324
 
 // Encode encodes real passages of mixed length (WordNet glosses joined) with the real MiniLM
 // and an e5-base-shaped model of random weights, and writes passages/s and single-query
@@ -112,7 +130,7 @@ func Encode(w io.Writer, opt EncodeOptions) error {
 	var encoders []func() (string, *bert.Encoder, error)
 	if opt.Shape == "both" || opt.Shape == "minilm" {
 		encoders = append(encoders, func() (string, *bert.Encoder, error) {
-			e, err := bert.Load(opt.Model, bopt)
+			e, err := bert.LoadOn(opt.Model, bopt, opt.GPU, 0, os.Stderr)
 			return "all-MiniLM-L6-v2", e, err
 		})
 	}
@@ -123,7 +141,9 @@ func Encode(w io.Writer, opt EncodeOptions) error {
 				return "", nil, err
 			}
 			bopt.Pooling = "mean"
-			e, err := bert.NewRandom(bert.E5Base, 1, tok, bopt)
+			e, err := bert.On(opt.GPU, 0, os.Stderr, bopt, func(o bert.Options) (*bert.Encoder, error) {
+				return bert.NewRandom(bert.E5Base, 1, tok, o)
+			})
 			return "e5-base shape (random)", e, err
 		})
 	}
@@ -138,6 +158,10 @@ func Encode(w io.Writer, opt EncodeOptions) error {
 			return err
 		}
 		r, err := measureEncoder(enc, texts, opt.Repeat)
+		if err == nil && enc.Device() != nil {
+			err = gpuFigures(&r, enc, texts)
+		}
+		err = errors.Join(err, enc.Close())
 		if err != nil {
 			return err
 		}
@@ -145,7 +169,7 @@ func Encode(w io.Writer, opt EncodeOptions) error {
 		results = append(results, r)
 	}
 	if opt.JSON {
-		b, _ := json.MarshalIndent(map[string]any{"simd": level.Level().String(), "threads": opt.Threads, "batch_size": opt.BatchSize, "results": results}, "", "  ")
+		b, _ := json.Marshal(map[string]any{"simd": level.Level().String(), "threads": opt.Threads, "batch_size": opt.BatchSize, "results": results}) // one line: the GPU check reads the last
 		fmt.Fprintln(w, string(b))
 		return nil
 	}
@@ -153,7 +177,32 @@ func Encode(w io.Writer, opt EncodeOptions) error {
 	for _, r := range results {
 		fmt.Fprintf(w, "%-24s %4d passages (%d tokens): %7.1f passages/s (%6.1f per CPU-s); query median %6.2f ms, p90 %6.2f ms; weights %5.0f MB, peak RSS %5.0f MB\n",
 			r.Model, r.Passages, r.Tokens, r.PassagesPerSec, r.PassagesPerCPUs, r.QueryMedianMs, r.QueryP90Ms, r.WeightsMB, r.PeakRSSMB)
+		if r.Device != "" {
+			fmt.Fprintf(w, "%-24s on %s: %.0f tokens/s, model %.1f TFLOP/s = %.1f%% of the measured fp16 GEMM peak %.1f TFLOP/s; wiki-18 (21M passages) in %.2f h\n",
+				"", r.Device, r.TokensPerSec, r.ModelTFLOPs, 100*r.GemmShare, r.PeakGemmTFLOPs, r.Wiki18Hours)
+		}
 	}
+	return nil
+}
+
+// gpuFigures adds a GPU encoder's figures to r (measured by measureEncoder): tokens/s and
+// model TFLOP/s of the best passage run, the device's GEMM peak measured now, and the
+// wiki-18 projection.
+func gpuFigures(r *encodeResult, enc *bert.Encoder, texts benchTexts) error {
+	lengths := make([]int, len(texts.Passages))
+	for i, p := range texts.Passages {
+		lengths[i] = len(enc.Tokenizer().Encode(p, enc.Options().MaxLength))
+	}
+	seconds := float64(r.Passages) / r.PassagesPerSec
+	peak, err := enc.GemmPeak()
+	if err != nil {
+		return err
+	}
+	r.Device = enc.Device().Name()
+	r.TokensPerSec = float64(r.Tokens) / seconds
+	r.ModelTFLOPs = enc.FLOPs(lengths) / seconds / 1e12
+	r.PeakGemmTFLOPs, r.GemmShare = peak, r.ModelTFLOPs/peak
+	r.Wiki18Hours = wiki18Passages / r.PassagesPerSec / 3600
 	return nil
 }
 

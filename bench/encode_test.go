@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -84,5 +85,22 @@ func TestEncodeBadOptions(t *testing.T) {
 		if err := Encode(&bytes.Buffer{}, tc.opt); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: err = %v, want %q", tc.opt, err, tc.want)
 		}
+	}
+}
+
+// TestEncodeTextsWrap: more passages than WordNet's glosses make start over from the first
+// gloss (the GPU runs of 200,000), and the queries stay after every passage's glosses.
+func TestEncodeTextsWrap(t *testing.T) {
+	texts, err := wordnetBenchTexts(filepath.Join(testenv.WordNetDir(t), "data.noun"), 30000, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(texts.Passages) != 30000 || len(texts.Queries) != 5 {
+		t.Fatalf("%d passages, %d queries", len(texts.Passages), len(texts.Queries))
+	}
+	title := func(p string) string { t, _, _ := strings.Cut(p, "\n"); return t }
+	again := slices.IndexFunc(texts.Passages[1:], func(p string) bool { return title(p) == title(texts.Passages[0]) }) + 1
+	if again < 1000 || !strings.HasPrefix(texts.Passages[0][len(title(texts.Passages[0])):], "\n"+strings.SplitN(texts.Passages[again], "\n", 2)[1][:10]) {
+		t.Errorf("passages start over at %d, want after a full pass of the glosses, from the first gloss", again)
 	}
 }

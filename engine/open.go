@@ -71,7 +71,8 @@ type Options struct {
 	Mmap           bool // map IVF inverted lists from the index file instead of loading them
 	// GPU asks for the GPU flat index (kernels/retrieval/gpuflat) instead of FAISS on the CPU:
 	// "" no, GPUAuto when a GPU, cuBLAS and enough memory are there (else one line to Log
-	// says why and the CPU index serves), GPURequire the same but failing instead.
+	// says why and the CPU index serves), GPURequire the same but failing instead. The query
+	// encoder runs on the first of GPUs in the same mode (bert.LoadOn).
 	GPU     string
 	GPUs    []int     // ordinals of the visible GPUs to shard rows over (nil: all)
 	GPUFP32 bool      // keep fp32 vectors on the GPU (twice the memory of fp16)
@@ -134,6 +135,7 @@ func Open(opts Options) (*Retriever, error) {
 	if err != nil {
 		return nil, err
 	}
+	opts.Log = &syncWriter{w: logTo(opts.Log)} // the index and the encoder load in parallel
 	var (
 		idx    Index
 		corpus *docstore.Corpus
@@ -174,10 +176,14 @@ func Open(opts Options) (*Retriever, error) {
 		})
 	}
 	run(3, "--model", func() (_ func(), err error) {
-		enc, err = bert.Load(opts.Model, bert.Options{
+		// With GPU set, queries are encoded on the first of GPUs too (bert.LoadOn: same modes).
+		enc, err = bert.LoadOn(opts.Model, bert.Options{
 			MaxLength: maxQueryTokens, BatchSize: opts.Batcher.MaxBatch, Threads: opts.Threads, Pooling: opts.Pooling,
-			Precision: bert.Precision(opts.Precision)})
-		return nil, err
+			Precision: bert.Precision(opts.Precision)}, opts.GPU, firstOr(opts.GPUs, 0), logTo(opts.Log))
+		if err != nil {
+			return nil, err
+		}
+		return func() { enc.Close() }, nil
 	})
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
@@ -275,6 +281,34 @@ func openGPU(opts Options) (*gpuflat.Index, error) {
 	}
 	fmt.Fprintf(log, "needle: not using a GPU, serving on the CPU: %v\n", err)
 	return nil, nil
+}
+
+// firstOr is the first of xs, or def when there is none.
+func firstOr(xs []int, def int) int {
+	if len(xs) == 0 {
+		return def
+	}
+	return xs[0]
+}
+
+// logTo is w, or os.Stderr when nil (Options.Log).
+func logTo(w io.Writer) io.Writer {
+	if w == nil {
+		return os.Stderr
+	}
+	return w
+}
+
+// syncWriter serializes the writes of concurrent loaders to one log.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
 }
 
 // closeAll calls the closers that are set (the parts that opened when a load failed).

@@ -13,7 +13,7 @@ func init() {
 
 func runBenchEncode(args []string) error {
 	var o bench.EncodeOptions
-	fs := newFlagSet("bench encode", "[--model DIR] [--shape both|minilm|e5] [--passages 512] [--queries 100] [--threads 2] [--json]\n\n"+
+	fs := newFlagSet("bench encode", "[--model DIR] [--shape both|minilm|e5] [--passages 512] [--queries 100] [--threads 2] [--json] [--gpu]\n\n"+
 		"Encodes real passages of mixed length (WordNet glosses joined, /usr/share/wordnet) with\n"+
 		"--batch-size texts per forward pass and reports passages/s (best of --repeat, wall and per\n"+
 		"CPU-second), then the latency of single queries (median, p90). Shapes: the real MiniLM at\n"+
@@ -30,8 +30,13 @@ func runBenchEncode(args []string) error {
 	fs.StringVar(&o.WordNet, "wordnet", "/usr/share/wordnet/data.noun", "WordNet noun data file the texts come from")
 	fs.StringVar(&o.Dump, "dump", "", "write the texts as JSON {passages, queries} to this file and exit")
 	fs.BoolVar(&o.JSON, "json", false, "print one JSON object instead of a table")
+	fs.Var(gpuMode{&o.GPU}, "gpu", "run on GPU 0 (--batch-size then defaults to 512) and add tokens/s, model TFLOP/s and its share of the fp16 GEMM peak measured in the same run, and the wiki-18 projection; "+
+		"without a GPU: one line saying why, then the CPU (--gpu=require: an error)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if o.GPU != "" && !flagGiven(fs, "batch-size") {
+		o.BatchSize = 512
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q (see --help)", fs.Arg(0))

@@ -49,6 +49,7 @@ func runBuild(args []string) error {
 	fs.StringVar(&mv.BulkDir, "milvus-bulk-dir", "", "with --milvus: send the rows by Milvus's bulk import, as NumPy files written under this folder, which Milvus must\n"+
 		"read at the same path (a standalone Milvus on this machine); several times the rows/s of insert requests")
 	fs.StringVar(&mv.IndexParams, "milvus-index-params", "", "with --milvus: index build parameters as Milvus's JSON (default HNSW {\"M\":16,\"efConstruction\":256}, IVF {\"nlist\":1024})")
+	load := gpuEncoderFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -76,7 +77,7 @@ func runBuild(args []string) error {
 	cfg.Log = os.Stderr
 	if mv.URI != "" {
 		mv.Metric, mv.Restart, mv.Log = cfg.Metric, cfg.Restart, os.Stderr
-		return buildMilvus(cfg, mv, *batch, *threads, *precision)
+		return buildMilvus(cfg, mv, load, *batch, *threads, *precision)
 	}
 
 	if done, err := indexbuild.UpToDate(cfg); err != nil {
@@ -100,8 +101,12 @@ func runBuild(args []string) error {
 			return faissgo.New(dim, cfg.Factory, m)
 		},
 	}
-	if err := loadPassageEncoder(&cfg, &parts, *batch, *threads, *precision); err != nil {
+	enc, err := loadPassageEncoder(&cfg, &parts, load, *batch, *threads, *precision)
+	if err != nil {
 		return err
+	}
+	if enc != nil {
+		defer enc.Close()
 	}
 	rep, err := indexbuild.Run(cfg, parts)
 	if err != nil {
@@ -113,21 +118,21 @@ func runBuild(args []string) error {
 
 // loadPassageEncoder loads cfg.Model into parts (unless cfg.Embeddings gives the vectors)
 // and records its precision and pooling.
-func loadPassageEncoder(cfg *indexbuild.Config, parts *indexbuild.Parts, batch, threads int, precision string) error {
+func loadPassageEncoder(cfg *indexbuild.Config, parts *indexbuild.Parts, load encoderLoader, batch, threads int, precision string) (*bert.Encoder, error) {
 	if cfg.Embeddings != "" {
-		return nil
+		return nil, nil
 	}
-	enc, err := bert.Load(cfg.Model, bert.Options{
+	enc, err := load(cfg.Model, bert.Options{
 		MaxLength: cfg.MaxLength, Pooling: cfg.Pooling, BatchSize: batch, Threads: threads,
 		Precision: bert.Precision(precision),
-	})
+	}, os.Stderr)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	cfg.Precision = string(enc.Options().Precision)
 	parts.Pooling = enc.Options().Pooling
 	parts.Encoder = enc
-	return nil
+	return enc, nil
 }
 
 // openCorpusWithProgress opens the corpus with its offsets sidecar in the output folder,

@@ -14,7 +14,7 @@ import (
 // resumable shards in --out, or read from --embeddings: a memmap, .npy or FAISS flat index)
 // are inserted into a Milvus collection, which Milvus then indexes. Both halves resume:
 // the shards after the last finished one, the collection after the rows it holds.
-func buildMilvus(cfg indexbuild.Config, opt milvusindex.BuildOptions, batch, threads int, precision string) error {
+func buildMilvus(cfg indexbuild.Config, opt milvusindex.BuildOptions, load encoderLoader, batch, threads int, precision string) error {
 	began := time.Now()
 	corpus, err := openCorpusWithProgress(cfg.Corpus, cfg.Out)
 	if err != nil {
@@ -22,8 +22,12 @@ func buildMilvus(cfg indexbuild.Config, opt milvusindex.BuildOptions, batch, thr
 	}
 	defer corpus.Close()
 	parts := indexbuild.Parts{Corpus: corpusPassages{corpus}}
-	if err := loadPassageEncoder(&cfg, &parts, batch, threads, precision); err != nil {
+	enc, err := loadPassageEncoder(&cfg, &parts, load, batch, threads, precision)
+	if err != nil {
 		return err
+	}
+	if enc != nil {
+		defer enc.Close()
 	}
 	vecs, rep, closeVecs, err := indexbuild.Embed(cfg, parts)
 	if err != nil {

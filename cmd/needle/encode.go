@@ -26,7 +26,7 @@ func init() {
 const encodeChunk = 4096
 
 func runEncode(args []string) error {
-	fs := newFlagSet("encode", "--model DIR [--prefix \"\"] [--max-length 256] [--batch-size 64] [--in FILE] [--npy FILE]\n\n"+
+	fs := newFlagSet("encode", "--model DIR [--prefix \"\"] [--max-length 256] [--batch-size 64] [--in FILE] [--npy FILE] [--gpu]\n\n"+
 		"Reads JSON Lines, one JSON string per line, and writes one embedding per input in\n"+
 		"input order: a JSON array of floats per line on stdout, or, with --npy, a float32\n"+
 		"NumPy file of shape (texts, dim) written atomically (nothing appears on error). Bad\n"+
@@ -41,6 +41,7 @@ func runEncode(args []string) error {
 	precision := fs.String("precision", "fp16", precisionUsage)
 	in := fs.String("in", "-", "input file of JSON Lines strings; - reads stdin")
 	npyPath := fs.String("npy", "", "write a .npy file here instead of JSON Lines on stdout")
+	load := gpuEncoderFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -56,11 +57,12 @@ func runEncode(args []string) error {
 	case *threads < 0:
 		return fmt.Errorf("--threads %d: want >= 0", *threads)
 	}
-	enc, err := bert.Load(*model, bert.Options{MaxLength: *maxLen, BatchSize: *batch, Pooling: *pooling,
-		SkipNormalize: *noNorm, Threads: *threads, Precision: bert.Precision(*precision)})
+	enc, err := load(*model, bert.Options{MaxLength: *maxLen, BatchSize: *batch, Pooling: *pooling,
+		SkipNormalize: *noNorm, Threads: *threads, Precision: bert.Precision(*precision)}, os.Stderr)
 	if err != nil {
 		return err
 	}
+	defer enc.Close()
 	src, closer, err := jsonl.Open(*in)
 	if err != nil {
 		return err

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"needle/cuda"
 	"needle/internal/testenv"
 )
 
@@ -76,6 +77,29 @@ func TestEncodeJSONLinesAndNpyAgree(t *testing.T) {
 		if math.Abs(norm-1) > 1e-5 {
 			t.Errorf("text %d: squared norm %g", i, norm)
 		}
+	}
+}
+
+// --gpu without a GPU encodes on the CPU (the same vectors); --gpu=require fails.
+func TestEncodeGPUFallback(t *testing.T) {
+	if dev, err := cuda.Open(0); err == nil {
+		dev.Close()
+		t.Skip("a GPU is present; this test covers machines without one")
+	}
+	model := testenv.MiniLMDir(t)
+	in := filepath.Join(t.TempDir(), "in.jsonl")
+	os.WriteFile(in, []byte("\"hello world\"\n\"\"\n"), 0o644)
+	want, err := captureStdout(t, func() error { return runEncode([]string{"--model", model, "--in", in}) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := captureStdout(t, func() error { return runEncode([]string{"--model", model, "--in", in, "--gpu"}) })
+	if err != nil || got != want {
+		t.Errorf("--gpu without a GPU: %v, output differs from the CPU's: %v", err, got != want)
+	}
+	err = runEncode([]string{"--model", model, "--in", in, "--gpu=require"})
+	if err == nil || !strings.Contains(err.Error(), "--gpu=require: ") {
+		t.Errorf("--gpu=require without a GPU: %v, want an error", err)
 	}
 }
 

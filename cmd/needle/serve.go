@@ -70,7 +70,7 @@ func parseServeFlags(args []string) (*serveFlags, error) {
 	fs.StringVar(&f.saveAddressTo, "save-address-to", "", "folder to write Host{ip}_IP{port}.txt = \"{ip}:{port}\" into (ASearcher's client reads it) as soon as the port listens; until ready requests get 503 + Retry-After. Kept while draining; removed at exit unless it is the folder's last address file (README: Lifecycle)")
 	fs.StringVar(&f.authToken, "auth-token", os.Getenv("NEEDLE_AUTH_TOKEN"), "if set, /retrieve, /access and /metrics need \"Authorization: Bearer <token>\" (default $NEEDLE_AUTH_TOKEN)")
 	fs.BoolVar(&f.faissGPU, "faiss_gpu", false, "the anchors' flag: same as --gpu")
-	fs.Var(gpuMode{&f.engine.GPU}, "gpu", "serve a flat index (IndexFlatIP/L2) from the GPUs in fp16: --gpu uses them when it can, else says why in one line and serves on the CPU; --gpu=require fails instead")
+	fs.Var(gpuMode{&f.engine.GPU}, "gpu", "serve a flat index (IndexFlatIP/L2) from the GPUs in fp16 and encode queries on the first of them: --gpu uses them when it can, else says why in one line and serves on the CPU; --gpu=require fails instead")
 	fs.Func("gpus", "comma-separated ordinals of the GPUs to shard the index over, e.g. 0,1 (default: all that CUDA_VISIBLE_DEVICES shows)", func(v string) (err error) {
 		f.engine.GPUs, err = parseOrdinals(v)
 		return err

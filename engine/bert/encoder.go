@@ -1,12 +1,16 @@
 package bert
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"sync"
 
+	"needle/cuda"
 	"needle/engine/wordpiece"
 	"needle/kernels/retrieval/nn"
 )
@@ -29,6 +33,10 @@ type Options struct {
 	Threads int
 	// Precision of the Linear layers: "" or "fp16" (default), "int8" (see ParsePrecision).
 	Precision Precision
+	// Device runs the forward pass on this GPU (gpu.go): weights uploaded once, Linears in
+	// fp16 by cuBLAS, the rest by package nngpu's kernels; nil runs it on the CPU. fp16 only.
+	// BatchSize and MaxBatchTokens then default to 512 and 65536.
+	Device *cuda.Device
 }
 
 // Encoder turns texts into sentence embeddings. Safe for concurrent Encode calls: weights
@@ -40,7 +48,10 @@ type Encoder struct {
 	tok     *wordpiece.Tokenizer
 	ops     nn.Ops
 	w       *weights
-	spaces  sync.Pool // *workspace
+	gpu     *gpuModel // set when the forward pass runs on a GPU
+	// ownDevice: Close also releases gpu's device (LoadOn opened it).
+	ownDevice bool
+	spaces    sync.Pool // *workspace
 }
 
 // Load reads an HF BERT model folder: config.json, model.safetensors, the tokenizer
@@ -69,11 +80,7 @@ func Load(dir string, opt Options) (*Encoder, error) {
 	if opt.Precision, err = ParsePrecision(string(opt.Precision)); err != nil {
 		return nil, err
 	}
-	w, err := loadWeights(dir, cfg, ops, opt.Precision)
-	if err != nil {
-		return nil, err
-	}
-	return newEncoder(cfg, w, tok, ops, opt)
+	return newEncoder(cfg, tok, ops, opt, func(p packer) (*weights, error) { return loadWeights(dir, cfg, p) })
 }
 
 // NewRandom is an encoder of shape cfg with seeded random weights and the given tokenizer,
@@ -92,10 +99,18 @@ func NewRandom(cfg Config, seed int64, tok *wordpiece.Tokenizer, opt Options) (*
 	if opt.Precision, err = ParsePrecision(string(opt.Precision)); err != nil {
 		return nil, err
 	}
-	return newEncoder(cfg, randomWeights(cfg, seed, ops, opt.Precision), tok, ops, opt)
+	return newEncoder(cfg, tok, ops, opt, func(p packer) (*weights, error) { return randomWeights(cfg, seed, p) })
 }
 
-func newEncoder(cfg Config, w *weights, tok *wordpiece.Tokenizer, ops nn.Ops, opt Options) (*Encoder, error) {
+// newEncoder checks opt, then loads the weights with load, on opt.Device when set.
+func newEncoder(cfg Config, tok *wordpiece.Tokenizer, ops nn.Ops, opt Options, load func(packer) (*weights, error)) (*Encoder, error) {
+	if opt.Device != nil {
+		if opt.Precision == Int8 {
+			return nil, fmt.Errorf("precision int8 runs on the CPU only; the GPU encoder is fp16")
+		}
+		opt.BatchSize = cmp.Or(opt.BatchSize, 512)
+		opt.MaxBatchTokens = cmp.Or(opt.MaxBatchTokens, 65536)
+	}
 	if opt.MaxLength == 0 {
 		opt.MaxLength = min(256, cfg.MaxPositions)
 	}
@@ -111,7 +126,7 @@ func newEncoder(cfg Config, w *weights, tok *wordpiece.Tokenizer, ops nn.Ops, op
 	if opt.BatchSize < 0 || opt.MaxBatchTokens < 0 {
 		return nil, fmt.Errorf("batch size %d and max batch tokens %d must be positive", opt.BatchSize, opt.MaxBatchTokens)
 	}
-	e := &Encoder{cfg: cfg, opt: opt, tok: tok, ops: ops, w: w}
+	e := &Encoder{cfg: cfg, opt: opt, tok: tok, ops: ops}
 	switch opt.Pooling {
 	case "", "mean":
 		e.pooling, e.opt.Pooling = nn.MeanPool, "mean"
@@ -124,7 +139,47 @@ func newEncoder(cfg Config, w *weights, tok *wordpiece.Tokenizer, ops nn.Ops, op
 		nn.SetThreads(opt.Threads)
 	}
 	e.spaces.New = func() any { return new(workspace) }
+	p := packer{ops: ops, prec: opt.Precision}
+	if opt.Device != nil {
+		g, err := newGPUModel(opt.Device, cfg)
+		if err != nil {
+			return nil, err
+		}
+		p.gpu = g
+	}
+	w, err := load(p)
+	if err == nil && p.gpu != nil {
+		err = p.gpu.uploadVectors(w)
+	}
+	if err != nil {
+		if p.gpu != nil {
+			err = errors.Join(err, p.gpu.close())
+		}
+		return nil, err
+	}
+	e.w, e.gpu = w, p.gpu
 	return e, nil
+}
+
+// Close frees a GPU encoder's device memory, and the device when LoadOn opened it (a CPU
+// encoder has nothing to free).
+func (e *Encoder) Close() error {
+	if e.gpu == nil {
+		return nil
+	}
+	err := e.gpu.close()
+	if e.ownDevice {
+		err = errors.Join(err, e.gpu.dev.Close())
+	}
+	return err
+}
+
+// Device is the GPU the encoder runs on, or nil.
+func (e *Encoder) Device() *cuda.Device {
+	if e.gpu == nil {
+		return nil
+	}
+	return e.gpu.dev
 }
 
 // Dim is the embedding width (hidden_size).
@@ -150,18 +205,26 @@ func (e *Encoder) Encode(texts []string, prefix string) ([]float32, error) {
 // (engine.ContextEncoder: the server's batcher stops a batch whose clients all went away).
 func (e *Encoder) EncodeContext(ctx context.Context, texts []string, prefix string) ([]float32, error) {
 	out := make([]float32, len(texts)*e.cfg.Hidden)
-	ws := e.spaces.Get().(*workspace)
-	defer e.spaces.Put(ws)
-	seqs := make([][]int32, len(texts))
-	for i, t := range texts {
-		seqs[i] = e.tok.Encode(prefix+t, e.opt.MaxLength)
-	}
+	seqs := e.tokenize(texts, prefix)
 	order := make([]int, len(texts))
 	for i := range order {
 		order[i] = i
 	}
 	sort.SliceStable(order, func(a, b int) bool { return len(seqs[order[a]]) < len(seqs[order[b]]) })
 	batches := e.splitBatches(seqs, order)
+	if e.gpu != nil {
+		for _, b := range batches {
+			if err := ctx.Err(); err != nil { // a batch on the GPU is one queue of kernels
+				return nil, err
+			}
+			if err := e.gpu.encode(e, seqs, b, out); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
+	}
+	ws := e.spaces.Get().(*workspace)
+	defer e.spaces.Put(ws)
 	// Size the workspace for the largest batch up front: growing it batch by batch would
 	// leave every smaller generation of buffers to the GC and inflate RSS.
 	maxTokens := 0
@@ -179,6 +242,30 @@ func (e *Encoder) EncodeContext(ctx context.Context, texts []string, prefix stri
 		}
 	}
 	return out, nil
+}
+
+// tokenize returns the token ids of prefix+texts[i]. Long inputs are split over up to
+// GOMAXPROCS goroutines (the tokenizer is safe for concurrent use), one per 256 texts: a GPU's
+// forward pass outruns one core's tokenizing; a few queries stay on the caller's goroutine.
+func (e *Encoder) tokenize(texts []string, prefix string) [][]int32 {
+	seqs := make([][]int32, len(texts))
+	workers := min(runtime.GOMAXPROCS(0), len(texts)/256+1)
+	share := func(w int) { // texts w, w+workers, ...
+		for i := w; i < len(texts); i += workers {
+			seqs[i] = e.tok.Encode(prefix+texts[i], e.opt.MaxLength)
+		}
+	}
+	var wg sync.WaitGroup
+	for w := 1; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			share(w)
+		}()
+	}
+	share(0)
+	wg.Wait()
+	return seqs
 }
 
 // splitBatches cuts order into consecutive batches of at most BatchSize texts and
@@ -232,14 +319,7 @@ func grow[T any](s []T, n int) []T {
 // forward encodes seqs[batch[i]] into out[batch[i]*H:].
 func (e *Encoder) forward(ctx context.Context, ws *workspace, seqs [][]int32, batch []int, out []float32) error {
 	H, I, eps := e.cfg.Hidden, e.cfg.Intermediate, e.cfg.Eps
-	ws.ids, ws.pos, ws.start = ws.ids[:0], ws.pos[:0], append(ws.start[:0], 0)
-	for _, b := range batch {
-		ws.ids = append(ws.ids, seqs[b]...)
-		for p := range seqs[b] {
-			ws.pos = append(ws.pos, int32(p))
-		}
-		ws.start = append(ws.start, int32(len(ws.ids)))
-	}
+	ws.ids, ws.pos, ws.start = packBatch(ws.ids, ws.pos, ws.start, seqs, batch)
 	T := len(ws.ids)
 	ws.x, ws.ctx = grow(ws.x, T*H), grow(ws.ctx, T*H)
 	ws.big = grow(ws.big, T*max(3*H, I))
@@ -276,6 +356,21 @@ func (e *Encoder) forward(ctx context.Context, ws *workspace, seqs [][]int32, ba
 		copy(out[b*H:(b+1)*H], ws.pooled[i*H:(i+1)*H])
 	}
 	return nil
+}
+
+// packBatch packs the sequences seqs[batch[i]] into ids (reusing the slices given): their
+// token ids, each token's position in its sequence, and the offsets start of the sequences
+// (len(batch)+1, the last one the token count), as the attention ops take them.
+func packBatch(ids, pos, start []int32, seqs [][]int32, batch []int) ([]int32, []int32, []int32) {
+	ids, pos, start = ids[:0], pos[:0], append(start[:0], 0)
+	for _, b := range batch {
+		ids = append(ids, seqs[b]...)
+		for p := range seqs[b] {
+			pos = append(pos, int32(p))
+		}
+		start = append(start, int32(len(ids)))
+	}
+	return ids, pos, start
 }
 
 // firstErr returns the first non-nil error. forward passes it the ops of a layer in order;

@@ -21,6 +21,15 @@ import (
 var tinyConfig = Config{Layers: 2, Hidden: 8, Heads: 2, Intermediate: 16, MaxPositions: 64,
 	VocabSize: 30522, TypeVocabSize: 2, Eps: 1e-12}
 
+// tinyWeights are seeded random weights of tinyConfig, fp16 on the host.
+func tinyWeights(t *testing.T, seed int64) *weights {
+	w, err := randomWeights(tinyConfig, seed, packer{ops: nn.New(cpu.Ref), prec: FP16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
 // namedTensors lists the checkpoint tensors of w under HF's BertModel names (the packed fp16
 // matrices unpacked at their exact float32 values).
 func namedTensors(cfg Config, w *weights) map[string][]float32 {
@@ -153,13 +162,13 @@ func encodeDir(t *testing.T, dir string) []float32 {
 }
 
 func TestLoadDTypesAndPrefix(t *testing.T) {
-	w := randomWeights(tinyConfig, 7, nn.New(cpu.Ref), FP16)
+	w := tinyWeights(t, 7)
 	want := encodeDir(t, writeTinyModel(t, w, "", "F32", nil))
 	ops, err := nn.Selected()
 	if err != nil {
 		t.Fatal(err)
 	}
-	direct, err := newEncoder(tinyConfig, w, mustTokenizer(t), ops, Options{})
+	direct, err := newEncoder(tinyConfig, mustTokenizer(t), ops, Options{}, func(packer) (*weights, error) { return w, nil })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +214,7 @@ func mustTokenizer(t *testing.T) *wordpiece.Tokenizer {
 }
 
 func TestLoadErrorsNameFileAndTensor(t *testing.T) {
-	w := randomWeights(tinyConfig, 8, nn.New(cpu.Ref), FP16)
+	w := tinyWeights(t, 8)
 	const q = "encoder.layer.1.attention.self.query.weight"
 	for _, tc := range []struct {
 		name  string
@@ -263,7 +272,7 @@ func TestLoadErrorsNameFileAndTensor(t *testing.T) {
 
 // TestConcurrentEncode runs callers in parallel: results must equal the serial ones.
 func TestConcurrentEncode(t *testing.T) {
-	e, err := Load(writeTinyModel(t, randomWeights(tinyConfig, 9, nn.New(cpu.Ref), FP16), "", "F32", nil), Options{BatchSize: 2})
+	e, err := Load(writeTinyModel(t, tinyWeights(t, 9), "", "F32", nil), Options{BatchSize: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,8 +8,6 @@ import (
 	"testing"
 
 	"needle/internal/testenv"
-	"needle/kernels/platform/cpu"
-	"needle/kernels/retrieval/nn"
 )
 
 func TestParsePrecision(t *testing.T) {
@@ -36,7 +34,7 @@ func TestParsePrecision(t *testing.T) {
 // TestInt8TinyModel loads one tiny checkpoint at both precisions: the int8 encoder's vectors
 // stay close to the fp16 ones, and Options reports the precision.
 func TestInt8TinyModel(t *testing.T) {
-	dir := writeTinyModel(t, randomWeights(tinyConfig, 10, nn.New(cpu.Ref), FP16), "", "F32", nil)
+	dir := writeTinyModel(t, tinyWeights(t, 10), "", "F32", nil)
 	e16, err := Load(dir, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -67,7 +65,7 @@ func TestInt8TinyModel(t *testing.T) {
 // EncodeContext gives the vectors of Encode while ctx lives, and ctx's error once it ended
 // (the batcher's way to stop a batch no client waits for).
 func TestEncodeContextStops(t *testing.T) {
-	e, err := Load(writeTinyModel(t, randomWeights(tinyConfig, 10, nn.New(cpu.Ref), FP16), "", "F32", nil), Options{})
+	e, err := Load(writeTinyModel(t, tinyWeights(t, 10), "", "F32", nil), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

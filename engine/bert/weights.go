@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"needle/cuda"
 	"needle/kernels/retrieval/nn"
 	"needle/safetensors"
 )
@@ -30,23 +31,36 @@ type layerWeights struct {
 }
 
 // linear is one Linear matrix in one precision: fp16 panels (nn.PackHalf: half the bytes a
-// query streams, and half the RSS; the golden test bounds the rounding), or int8 per output
-// channel (nn.PackInt8), when q8 is set.
+// query streams, and half the RSS; the golden test bounds the rounding), int8 per output
+// channel (nn.PackInt8), when q8 is set, or fp16 [out, in] on a GPU (a cuBLAS operand), when
+// dev is set.
 type linear struct {
 	half    []uint16
 	q8      *nn.Int8Matrix
+	dev     *cuda.Buffer
 	out, in int
 }
 
-// packLinear packs w[out,in] for prec; an fp16 value out of range is a *nn.HalfRangeError.
-func packLinear(ops nn.Ops, prec Precision, w []float32, out, in int) (linear, error) {
+// packer turns fp32 [out, in] matrices into linears: on the host in prec, or on gpu's device.
+type packer struct {
+	ops  nn.Ops
+	prec Precision
+	gpu  *gpuModel // nil: CPU
+}
+
+// pack packs w[out,in]; an fp16 value out of range is a *nn.HalfRangeError (CPU; the GPU's
+// conversion rounds it to inf, which the parity test would show).
+func (p packer) pack(w []float32, out, in int) (linear, error) {
 	l := linear{out: out, in: in}
 	var err error
-	if prec == Int8 {
+	switch {
+	case p.gpu != nil:
+		l.dev, err = p.gpu.uploadHalf(w[:out*in])
+	case p.prec == Int8:
 		l.q8, err = nn.PackInt8(w, out, in)
-	} else {
+	default:
 		l.half = make([]uint16, nn.PackedLen(out, in))
-		err = ops.PackHalf(l.half, w, out, in)
+		err = p.ops.PackHalf(l.half, w, out, in)
 	}
 	return l, err
 }
@@ -63,6 +77,9 @@ func (l linear) bytes() int64 {
 	if l.q8 != nil {
 		return l.q8.Bytes()
 	}
+	if l.dev != nil {
+		return 2 * int64(l.out*l.in)
+	}
 	return 2 * int64(len(l.half))
 }
 
@@ -71,13 +88,12 @@ func (l linear) bytes() int64 {
 type tensorReader struct {
 	f       *safetensors.File
 	prefix  string
-	ops     nn.Ops    // converts matrices to fp16
-	prec    Precision // of the Linear matrices
+	p       packer    // of the Linear matrices
 	scratch []float32 // fp32 staging of getPacked
 }
 
-func newTensorReader(f *safetensors.File, ops nn.Ops, prec Precision) (*tensorReader, error) {
-	r := &tensorReader{f: f, ops: ops, prec: prec}
+func newTensorReader(f *safetensors.File, p packer) (*tensorReader, error) {
+	r := &tensorReader{f: f, p: p}
 	const probe = "embeddings.word_embeddings.weight"
 	if _, ok := f.Tensor(probe); !ok {
 		if _, ok := f.Tensor("bert." + probe); !ok {
@@ -125,7 +141,7 @@ func (r *tensorReader) getPacked(rows, in int64, names ...string) (linear, error
 			return linear{}, err
 		}
 	}
-	packed, err := packLinear(r.ops, r.prec, r.scratch, len(names)*int(rows), int(in))
+	packed, err := r.p.pack(r.scratch, len(names)*int(rows), int(in))
 	var bad *nn.HalfRangeError
 	var nonFinite *nn.NonFiniteError
 	switch {
@@ -151,14 +167,14 @@ func (r *tensorReader) getAll(dst []*[]float32, names []string, shapes [][]int64
 	return nil
 }
 
-// loadWeights reads dir/model.safetensors for the shape cfg, Linear matrices in prec.
-func loadWeights(dir string, cfg Config, ops nn.Ops, prec Precision) (*weights, error) {
+// loadWeights reads dir/model.safetensors for the shape cfg, Linear matrices packed by p.
+func loadWeights(dir string, cfg Config, p packer) (*weights, error) {
 	f, err := safetensors.Open(filepath.Join(dir, "model.safetensors"))
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close() // every tensor is copied (fp32 or fp16) below
-	r, err := newTensorReader(f, ops, prec)
+	r, err := newTensorReader(f, p)
 	if err != nil {
 		return nil, err
 	}
@@ -208,7 +224,7 @@ func loadWeights(dir string, cfg Config, ops nn.Ops, prec Precision) (*weights, 
 
 // randomWeights are seeded N(0, 0.02) matrices with unit LayerNorms: a model of cfg's shape
 // whose cost equals a real one's, for benchmarks of checkpoints we cannot download.
-func randomWeights(cfg Config, seed int64, ops nn.Ops, prec Precision) *weights {
+func randomWeights(cfg Config, seed int64, p packer) (*weights, error) {
 	rng := rand.New(rand.NewSource(seed))
 	normal := func(n int) []float32 {
 		x := make([]float32, n)
@@ -218,15 +234,14 @@ func randomWeights(cfg Config, seed int64, ops nn.Ops, prec Precision) *weights 
 		return x
 	}
 	var scratch []float32 // fp32 staging of every matrix, so no fp32 copies are left to collect
+	var err error         // the first packing error (a GPU upload; N(0, 0.02) is inside the fp16 range)
 	packed := func(out, in int) linear {
 		scratch = grow(scratch, out*in)
 		for i := range scratch {
 			scratch[i] = float32(rng.NormFloat64() * 0.02)
 		}
-		l, err := packLinear(ops, prec, scratch, out, in)
-		if err != nil {
-			panic(err) // N(0, 0.02) is finite and far inside the fp16 range
-		}
+		l, e := p.pack(scratch, out, in)
+		err = errors.Join(err, e)
 		return l
 	}
 	ones := func(n int) []float32 {
@@ -245,7 +260,7 @@ func randomWeights(cfg Config, seed int64, ops nn.Ops, prec Precision) *weights 
 			ln1Gamma: ones(H), ln1Beta: make([]float32, H), ffnIn: packed(I, H), ffnInB: normal(I),
 			ffnOut: packed(H, I), ffnOutB: normal(H), ln2Gamma: ones(H), ln2Beta: make([]float32, H)})
 	}
-	return w
+	return w, err
 }
 
 // bytes is the size of the weights in memory (what RSS must hold): matrices in their precision, fp32 the rest.

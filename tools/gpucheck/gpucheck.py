@@ -29,22 +29,27 @@ GOAL_ROWS, GOAL_VOCAB = 16384, 151936
 
 
 def unpack_libs():
-    for name in os.listdir(LIB):
-        if name.endswith(".xz"):
-            with lzma.open(os.path.join(LIB, name)) as src, open(os.path.join(LIB, name[:-3]), "wb") as dst:
-                dst.write(src.read())
+    """Unpacks every .xz of the folder (libraries, binaries, the MiniLM weights) beside it, once."""
+    for root, _, names in os.walk(HERE):
+        for name in names:
+            path = os.path.join(root, name)
+            if name.endswith(".xz") and not os.path.exists(path[:-3]):
+                with lzma.open(path) as src, open(path[:-3], "wb") as dst:
+                    shutil.copyfileobj(src, dst)
+                if root == HERE:
+                    os.chmod(path[:-3], 0o755)
 
 
 BENCH_LINE = re.compile(r"^(Benchmark\S+?)(?:-\d+)?\s+(\d+)\s+([\d.]+) ns/op(?:\s+([\d.]+) MB/s)?")
 RESULT_LINE = re.compile(r"^\s*--- (PASS|FAIL|SKIP): (\S+)")
 
 
-def run_binary(name, args, out_dir, timeout, extra_env=None):
-    """Runs one Go test binary; returns its test outcomes and benchmark lines."""
+def run_binary(name, args, out_dir, timeout, extra_env=None, cwd=HERE):
+    """Runs one Go test binary (in cwd: where its testdata/ is); returns its test outcomes and benchmark lines."""
     env = dict(os.environ, LD_LIBRARY_PATH=LIB + ":" + os.environ.get("LD_LIBRARY_PATH", ""), **(extra_env or {}))
     began = time.time()
     try:
-        proc = subprocess.run([os.path.join(HERE, name)] + args, cwd=HERE, env=env, capture_output=True,
+        proc = subprocess.run([os.path.join(HERE, name)] + args, cwd=cwd, env=env, capture_output=True,
                               text=True, timeout=timeout)
         text, code = proc.stdout + proc.stderr, proc.returncode
     except subprocess.TimeoutExpired as e:
@@ -263,6 +268,105 @@ def gpuflat_summary(g):
     return lines
 
 
+# The GPU encoder (issue 13): the MiniLM folder travels here in fp16 (half_model.py), so the
+# parity tests and sentence-transformers read the same weights; the e5-base shape has random weights.
+MINILM = os.path.join(HERE, "cache", "models", "all-MiniLM-L6-v2")
+ENCODE_PASSAGES = 200_000  # the issue's run for the wiki-18 projection
+
+
+def wordnet():
+    """The head of WordNet's data.noun (unpacked by unpack_libs): the bench's texts start over past it."""
+    return os.path.join(HERE, "data.noun")
+
+
+def st_encoders():
+    """sentence-transformers on the GPU in fp16: MiniLM from its folder, and the e5-base shape with
+    random weights (a BertModel of e5-base-v2's config saved beside MiniLM's tokenizer, the same vocab)."""
+    import tempfile
+    import torch
+    import transformers
+    from sentence_transformers import SentenceTransformer, models
+    e5_dir = tempfile.mkdtemp()
+    cfg = transformers.BertConfig(hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
+                                  intermediate_size=3072, max_position_embeddings=512)
+    transformers.BertModel(cfg).save_pretrained(e5_dir)
+    for name in ["tokenizer.json", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json"]:
+        if os.path.exists(os.path.join(MINILM, name)):
+            shutil.copy(os.path.join(MINILM, name), e5_dir)
+    word = models.Transformer(e5_dir, max_seq_length=256)
+    e5 = SentenceTransformer(modules=[word, models.Pooling(768, "mean"), models.Normalize()], device="cuda")
+    minilm = SentenceTransformer(MINILM, device="cuda")
+    minilm.max_seq_length = 256
+    return {"minilm": minilm.half(), "e5": e5.half()}, torch
+
+
+def st_baseline(texts, shape, enc, torch):
+    """Passages/s of sentence-transformers fp16 (batch 512, its own length sorting) and its single-query latency."""
+    enc.encode(texts["passages"][:2048], batch_size=512)  # warm-up
+    torch.cuda.synchronize()
+    began = time.time()
+    enc.encode(texts["passages"], batch_size=512)
+    torch.cuda.synchronize()
+    seconds = time.time() - began
+    lat = []
+    for q in texts["queries"]:
+        t0 = time.time()
+        enc.encode([q], batch_size=1)
+        torch.cuda.synchronize()
+        lat.append((time.time() - t0) * 1e3)
+    lat.sort()
+    return {"shape": shape, "passages": len(texts["passages"]), "seconds": round(seconds, 2),
+            "passages_per_s": len(texts["passages"]) / seconds, "query_median_ms": lat[len(lat) // 2]}
+
+
+def encoder_check(out_dir):
+    """The GPU encoder's parity tests (bert.test: golden texts vs sentence-transformers fp32 and vs the CPU
+    encoder, WordNet top-10, batch splitting, the e5 shape) and `needle bench encode --gpu` on 200,000
+    passages per shape, side by side with sentence-transformers fp16 on the same texts and weights."""
+    env = {"NEEDLE_CACHE": os.path.join(HERE, "cache")}
+    out = {"tests": run_binary("bert.test", ["-test.v", "-test.run", "GPU|FLOPs"], out_dir, 300, env,
+                               cwd=os.path.join(HERE, "bert"))}
+    common = ["--model", MINILM, "--wordnet", wordnet(), "--passages", str(ENCODE_PASSAGES), "--queries", "200"]
+    out["needle"] = [run_needle(["bench", "encode", "--gpu=require", "--shape", shape, "--repeat", "1", "--json"] + common,
+                                out_dir, "bench_encode_" + shape, 240) for shape in ["minilm", "e5"]]
+    texts_path = os.path.join(out_dir, "encode_texts.json")
+    subprocess.run([os.path.join(HERE, "needle"), "bench", "encode", "--dump", texts_path] + common, check=True,
+                   env=dict(os.environ, LD_LIBRARY_PATH=LIB))
+    with open(texts_path) as f:
+        texts = json.load(f)
+    try:  # needle's results above come back even without sentence-transformers
+        encs, torch = st_encoders()
+        out["sentence_transformers"] = [st_baseline(texts, shape, encs[shape], torch) for shape in ["minilm", "e5"]]
+    except Exception as e:
+        out["sentence_transformers"] = [{"shape": "error", "error": repr(e)}]
+    return out
+
+
+def encoder_summary(e):
+    lines = []
+    tests = e.get("tests", {}).get("tests", [])
+    lines.append(f"bert.test (GPU encoder parity): {[(t['test'], t['outcome']) for t in tests]}")
+    st = {b["shape"]: b for b in e.get("sentence_transformers", [])}
+    if "error" in st:
+        lines.append("  sentence-transformers: " + st.pop("error")["error"])
+    for run in e.get("needle", []):
+        for r in run.get("results", []):
+            shape = "e5" if r["model"].startswith("e5") else "minilm"
+            vs = ""
+            if shape in st:
+                vs = f", {r['passages_per_s'] / st[shape]['passages_per_s']:.2f}x sentence-transformers fp16 " \
+                     f"({st[shape]['passages_per_s']:.0f} passages/s, query {st[shape]['query_median_ms']:.2f} ms)"
+            lines.append(f"  {r['model']} on {r.get('device')}: {r['passages_per_s']:.0f} passages/s, "
+                         f"{r.get('tokens_per_s', 0):.0f} tokens/s, {r.get('model_TFLOP_per_s', 0):.1f} TFLOP/s = "
+                         f"{100 * r.get('gemm_share', 0):.1f}% of GEMM peak {r.get('peak_gemm_TFLOP_per_s', 0):.0f}; "
+                         f"wiki-18 {r.get('wiki18_hours', 0):.2f} h; query median {r['query_median_ms']:.2f} ms{vs}")
+        if "error" in run:
+            lines.append(f"  {run.get('command')}: {run['error']}")
+    if "error" in e:
+        lines.append("  error: " + e["error"])
+    return lines
+
+
 def main():
     out_dir = sys.argv[1] if len(sys.argv) > 1 else "."
     os.makedirs(out_dir, exist_ok=True)
@@ -277,7 +381,8 @@ def main():
                    out_dir, 300),
         run_binary("gpuflat.test", ["-test.v", "-test.run", "GPU|PTX"], out_dir, 300),
     ]
-    for name, fn in [("gpuflat_parity", gpuflat_parity), ("gpuflat_bench", gpuflat_benchmarks)]:
+    for name, fn in [("gpuflat_parity", gpuflat_parity), ("gpuflat_bench", gpuflat_benchmarks),
+                     ("encoder", encoder_check)]:
         try:
             results[name] = fn(out_dir)
         except Exception as e:  # the other results still come back
@@ -306,6 +411,8 @@ def main():
     lines.append("gpuflat parity vs torch: " + json.dumps({k: v for k, v in p.items() if k != "run"}))
     lines.append("gpuflat benchmarks:")
     lines += gpuflat_summary(results.get("gpuflat_bench", {}))
+    lines.append("GPU encoder:")
+    lines += encoder_summary(results.get("encoder", {}))
     with open(os.path.join(out_dir, "summary.txt"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))

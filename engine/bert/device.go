@@ -1,0 +1,73 @@
+package bert
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"needle/cuda"
+)
+
+// The GPU modes of LoadOn, as `--gpu` spells them (engine.GPUAuto and engine.GPURequire).
+const (
+	GPUAuto    = "auto"
+	GPURequire = "require"
+)
+
+// LoadOn is Load on GPU number ordinal when gpu is GPUAuto or GPURequire ("" is Load). With
+// GPUAuto and no usable GPU (no driver or device, no cuBLAS, a shape the kernels do not take,
+// the PTX not built), one line to log says why and the encoder runs on the CPU; with
+// GPURequire that is an error. The encoder owns the device: Close releases it.
+func LoadOn(dir string, opt Options, gpu string, ordinal int, log io.Writer) (*Encoder, error) {
+	return On(gpu, ordinal, log, opt, func(o Options) (*Encoder, error) { return Load(dir, o) })
+}
+
+// On is LoadOn for any constructor of encoders (Load, NewRandom): build runs with
+// opt.Device set to the GPU, or with opt as given on the CPU.
+func On(gpu string, ordinal int, log io.Writer, opt Options, build func(Options) (*Encoder, error)) (*Encoder, error) {
+	if gpu == "" {
+		return build(opt)
+	}
+	if gpu != GPUAuto && gpu != GPURequire {
+		return nil, fmt.Errorf("--gpu takes %s, %s or off, not %q", GPUAuto, GPURequire, gpu)
+	}
+	dev, err := cuda.Open(ordinal)
+	if err == nil {
+		gopt := opt
+		gopt.Device = dev
+		var e *Encoder
+		if e, err = build(gopt); err == nil {
+			e.ownDevice = true
+			fmt.Fprintf(log, "needle: encoder on GPU %d (%s)\n", ordinal, dev.Name())
+			return e, nil
+		}
+		err = errors.Join(err, dev.Close())
+	}
+	if gpu == GPURequire {
+		return nil, fmt.Errorf("--gpu=require: %w", err)
+	}
+	fmt.Fprintf(log, "needle: not using a GPU, encoding on the CPU: %v\n", err)
+	return build(opt)
+}
+
+// GemmPeak measures the fp16 GEMM rate of a GPU encoder's device in TFLOP/s (cuda.BLAS.GemmPeak);
+// 0 for a CPU encoder.
+func (e *Encoder) GemmPeak() (float64, error) {
+	if e.gpu == nil {
+		return 0, nil
+	}
+	return e.gpu.blas.GemmPeak()
+}
+
+// FLOPs is the model's arithmetic for one forward pass over sequences of the given token
+// counts: the Linears (2 x tokens x (4H^2 + 2HI) per layer) and attention's two products
+// (4 x L^2 x H per sequence and layer); embeddings, LayerNorms and pooling are not counted.
+func (e *Encoder) FLOPs(lengths []int) float64 {
+	H, I := float64(e.cfg.Hidden), float64(e.cfg.Intermediate)
+	var tokens, squares float64
+	for _, l := range lengths {
+		tokens += float64(l)
+		squares += float64(l) * float64(l)
+	}
+	return float64(e.cfg.Layers) * (2*tokens*(4*H*H+2*H*I) + 4*squares*H)
+}
