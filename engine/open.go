@@ -190,9 +190,10 @@ func Open(opts Options) (*Retriever, error) {
 		closeAll(closers)
 		return nil, err
 	}
-	if backend == BackendMapped && opts.Batcher.MaxSearchBatch == 0 {
-		// Each mapped search is a pass over the file: let one pass serve every query
-		// encoded meanwhile (FAISS's own query block for flat search is 4096).
+	if (backend == BackendMapped || backend == BackendGPU) && opts.Batcher.MaxSearchBatch == 0 {
+		// Each mapped or GPU search reads the whole matrix once: let one pass serve every
+		// query encoded meanwhile (FAISS's own query block for flat search is 4096; the GPU
+		// index leaves room for batches of 4096).
 		opts.Batcher.MaxSearchBatch = 4096
 	}
 	var ps PageStore
