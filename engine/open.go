@@ -35,10 +35,10 @@ const (
 	BackendMilvus = "milvus"
 )
 
-// The values of Options.GPU besides "".
+// The values of Options.GPU besides "": bert's modes, which the index and the encoder share.
 const (
-	GPUAuto    = "auto"
-	GPURequire = "require"
+	GPUAuto    = bert.GPUAuto
+	GPURequire = bert.GPURequire
 )
 
 // maxQueryTokens is the encoder's sequence length for queries, specials included.

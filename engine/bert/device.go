@@ -8,7 +8,8 @@ import (
 	"needle/cuda"
 )
 
-// The GPU modes of LoadOn, as `--gpu` spells them (engine.GPUAuto and engine.GPURequire).
+// The GPU modes of LoadOn, as `--gpu` spells them (engine.GPUAuto and engine.GPURequire are
+// these, for the index too).
 const (
 	GPUAuto    = "auto"
 	GPURequire = "require"

@@ -61,9 +61,6 @@ func Load(dev *cuda.Device) (*Kernels, error) {
 // Close unloads the module.
 func (k *Kernels) Close() error { return k.mod.Unload() }
 
-// PTX is the embedded PTX (for checks without a GPU).
-func PTX() ([]byte, error) { return cuda.ReadPTX(ptxFiles, ptxPath) }
-
 // HeadDimSupported reports whether Attention runs heads of width headDim.
 func HeadDimSupported(headDim int) bool { return headDim == 32 || headDim == 64 }
 
