@@ -1,11 +1,8 @@
 package engine_test
 
 import (
-	"bufio"
 	"context"
-	"encoding/binary"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -19,6 +16,7 @@ import (
 	"needle/engine/indexbuild"
 	"needle/faissgo"
 	"needle/internal/testenv"
+	"needle/internal/testflat"
 )
 
 // writeManifest makes dir a minimal `needle build` output folder with passage prefix prefix
@@ -108,19 +106,7 @@ func TestResolvePrecision(t *testing.T) {
 
 // writeFlatIndex writes a FAISS flat IP index of vecs (rows of dim floats) to path.
 func writeFlatIndex(t *testing.T, path string, dim int, vecs []float32) {
-	t.Helper()
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	w := bufio.NewWriter(f)
-	err = faissgo.WriteFlat(w, faissgo.IP, dim, int64(len(vecs)/dim), func(data io.Writer) error {
-		return binary.Write(data, binary.LittleEndian, vecs)
-	})
-	if err != nil || w.Flush() != nil {
-		t.Fatal(err)
-	}
+	testflat.WriteFlat(t, path, faissgo.IP, dim, int64(len(vecs)/dim), testflat.Rows(vecs, dim))
 }
 
 // passages are the texts of the real-parts tests.

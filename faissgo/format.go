@@ -73,8 +73,8 @@ type FlatVectors struct {
 	Offset int64
 }
 
-// flatClasses are the classes StatFlat accepts, for its error message.
-const flatClasses = "IndexFlatIP, IndexFlatL2 and IndexFlat (metric IP or L2)"
+// FlatClasses are the classes StatFlat accepts (and embeddings files may be), for error messages.
+const FlatClasses = "IndexFlatIP, IndexFlatL2 and IndexFlat (metric IP or L2)"
 
 // StatFlat checks that path is a whole flat index file and returns where its vectors lie.
 // Another FAISS class is an error naming it and the classes accepted; a file whose size
@@ -92,7 +92,7 @@ func StatFlat(path string) (FlatVectors, error) {
 			if name == "" {
 				name = fmt.Sprintf("an unknown index type %q", tag)
 			}
-			return w.fail("%s is not a flat index: the mapped flat index reads %s", name, flatClasses)
+			return w.fail("%s is not a flat index: the mapped flat index reads %s", name, FlatClasses)
 		}
 		if v.FileInfo, err = w.header(tag); err != nil {
 			return err

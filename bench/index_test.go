@@ -14,7 +14,7 @@ import (
 
 // The report of a small set: FAISS gives the same answers, and ground truth taken from
 // FAISS's own search gives recall 1.
-func TestFlatReport(t *testing.T) {
+func TestIndexReportOfAFlatFile(t *testing.T) {
 	const n, dim, nq, gtk = 3000, 32, 20, 10
 	dir := t.TempDir()
 	db, q := testvec.Unit(n, dim, 1), testvec.Unit(nq, dim, 2)
@@ -41,18 +41,18 @@ func TestFlatReport(t *testing.T) {
 	os.WriteFile(queries, testvec.Bytes(q), 0o644)
 	os.WriteFile(gt, gtBytes, 0o644)
 	var out bytes.Buffer
-	err = Flat(&out, FlatOptions{Index: index, Queries: queries, GT: gt, GTK: gtk, K: 10, Batch: 7, Batches: 3, Faiss: true})
+	err = Index(&out, IndexOptions{Index: index, Queries: queries, GT: gt, GTK: gtk, K: 10, Batch: 7, Batches: 3, Faiss: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var r FlatReport
+	var r IndexReport
 	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
 		t.Fatal(err)
 	}
 	if r.Rows != n || r.Dim != dim || len(r.Batches) != 3 || r.RecallAt10 != 1 || r.FaissLabelDiffs != 0 || r.FaissMaxScoreDif != 0 || r.QPS <= 0 {
 		t.Errorf("report %s", out.Bytes())
 	}
-	if err := Flat(&out, FlatOptions{Index: index, Queries: gt, K: 10, Batch: 1, Batches: 1}); err == nil {
+	if err := Index(&out, IndexOptions{Index: index, Queries: gt, K: 10, Batch: 1, Batches: 1}); err == nil {
 		t.Error("queries file of another width: no error")
 	}
 }
