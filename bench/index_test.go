@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"needle/engine/compact"
 	"needle/faissgo"
 	"needle/internal/testvec"
 )
@@ -54,5 +55,19 @@ func TestIndexReportOfAFlatFile(t *testing.T) {
 	}
 	if err := Index(&out, IndexOptions{Index: index, Queries: gt, K: 10, Batch: 1, Batches: 1}); err == nil {
 		t.Error("queries file of another width: no error")
+	}
+
+	// A compact form of the file, opened as serve opens it: re-ranking every row is exact.
+	form := filepath.Join(dir, "form")
+	if _, err := compact.Convert(compact.Config{From: index, Out: form, Factory: "IVF4,PQ8x4np", Nprobe: 4}); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if err := Index(&out, IndexOptions{Index: form, Rerank: n, Queries: queries, GT: gt, GTK: gtk, K: 10, Batch: 7, Batches: 3}); err != nil {
+		t.Fatal(err)
+	}
+	r = IndexReport{}
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil || r.Backend != "compact" || r.RecallAt10 != 1 || r.IndexBytes <= 0 {
+		t.Errorf("compact form report %s (%v)", out.Bytes(), err)
 	}
 }
