@@ -113,7 +113,7 @@ func TestRerankingEveryRowIsExact(t *testing.T) {
 	}
 }
 
-// On clustered unit vectors (as text embeddings are), the default kind of form (IVF-PQ with
+// On clustered unit vectors (as text embeddings are), the default kind of form (OPQ, IVF-PQ,
 // re-ranking) finds the exact top 10 at recall >= 0.95 while scanning a fraction of the lists,
 // and re-ranking is what gets it there: the codes' own top 10 are worse.
 func TestRecallOnClusteredVectors(t *testing.T) {
@@ -122,7 +122,7 @@ func TestRecallOnClusteredVectors(t *testing.T) {
 	src := writeFlat(t, dir, faissgo.IP, dim, n, fixed(testvec.Clustered(n, dim, 1, 0), dim))
 	q := testvec.Clustered(nq, dim, 1, 1)
 	out := filepath.Join(dir, "form")
-	convert(t, Config{From: src, Out: out, Factory: "IVF64,PQ16np", TrainSize: 10000, Rerank: 100, Nprobe: 16})
+	convert(t, Config{From: src, Out: out, Factory: "OPQ16_32,IVF64,PQ16np", TrainSize: 10000, Rerank: 100, Nprobe: 16})
 	_, want := exact(t, src, q, dim, k)
 	gd, reranked := search(t, open(t, out, Options{Threads: 2}), q, dim, k)
 	_, codes := search(t, open(t, out, Options{Threads: 2, Rerank: -1}), q, dim, k)
@@ -146,13 +146,13 @@ func TestPythonFaissReadsTheForm(t *testing.T) {
 	dir := t.TempDir()
 	src := writeFlat(t, dir, faissgo.IP, dim, n, fixed(testvec.Clustered(n, dim, 2, 0), dim))
 	out := filepath.Join(dir, "form")
-	convert(t, Config{From: src, Out: out, Factory: "IVF32,PQ8np", TrainSize: n, Nprobe: 4})
+	convert(t, Config{From: src, Out: out, Factory: "OPQ8_16,IVF32,PQ8np", TrainSize: n, Nprobe: 4})
 	q := testvec.Clustered(nq, dim, 2, 1)
 	_, ours := search(t, open(t, out, Options{Threads: 2, Rerank: -1}), q, dim, k)
 	qpath, res := filepath.Join(dir, "q.f32"), filepath.Join(dir, "res.bin")
 	os.WriteFile(qpath, testvec.Bytes(q), 0o644)
 	cmd := exec.Command(py, "../../faissgo/testdata/interop.py", "search", filepath.Join(out, IndexFileName), "32", qpath, "10", "nprobe", "4", res)
-	if msg, err := cmd.CombinedOutput(); err != nil || !strings.HasPrefix(string(msg), "IndexIVFPQ 5000 ") {
+	if msg, err := cmd.CombinedOutput(); err != nil || !strings.HasPrefix(string(msg), "IndexPreTransform 5000 ") {
 		t.Fatalf("interop.py: %v\n%s", err, msg)
 	}
 	b, err := os.ReadFile(res)
