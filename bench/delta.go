@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bytes"
 	"fmt"
 
 	"needle/kernels/trainer/delta"
@@ -38,12 +37,20 @@ func sizeName(size int64) string {
 	return fmt.Sprintf("%dMiB", size>>20)
 }
 
+// deltaGap is the room between the old and new tensors of deltaPair: 37 pages, so they are not a
+// multiple of 256 MiB apart, as two 1 GiB allocations in a row are. Two input streams that far
+// apart contend for the same DRAM banks (Zen 4: encode at 15-17 GB/s per CPU-s, 23-28 at other
+// distances), a layout the tensors of a checkpoint rarely have; README "needle delta" says so.
+const deltaGap = 37 << 12
+
 // deltaPair returns a random bf16 tensor of size bytes and a copy with about frac of its
 // elements changed in their lowest mantissa bit (what a small optimizer step does to bf16),
-// at pseudo-random gaps from a fixed xorshift stream.
+// at pseudo-random gaps from a fixed xorshift stream. Both lie in one allocation (deltaGap).
 func deltaPair(size int64, frac float64) (oldBits, newBits []byte) {
-	oldBits = randomBF16(int(size/2), 1)
-	newBits = bytes.Clone(oldBits)
+	buf := make([]byte, 2*size+deltaGap)
+	oldBits = randomBF16(buf[:size:size], 1)
+	newBits = buf[size+deltaGap:]
+	copy(newBits, oldBits)
 	maxGap := uint64(2/frac) - 1 // gaps uniform in [1, maxGap]: mean 1/frac
 	s := uint64(0x2545f4914f6cdd1d)
 	for i := uint64(0); ; {

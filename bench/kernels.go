@@ -78,7 +78,7 @@ func logprobCase(n, v int) kernelCase {
 		bytes: int64(n)*int64(v)*2 + int64(n)*8,
 		elems: int64(n) * int64(v),
 		prepare: func() (func(int) error, func(), error) {
-			x := logprob.Logits{DType: logprob.BF16, Rows: n, Vocab: v, Data: randomBF16(n*v, 3)}
+			x := logprob.Logits{DType: logprob.BF16, Rows: n, Vocab: v, Data: randomBF16(make([]byte, 2*n*v), 3)}
 			labels := make([]int64, n)
 			for i := range labels {
 				labels[i] = int64(i*7919) % int64(v)
@@ -94,11 +94,11 @@ func logprobCase(n, v int) kernelCase {
 	}
 }
 
-// randomBF16 returns n bf16 values ~ scale * uniform(-1, 1), from a fixed xorshift stream.
-func randomBF16(n int, scale float32) []byte {
-	b := make([]byte, 2*n)
+// randomBF16 fills b with len(b)/2 bf16 values ~ scale * uniform(-1, 1), from a fixed xorshift
+// stream, and returns it.
+func randomBF16(b []byte, scale float32) []byte {
 	s := uint64(0x9e3779b97f4a7c15)
-	for i := 0; i < n; i++ {
+	for i := 0; i < len(b)/2; i++ {
 		f := scale * (float32(xorshift(&s)>>40)/float32(1<<24)*2 - 1)
 		bits := math.Float32bits(f)
 		b[2*i], b[2*i+1] = byte(bits>>16), byte(bits>>24)

@@ -63,7 +63,8 @@ int32_t needle_linear_logprob_f32(const float* hidden, int64_t n, int64_t h, con
  *
  * needle_delta_encode writes the index of every element whose bits differ to idx and its new
  * bits to vals, in increasing order, and returns how many (>= 0), or -1. idx must have room for
- * n indices and vals for n elements (the all-changed case). One thread.
+ * n indices and vals for n elements (the all-changed case); entries past the returned count
+ * are scratch (a few may be written). One thread.
  *
  * needle_delta_apply checks that the nnz indices are strictly increasing and below n, then writes
  * vals[k] at element idx[k] of base; on error (-1) base is untouched. One thread. */

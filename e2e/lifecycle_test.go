@@ -19,38 +19,89 @@ import (
 	"needle/internal/testenv"
 )
 
-// The trainers' clients (verl's and RLinf's own code, ASearcher's restated) run in loops
-// while needle starts under them (address file written, index not loaded), drains on
+// clientLoops is e2e/clients/lifecycle.py running the named trainers' clients in loops
+// against a needle on addr (and through the address folder addrDir).
+type clientLoops struct {
+	cmd            *exec.Cmd
+	stdout, stderr bytes.Buffer
+	done           chan error
+	stopFile       string
+	names          []string
+}
+
+// startClients starts the loops of the named clients (workers loops each; Search-R1: one).
+func startClients(t *testing.T, fx *fixture, addrDir, addr string, workers int, names ...string) *clientLoops {
+	c := &clientLoops{done: make(chan error, 1), stopFile: filepath.Join(t.TempDir(), "stop"), names: names}
+	c.cmd = exec.Command(testenv.Python(t), "clients/lifecycle.py", filepath.Join(testenv.Cache(), "clients"), addrDir, addr,
+		writeJSON(t, fx.queries), c.stopFile, fmt.Sprint(workers), strings.Join(names, ","))
+	c.cmd.Stdout, c.cmd.Stderr = &c.stdout, &c.stderr
+	if err := c.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { c.done <- c.cmd.Wait() }()
+	t.Cleanup(func() {
+		c.cmd.Process.Kill()
+		<-c.done
+		c.done <- nil
+	})
+	return c
+}
+
+// finish stops the loops and checks that no client crashed and no call failed; it returns
+// the calls answered by client.
+func (c *clientLoops) finish(t *testing.T) map[string]int {
+	if err := os.WriteFile(c.stopFile, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-c.done:
+		c.done <- err
+		if err != nil {
+			t.Fatalf("a client crashed: %v\n%s", err, c.stderr.String())
+		}
+	case <-time.After(3 * time.Minute):
+		t.Fatalf("clients still running 3 minutes after the stop file\n%s", c.stderr.String())
+	}
+	var stats map[string]struct{ OK, Failed int }
+	if err := json.Unmarshal(c.stdout.Bytes(), &stats); err != nil {
+		t.Fatalf("lifecycle.py printed %q: %v\n%s", c.stdout.String(), err, c.stderr.String())
+	}
+	answered := map[string]int{}
+	for _, name := range c.names {
+		if s := stats[name]; s.OK == 0 || s.Failed != 0 {
+			t.Errorf("%s: %d answered, %d failed calls; want answers and no failure\n%s", name, s.OK, s.Failed, c.stderr.String())
+		}
+		answered[name] = stats[name].OK
+	}
+	return answered
+}
+
+// launchStopped launches needle on port and stops it (SIGSTOP) between its address file and
+// its readiness, while the clients start: their first calls wait in the listen backlog and
+// then meet the loading server. cont resumes it.
+func (fx *fixture) launchStopped(t *testing.T, addrDir string, port int) (s *server, cont func()) {
+	s = fx.launch(t, addrDir, port)
+	s.cmd.Process.Signal(syscall.SIGSTOP)
+	return s, func() {
+		time.Sleep(3 * time.Second)
+		s.cmd.Process.Signal(syscall.SIGCONT)
+	}
+}
+
+// The trainers' clients that retry (verl's and RLinf's own code, ASearcher's restated) run in
+// loops while needle starts under them (address file written, index not loaded), drains on
 // SIGTERM, is gone for 12 s and comes back on the same port: no client crashes and no call
-// fails (they retry through 503, refused connections and the gap).
+// fails (they retry through refused connections and the gap).
 func testClientsSurviveLifecycle(t *testing.T, fx *fixture) {
 	port := freePort(t)
 	addrDir := filepath.Join(t.TempDir(), "addresses")
-	stopFile := filepath.Join(t.TempDir(), "stop")
-	a := fx.launch(t, addrDir, port)
-	// Hold the server between its address file and its readiness while the clients start:
-	// their first calls wait in the listen backlog and meet the loading server.
-	a.cmd.Process.Signal(syscall.SIGSTOP)
-	clients := exec.Command(testenv.Python(t), "clients/lifecycle.py", filepath.Join(testenv.Cache(), "clients"), addrDir, a.addr,
-		writeJSON(t, fx.queries), stopFile, "4")
-	var stdout, stderr bytes.Buffer
-	clients.Stdout, clients.Stderr = &stdout, &stderr
-	if err := clients.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- clients.Wait() }()
-	t.Cleanup(func() {
-		clients.Process.Kill()
-		<-done
-		done <- nil
-	})
-	time.Sleep(3 * time.Second)
-	a.cmd.Process.Signal(syscall.SIGCONT)
+	a, cont := fx.launchStopped(t, addrDir, port)
+	clients := startClients(t, fx, addrDir, a.addr, 4, "verl", "rlinf", "asearcher")
+	cont()
 	a.waitReady(t)
-	time.Sleep(12 * time.Second) // past the clients' retry sleeps after the 503s
-	t.Logf("first server: retrieve answers 200: %s, 503 while loading: %s", a.metric(t, `needle_requests_total{endpoint="retrieve",code="200"}`),
-		a.metric(t, `needle_requests_total{endpoint="retrieve",code="503"}`))
+	time.Sleep(12 * time.Second) // past the clients' retry sleeps
+	t.Logf("first server: retrieve answers 200: %s, 503: %q (requests that came while loading were held)",
+		a.metric(t, `needle_requests_total{endpoint="retrieve",code="200"}`), a.metric(t, `needle_requests_total{endpoint="retrieve",code="503"}`))
 	a.stop(t) // drains; its address file stays: the folder's only one
 	// No server for longer than ASearcher's 10 s between attempts: its clients fail once
 	// more and re-read the folder while nothing listens.
@@ -58,29 +109,40 @@ func testClientsSurviveLifecycle(t *testing.T, fx *fixture) {
 	b := fx.launch(t, addrDir, port)
 	b.waitReady(t)
 	time.Sleep(25 * time.Second) // RLinf's and ASearcher's clients retry 10 s apart
-	if err := os.WriteFile(stopFile, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-done:
-		done <- err
-		if err != nil {
-			t.Fatalf("a client crashed: %v\n%s", err, stderr.String())
-		}
-	case <-time.After(3 * time.Minute):
-		t.Fatalf("clients still running 3 minutes after the stop file\n%s", stderr.String())
-	}
-	var stats map[string]struct{ OK, Failed int }
-	if err := json.Unmarshal(stdout.Bytes(), &stats); err != nil {
-		t.Fatalf("lifecycle.py printed %q: %v\n%s", stdout.String(), err, stderr.String())
-	}
-	for _, name := range []string{"verl", "rlinf", "asearcher"} {
-		if s := stats[name]; s.OK == 0 || s.Failed != 0 {
-			t.Errorf("%s: %d answered, %d failed calls; want answers and no failure", name, s.OK, s.Failed)
-		}
-	}
-	t.Logf("calls answered across start, drain and restart: %+v; second server answered %s", stats,
+	answered := clients.finish(t)
+	t.Logf("calls answered across start, drain and restart: %v; second server answered %s", answered,
 		b.metric(t, `needle_requests_total{endpoint="retrieve",code="200"}`))
+	b.stop(t)
+}
+
+// Search-R1's call (no timeout, no retry) with the three others, while needle starts under
+// them (requests that come while loading are held, not refused with 503) and while a second
+// needle replaces it on the same port (--replace: the first serves until the second is
+// ready, then drains and exits; no connection is refused in between): no call fails, and
+// the first server never answered 503.
+func testClientsSurviveReplace(t *testing.T, fx *fixture) {
+	port := freePort(t)
+	addrDir := filepath.Join(t.TempDir(), "addresses")
+	a, cont := fx.launchStopped(t, addrDir, port)
+	clients := startClients(t, fx, addrDir, a.addr, 2, "searchr1", "verl", "rlinf", "asearcher")
+	cont()
+	a.waitReady(t)
+	time.Sleep(5 * time.Second)
+	first200 := a.metric(t, `needle_requests_total{endpoint="retrieve",code="200"}`)
+	if n := a.metric(t, `needle_requests_total{endpoint="retrieve",code="503"}`); n != "" {
+		t.Errorf("the first server answered 503 %s times while loading; want the requests held", n)
+	}
+	b := fx.launch(t, addrDir, port, "--replace") // returns once it serves: its address file is written when ready
+	if err := a.waitExit(t); err != nil {
+		t.Errorf("the replaced server: %v\n%s", err, a.log)
+	}
+	if !strings.Contains(a.log.String(), "serves on") || !strings.Contains(b.log.String(), "replacing pid") {
+		t.Errorf("no handover in the logs\nfirst:\n%s\nsecond:\n%s", a.log, b.log)
+	}
+	time.Sleep(5 * time.Second)
+	answered := clients.finish(t)
+	t.Logf("calls answered across a held start and a replacement: %v; first server answered %s before the replacement, second %s",
+		answered, first200, b.metric(t, `needle_requests_total{endpoint="retrieve",code="200"}`))
 	b.stop(t)
 }
 
@@ -102,6 +164,18 @@ func postQueries(t *testing.T, fx *fixture, addr string, n int) net.Conn {
 	}
 	fmt.Fprintf(c, "POST /retrieve HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", addr, len(body), body)
 	return c
+}
+
+// waitExit waits up to a minute for the process to exit and returns its error.
+func (s *server) waitExit(t *testing.T) error {
+	select {
+	case err := <-s.exited:
+		s.exited <- err // for the cleanup
+		return err
+	case <-time.After(time.Minute):
+		t.Fatalf("needle serve still running after a minute\n%s", s.log)
+		return nil
+	}
 }
 
 // waitMetric polls a /metrics sample until ok accepts its value.
@@ -150,7 +224,7 @@ func testDisconnectDropsQueries(t *testing.T, fx *fixture) {
 	if postEncoded := int(encoded - before - 1); dropped == 0 || dropped+postEncoded < 2560 {
 		t.Errorf("after the disconnect: %d queries dropped, %v encoded; want the unencoded part of the 2,560 dropped", dropped, encoded-before)
 	}
-	t.Logf("2,560-query POST disconnected: %d of its queries dropped (never encoded, or stopped between layers), %v started; single query %v idle (best of 5), %v right after the disconnect",
+	t.Logf("2,560-query POST disconnected: %d of its queries dropped (never encoded, or stopped part way), %v started; single query %v idle (best of 5), %v right after the disconnect",
 		dropped, encoded-before-1, idle, after)
 	srv.stop(t)
 }

@@ -228,17 +228,10 @@ func (s *server) waitReady(t *testing.T) {
 	t.Fatalf("not ready after 3 minutes\n%s", s.log)
 }
 
-// signal sends sig and waits up to a minute for the exit, returning its error.
+// signalExit sends sig and waits up to a minute for the exit, returning its error.
 func (s *server) signalExit(t *testing.T, sig os.Signal) error {
 	s.cmd.Process.Signal(sig)
-	select {
-	case err := <-s.exited:
-		s.exited <- err // for the cleanup
-		return err
-	case <-time.After(time.Minute):
-		t.Fatalf("needle serve still running a minute after %v\n%s", sig, s.log)
-		return nil
-	}
+	return s.waitExit(t)
 }
 
 // stop sends SIGTERM and checks the clean exit; the address file stays when it is the
@@ -428,6 +421,7 @@ func TestServeWithRealClients(t *testing.T) {
 		srv.stop(t)
 	})
 	t.Run("ClientsSurviveStartBeforeReadyDrainAndRestart", func(t *testing.T) { testClientsSurviveLifecycle(t, fx) })
+	t.Run("ClientsWithSearchR1SurviveHeldStartAndReplace", func(t *testing.T) { testClientsSurviveReplace(t, fx) })
 	t.Run("DisconnectDropsQueries", func(t *testing.T) { testDisconnectDropsQueries(t, fx) })
 	t.Run("Signals", func(t *testing.T) { testSignals(t, fx) })
 }

@@ -86,7 +86,7 @@ type Batcher struct {
 	in      chan *job
 	encoded chan *batch
 	queued  atomic.Int64 // queries admitted and not yet answered
-	dropped atomic.Int64 // queries not encoded (or stopped part way) because their requests' contexts ended first
+	dropped atomic.Int64 // queries not encoded (or stopped part way), or not searched, because their requests' contexts ended first
 	stopped chan struct{}
 }
 
@@ -121,8 +121,10 @@ func NewBatcher(enc Encoder, idx Index, prefix string, opt BatcherOptions) *Batc
 func (b *Batcher) Queued() int64 { return b.queued.Load() }
 
 // Dropped counts the queries never encoded because their request's context ended before
-// their batch was formed (a client that went away), and those of batches stopped part way
-// because every request in them ended (ContextEncoder).
+// their batch was formed (a client that went away), those of batches whose encoding or
+// search stopped part way because every request in them ended (ContextEncoder,
+// ContextIndex), and those of encoded batches not searched because every request in them
+// ended while they waited.
 func (b *Batcher) Dropped() int64 { return b.dropped.Load() }
 
 // Close stops the goroutines after the queued work is done. No Search may start after
@@ -229,25 +231,58 @@ func (b *Batcher) encode(jobs []*job, texts []string) ([]float32, error) {
 	if !ok {
 		return b.enc.Encode(texts, b.prefix)
 	}
+	ctx, release := untilAbandoned(jobs)
+	defer release()
+	vecs, err := ce.EncodeContext(ctx, texts, b.prefix)
+	if err != nil && ctx.Err() != nil {
+		b.drop(jobs)
+	}
+	return vecs, err
+}
+
+// search runs bt's index search into dist and labels. With a ContextIndex the search stops
+// part way once every job's context has ended, and those queries count as dropped.
+func (b *Batcher) search(bt *batch, dist []float32, labels []int64) error {
+	ci, ok := b.idx.(ContextIndex)
+	if !ok {
+		return b.idx.Search(bt.vecs, bt.k, dist, labels)
+	}
+	ctx, release := untilAbandoned(bt.jobs)
+	defer release()
+	err := ci.SearchContext(ctx, bt.vecs, bt.k, dist, labels)
+	if err != nil && ctx.Err() != nil {
+		b.drop(bt.jobs)
+	}
+	return err
+}
+
+// untilAbandoned returns a context that ends once every job's context has ended (no one
+// waits for the work any more), and the function that releases it.
+func untilAbandoned(jobs []*job) (context.Context, func()) {
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	var live atomic.Int64
 	live.Store(int64(len(jobs)))
-	for _, j := range jobs {
-		stop := context.AfterFunc(j.ctx, func() {
+	stops := make([]func() bool, len(jobs))
+	for i, j := range jobs {
+		stops[i] = context.AfterFunc(j.ctx, func() {
 			if live.Add(-1) == 0 {
 				cancel()
 			}
 		})
-		defer stop()
 	}
-	vecs, err := ce.EncodeContext(ctx, texts, b.prefix)
-	if err != nil && ctx.Err() != nil {
-		for _, j := range jobs {
-			b.dropped.Add(int64(len(j.queries)))
+	return ctx, func() {
+		for _, stop := range stops {
+			stop()
 		}
+		cancel()
 	}
-	return vecs, err
+}
+
+// drop counts the queries of jobs as dropped.
+func (b *Batcher) drop(jobs []*job) {
+	for _, j := range jobs {
+		b.dropped.Add(int64(len(j.queries)))
+	}
 }
 
 // gather returns first plus the queued jobs that fit into one batch, waiting at most
@@ -320,6 +355,20 @@ func (b *Batcher) coalesce(bt *batch) (merged, next *batch) {
 	return bt, nil
 }
 
+// abandoned returns the first job's context error when every job's context has ended (their
+// clients went away while the batch waited for the index): the search is skipped, and its
+// queries count as dropped. A search is one pass over a mapped flat index (minutes on
+// wiki-18), or the time the next live request waits behind it.
+func (b *Batcher) abandoned(jobs []*job) error {
+	for _, j := range jobs {
+		if j.ctx.Err() == nil {
+			return nil
+		}
+	}
+	b.drop(jobs)
+	return jobs[0].ctx.Err()
+}
+
 // searchLoop runs one index search per encoded batch (or per group of them, see coalesce) and
 // copies each job's k best hits into its request's buffers. It owns dist and labels, reused across batches.
 func (b *Batcher) searchLoop() {
@@ -337,6 +386,9 @@ func (b *Batcher) searchLoop() {
 		}
 		bt, next = b.coalesce(bt)
 		err := bt.err
+		if err == nil {
+			err = b.abandoned(bt.jobs)
+		}
 		if err == nil && len(bt.vecs) != bt.n*b.idx.Dim() {
 			err = errors.New("engine: encoder returned a wrong number of floats")
 		}
@@ -346,7 +398,7 @@ func (b *Batcher) searchLoop() {
 				dist, labels = make([]float32, need), make([]int64, need)
 			}
 			dist, labels = dist[:need], labels[:need]
-			err = b.idx.Search(bt.vecs, bt.k, dist, labels)
+			err = b.search(bt, dist, labels)
 		}
 		row := 0
 		for _, j := range bt.jobs {

@@ -307,6 +307,84 @@ func TestBatcherStopsABatchNoOneWaitsFor(t *testing.T) {
 	<-abandoned // its answer, computed anyway, is discarded by Search's caller
 }
 
+// An encoded batch whose every request ended while it waited for the index is not searched,
+// and its queries count as dropped; the live request ahead of it is answered.
+func TestBatcherSkipsSearchesNoOneWaitsFor(t *testing.T) {
+	enc := &enginetest.HashEncoder{Dimension: 8}
+	_, flat := enginetest.Corpus(enc, corpusTexts(10))
+	idx := &gatedIndex{Index: flat, release: make(chan struct{})}
+	b := engine.NewBatcher(enc, idx, "", engine.BatcherOptions{MaxBatch: 4})
+	defer b.Close()
+	search := func(ctx context.Context, n int) chan error {
+		done := make(chan error, 1)
+		go func() { done <- b.Search(ctx, corpusTexts(n), 1, make([]float32, n), make([]int64, n)) }()
+		return done
+	}
+	base := enc.Batches.Load() // the corpus's
+	live := search(context.Background(), 4)
+	for enc.Batches.Load() < base+1 { // its search is held by the index
+		time.Sleep(time.Millisecond)
+	}
+	gone, leave := context.WithCancel(context.Background())
+	abandoned := search(gone, 8)
+	for enc.Batches.Load() < base+2 { // its first batch is encoded and waits for the index
+		time.Sleep(time.Millisecond)
+	}
+	leave()
+	close(idx.release)
+	if err := <-live; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-abandoned; !errors.Is(err, context.Canceled) {
+		t.Errorf("the abandoned request: %v, want context.Canceled", err)
+	}
+	if len(idx.sizes) != 1 || b.Dropped() != 8 {
+		t.Errorf("searches of %v queries, %d dropped; want only the live request's search and its 8 dropped", idx.sizes, b.Dropped())
+	}
+}
+
+// stoppableIndex is an engine.ContextIndex whose searches wait until release is closed, or
+// give up with ctx's error when ctx ends first.
+type stoppableIndex struct {
+	engine.Index
+	started, release chan struct{}
+}
+
+func (x stoppableIndex) SearchContext(ctx context.Context, q []float32, k int, dist []float32, labels []int64) error {
+	x.started <- struct{}{}
+	select {
+	case <-x.release:
+		return x.Index.Search(q, k, dist, labels)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// A search in progress stops once every request in it has ended, and its queries count as
+// dropped; the next request is searched as usual.
+func TestBatcherStopsASearchNoOneWaitsFor(t *testing.T) {
+	enc := &enginetest.HashEncoder{Dimension: 8}
+	_, flat := enginetest.Corpus(enc, corpusTexts(10))
+	idx := stoppableIndex{Index: flat, started: make(chan struct{}, 2), release: make(chan struct{})}
+	b := engine.NewBatcher(enc, idx, "", engine.BatcherOptions{MaxBatch: 4})
+	defer b.Close()
+	gone, leave := context.WithCancel(context.Background())
+	abandoned := make(chan error, 1)
+	go func() { abandoned <- b.Search(gone, corpusTexts(3), 1, make([]float32, 3), make([]int64, 3)) }()
+	<-idx.started
+	leave()
+	if err := <-abandoned; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the abandoned search: %v, want context.Canceled", err)
+	}
+	if got := b.Dropped(); got != 3 {
+		t.Errorf("Dropped %d after the stopped search, want 3", got)
+	}
+	close(idx.release)
+	if err := b.Search(context.Background(), corpusTexts(2), 1, make([]float32, 2), make([]int64, 2)); err != nil {
+		t.Errorf("the next request: %v", err)
+	}
+}
+
 func TestBatcherRejectsBadArguments(t *testing.T) {
 	enc := &enginetest.HashEncoder{Dimension: 8}
 	_, idx := enginetest.Corpus(enc, corpusTexts(10))

@@ -39,6 +39,15 @@ type ContextEncoder interface {
 	EncodeContext(ctx context.Context, texts []string, prefix string) ([]float32, error)
 }
 
+// ContextIndex is an Index whose search can stop part way once ctx ends, returning ctx's
+// error (engine/flatmap: between stripes of rows; a pass over wiki-18's flat file takes
+// minutes). The Batcher uses it, where the Index has it, to stop a search whose every client
+// has gone away.
+type ContextIndex interface {
+	Index
+	SearchContext(ctx context.Context, x []float32, k int, dist []float32, labels []int64) error
+}
+
 // Index is a vector index searched by inner product (or L2). Search reads n = len(x)/Dim()
 // query vectors and writes n*k scores and row labels into the caller's buffers, best first;
 // a label of -1 means no hit. Search must be safe for concurrent callers.

@@ -14,7 +14,8 @@ import (
 // errClientGone is the cause of a request context ended by watchDisconnect.
 var errClientGone = errors.New("the client closed its connection")
 
-// watchDisconnect returns the context a /retrieve handler hands to the engine: it ends
+// watchDisconnect returns the context a /retrieve handler hands to the engine (or waits on
+// while the index loads, awaitReady): it ends
 // (cause errClientGone) when the client closes its connection while the handler waits,
 // so the engine drops the request's queries that are not encoded yet. fasthttp reads
 // nothing from a connection while its handler runs and so never notices the close itself.
@@ -37,6 +38,10 @@ func (s *Server) watchDisconnect(ctx *fasthttp.RequestCtx) (_ context.Context, s
 	if raw == nil { // in-memory connections (tests, benchmarks): nothing to watch
 		return watched, func() { cancel(nil) }
 	}
+	// No deadline while watching: fasthttp's ReadTimeout, counted from the request's first
+	// byte, would end the watch of a long request (a held one, a 2,560-query POST on a busy
+	// machine). fasthttp sets its own deadline again before it reads the next request.
+	_ = c.Conn.SetReadDeadline(time.Time{})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

@@ -60,6 +60,20 @@ func startTCP(t *testing.T, s *Server) string {
 	return ln.Addr().String()
 }
 
+// postAsync POSTs body to addr's path and sends "status body" (or the error) to answers.
+func postAsync(addr, path, body string, answers chan<- string) {
+	go func() {
+		resp, err := http.Post("http://"+addr+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			answers <- err.Error()
+			return
+		}
+		defer resp.Body.Close()
+		out, _ := io.ReadAll(resp.Body)
+		answers <- fmt.Sprintf("%d %s", resp.StatusCode, out)
+	}()
+}
+
 // rawRequest writes raw on c (nothing if empty) and reads one response.
 func rawRequest(t *testing.T, c net.Conn, raw string) (int, string, http.Header) {
 	t.Helper()
@@ -184,21 +198,11 @@ func TestShutdownDrainsQueuedRequests(t *testing.T) {
 	}
 	served := make(chan error, 1)
 	go func() { served <- s.Serve(ln) }()
-	url := "http://" + ln.Addr().String() + "/retrieve"
 	answers := make(chan string, 2)
-	post := func() {
-		resp, err := http.Post(url, "application/json", strings.NewReader(`{"queries":["topic1"],"topk":2}`))
-		if err != nil {
-			answers <- err.Error()
-			return
-		}
-		defer resp.Body.Close()
-		out, _ := io.ReadAll(resp.Body)
-		answers <- fmt.Sprintf("%d %s", resp.StatusCode, out)
-	}
-	go post()
+	post := func() { postAsync(ln.Addr().String(), "/retrieve", `{"queries":["topic1"],"topk":2}`, answers) }
+	post()
 	<-enc.Started // the first request is being encoded
-	go post()
+	post()
 	for s.retriever.Load().Queued() < 2 { // the second is queued behind it
 		time.Sleep(time.Millisecond)
 	}

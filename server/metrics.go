@@ -78,8 +78,9 @@ type metrics struct {
 	queries  atomic.Uint64                    // queries answered by /retrieve
 	refused  [numRefusals]atomic.Uint64       // requests and connections answered before any handler (limits.go)
 
-	// disconnects counts /retrieve clients that closed their connection before the answer (disconnect.go).
+	// disconnects counts /retrieve clients (and held ones) that closed their connection before the answer (disconnect.go).
 	disconnects atomic.Uint64
+	held        atomic.Int64 // requests waiting for the index to load (Server.awaitReady)
 }
 
 func newMetrics() *metrics {
@@ -130,8 +131,8 @@ func (m *metrics) write(w io.Writer, g gauges) {
 	m.batch.write(w, "needle_batch_queries", "")
 	fmt.Fprintf(w, "# HELP needle_queries_total Queries answered by /retrieve.\n# TYPE needle_queries_total counter\nneedle_queries_total %d\n", m.queries.Load())
 	fmt.Fprintf(w, "# HELP needle_bad_rows_skipped_total Hits left out of answers because their corpus line is not a JSON object with a string contents.\n# TYPE needle_bad_rows_skipped_total counter\nneedle_bad_rows_skipped_total %d\n", g.badRows)
-	fmt.Fprintf(w, "# HELP needle_client_disconnects_total /retrieve requests whose client closed its connection before the answer was ready.\n# TYPE needle_client_disconnects_total counter\nneedle_client_disconnects_total %d\n", m.disconnects.Load())
-	fmt.Fprintf(w, "# HELP needle_dropped_queries_total Queries not encoded, or whose batch was stopped between layers, because their client closed its connection.\n# TYPE needle_dropped_queries_total counter\nneedle_dropped_queries_total %d\n", g.droppedQueries)
+	fmt.Fprintf(w, "# HELP needle_client_disconnects_total /retrieve requests, and requests held while loading, whose client closed its connection before the answer was ready.\n# TYPE needle_client_disconnects_total counter\nneedle_client_disconnects_total %d\n", m.disconnects.Load())
+	fmt.Fprintf(w, "# HELP needle_dropped_queries_total Queries not encoded, or whose batch was stopped part way, because their client closed its connection.\n# TYPE needle_dropped_queries_total counter\nneedle_dropped_queries_total %d\n", g.droppedQueries)
 	fmt.Fprintf(w, "# HELP needle_refused_total Requests and connections refused before any handler ran, by reason.\n# TYPE needle_refused_total counter\n")
 	for r := range numRefusals {
 		fmt.Fprintf(w, "needle_refused_total{reason=%q} %d\n", refusalNames[r], m.refused[r].Load())
@@ -141,6 +142,7 @@ func (m *metrics) write(w io.Writer, g gauges) {
 		ready = 1
 	}
 	fmt.Fprintf(w, "# HELP needle_ready 1 once index, model and corpus are loaded.\n# TYPE needle_ready gauge\nneedle_ready %d\n", ready)
+	fmt.Fprintf(w, "# HELP needle_held_requests /retrieve and /access requests waiting for the index to load (--load-wait).\n# TYPE needle_held_requests gauge\nneedle_held_requests %d\n", m.held.Load())
 	fmt.Fprintf(w, "# HELP needle_queue_queries Queries admitted and not yet answered.\n# TYPE needle_queue_queries gauge\nneedle_queue_queries %d\n", g.queueQueries)
 	fmt.Fprintf(w, "# HELP needle_index_vectors Vectors in the served index.\n# TYPE needle_index_vectors gauge\nneedle_index_vectors %d\n", g.indexVectors)
 	if g.indexBackend != "" {

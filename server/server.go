@@ -35,6 +35,9 @@ type Config struct {
 	WriteTimeout time.Duration // to write one response (default 60 s)
 	IdleTimeout  time.Duration // keep-alive wait for the next request (default 120 s)
 	AuthToken    string        // if set, /retrieve, /access and /metrics need "Authorization: Bearer <token>"
+	// LoadWait is how long a /retrieve or /access that arrives before SetRetriever waits for
+	// it (then 503 + Retry-After); 0 answers 503 at once. See awaitReady.
+	LoadWait time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -66,6 +69,10 @@ type Server struct {
 	cfg       Config
 	auth      []byte // the expected Authorization header ("Bearer <token>"), nil without a token
 	retriever atomic.Pointer[engine.Retriever]
+	ready     chan struct{} // closed by SetRetriever: requests held while loading go on
+	stopping  chan struct{} // closed by Shutdown: held requests get their 503
+	readyOnce sync.Once
+	stopOnce  sync.Once
 	changed   atomic.Bool // a served file changed under the server (storeFailed): not ready
 	metrics   *metrics
 	http      *fasthttp.Server
@@ -74,7 +81,7 @@ type Server struct {
 
 // New returns a server with cfg's limits; it serves nothing until Serve.
 func New(cfg Config) *Server {
-	s := &Server{cfg: cfg.withDefaults(), metrics: newMetrics()}
+	s := &Server{cfg: cfg.withDefaults(), metrics: newMetrics(), ready: make(chan struct{}), stopping: make(chan struct{})}
 	if s.cfg.AuthToken != "" {
 		s.auth = []byte("Bearer " + s.cfg.AuthToken)
 	}
@@ -94,7 +101,10 @@ func New(cfg Config) *Server {
 }
 
 // SetRetriever makes the server ready; r must stay usable until Shutdown returned.
-func (s *Server) SetRetriever(r *engine.Retriever) { s.retriever.Store(r) }
+func (s *Server) SetRetriever(r *engine.Retriever) {
+	s.retriever.Store(r)
+	s.readyOnce.Do(func() { close(s.ready) })
+}
 
 // ObserveBatch records the query count of one encoder batch (engine.BatcherOptions.OnBatch).
 func (s *Server) ObserveBatch(queries int) { s.metrics.batch.observe(float64(queries)) }
@@ -104,8 +114,12 @@ func (s *Server) Serve(ln net.Listener) error {
 	return s.http.Serve(&limitListener{Listener: ln, s: s})
 }
 
-// Shutdown stops accepting connections and waits, until ctx ends, for in-flight requests.
-func (s *Server) Shutdown(ctx context.Context) error { return s.http.ShutdownWithContext(ctx) }
+// Shutdown stops accepting connections and waits, until ctx ends, for in-flight requests
+// (those held while loading are answered 503 at once).
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.stopOnce.Do(func() { close(s.stopping) })
+	return s.http.ShutdownWithContext(ctx)
+}
 
 // Handler routes one request and records its metrics.
 func (s *Server) Handler(ctx *fasthttp.RequestCtx) {
@@ -144,7 +158,10 @@ func (s *Server) route(ctx *fasthttp.RequestCtx) endpoint {
 		writeDetail(ctx, fasthttp.StatusUnauthorized, "Not authenticated")
 		return ep
 	}
-	r := s.retriever.Load()
+	r, gone := s.retriever.Load(), false
+	if r == nil && (ep == epRetrieve || ep == epAccess) {
+		r, gone = s.awaitReady(ctx)
+	}
 	switch ep {
 	case epHealth:
 		writeJSON(ctx, fasthttp.StatusOK, []byte(`{"status":"ok"}`))
@@ -174,7 +191,10 @@ func (s *Server) route(ctx *fasthttp.RequestCtx) endpoint {
 			r.WriteIndexMetrics(ctx) // a GPU index's device, memory and search time
 		}
 	default:
-		if r == nil {
+		if gone {
+			ctx.SetConnectionClose()
+			writeDetail(ctx, statusClientClosed, errClientGone.Error())
+		} else if r == nil {
 			ctx.Response.Header.Set("Retry-After", "5")
 			writeDetail(ctx, fasthttp.StatusServiceUnavailable, "not ready: the index, model and corpus are still loading")
 		} else if ep == epRetrieve {
@@ -184,6 +204,33 @@ func (s *Server) route(ctx *fasthttp.RequestCtx) endpoint {
 		}
 	}
 	return ep
+}
+
+// awaitReady holds a /retrieve or /access that came while the index loads until the server
+// is ready, up to Config.LoadWait. A client without retries (Search-R1's requests.post per
+// turn) then gets its answer late instead of a 503 it would crash on; clients with a timeout
+// (verl 30 s, ASearcher 120 s) retry a held request as they retry a 503, and their client-side
+// budget grows from their sleeps between attempts to their timeouts. It returns nil (the
+// caller answers 503 + Retry-After) past LoadWait or once Shutdown began, and gone when the
+// client closed its connection while held.
+func (s *Server) awaitReady(ctx *fasthttp.RequestCtx) (r *engine.Retriever, gone bool) {
+	if s.cfg.LoadWait <= 0 {
+		return nil, false
+	}
+	watched, stop := s.watchDisconnect(ctx)
+	defer stop()
+	s.metrics.held.Add(1)
+	defer s.metrics.held.Add(-1)
+	wait := time.NewTimer(s.cfg.LoadWait)
+	defer wait.Stop()
+	select {
+	case <-s.ready:
+	case <-watched.Done():
+		return nil, true
+	case <-wait.C:
+	case <-s.stopping:
+	}
+	return s.retriever.Load(), false
 }
 
 func (s *Server) authorized(ctx *fasthttp.RequestCtx) bool {

@@ -16,14 +16,15 @@ import (
 // again after every failed call (outside its try, 10 s apart, 10 attempts). An empty folder at
 // either moment raises IndexError and ends the rollout. So the file must exist whenever a
 // client could look:
-//   - written as soon as the port listens, before the index loads (requests get 503 +
-//     Retry-After until ready, which the client retries);
+//   - written as soon as the port listens, before the index loads (requests are held until
+//     ready, --load-wait; past it 503 + Retry-After, which the client retries);
 //   - kept while draining (new connections are refused, which the client retries);
 //   - at exit removed, unless it is the last address file of the folder: then it stays, so a
 //     client retries it until a server comes back, and a marker (leftPrefix + its name, a
 //     dot file the client's glob does not see) lets the next needle that writes into the
 //     folder remove it;
-//   - never removed when another process wrote a file of the same name in its place.
+//   - never removed when another process wrote a file of the same name in its place (a
+//     --replace successor on the same address rewrites it once ready).
 
 // leftPrefix starts the name of the marker of an address file needle left at exit.
 const leftPrefix = ".needle-left-"

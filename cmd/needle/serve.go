@@ -32,7 +32,7 @@ type serveFlags struct {
 	host                     string
 	port, topk               int
 	saveAddressTo, authToken string
-	faissGPU                 bool
+	faissGPU, replace        bool
 	drain                    time.Duration
 	cfg                      server.Config
 	cacheMB                  int
@@ -67,7 +67,7 @@ func parseServeFlags(args []string) (*serveFlags, error) {
 	fs.IntVar(&f.engine.Threads, "threads", 0, "threads for the encoder and FAISS (0 = all cores)")
 	fs.StringVar(&f.engine.Precision, "precision", "", precisionUsage+" (default: the build manifest's, else fp16; another than the manifest's is an error without --force-precision)")
 	fs.BoolVar(&f.engine.ForcePrecision, "force-precision", false, "serve at --precision even where the build manifest records another")
-	fs.StringVar(&f.saveAddressTo, "save-address-to", "", "folder to write Host{ip}_IP{port}.txt = \"{ip}:{port}\" into (ASearcher's client reads it) as soon as the port listens; until ready requests get 503 + Retry-After. Kept while draining; removed at exit unless it is the folder's last address file (README: Lifecycle)")
+	fs.StringVar(&f.saveAddressTo, "save-address-to", "", "folder to write Host{ip}_IP{port}.txt = \"{ip}:{port}\" into (ASearcher's client reads it) as soon as the port listens; until ready, requests are held (--load-wait). Kept while draining; removed at exit unless it is the folder's last address file (README: Lifecycle)")
 	fs.StringVar(&f.authToken, "auth-token", os.Getenv("NEEDLE_AUTH_TOKEN"), "if set, /retrieve, /access and /metrics need \"Authorization: Bearer <token>\" (default $NEEDLE_AUTH_TOKEN)")
 	fs.BoolVar(&f.faissGPU, "faiss_gpu", false, "the anchors' flag: same as --gpu")
 	fs.Var(gpuMode{&f.engine.GPU}, "gpu", "serve a flat index (IndexFlatIP/L2) from the GPUs in fp16 and encode queries on the first of them: --gpu uses them when it can, else says why in one line and serves on the CPU; --gpu=require fails instead")
@@ -94,6 +94,8 @@ func parseServeFlags(args []string) (*serveFlags, error) {
 	fs.DurationVar(&f.cfg.IdleTimeout, "idle-timeout", 120*time.Second, "keep-alive wait for a connection's next request")
 	fs.IntVar(&f.cacheMB, "cache-mb", 256, "result cache in MiB: answers kept by exact query text and topk, so the rollouts of a GRPO group asking the same query are searched once; cached answers are byte for byte the first one (0 turns it off)")
 	fs.DurationVar(&f.drain, "drain", 30*time.Second, "on SIGINT/SIGTERM, how long in-flight requests may finish")
+	fs.DurationVar(&f.cfg.LoadWait, "load-wait", 10*time.Minute, "how long a /retrieve or /access that arrives while the index loads waits for it (clients without retries, e.g. Search-R1's, get their answer late instead of a 503); past it 503 + Retry-After; 0 answers 503 at once")
+	fs.BoolVar(&f.replace, "replace", false, "take over --host:--port from the needle serve running there: it keeps serving while this one loads, then drains and exits, and no connection is refused in between (README: Lifecycle); without a needle there, start as usual")
 	fs.StringVar(&f.engine.Milvus.URI, "milvus", "", "search a Milvus collection (standalone or cluster: same API) at this URI, host:port or http(s)://host:port,\n"+
 		"instead of a FAISS index; needs --collection, and --corpus and --model (or --index DIR of a needle build naming them)")
 	fs.StringVar(&f.engine.Milvus.Collection, "collection", "", "with --milvus: the collection, built by needle build --milvus")
@@ -124,6 +126,9 @@ func parseServeFlags(args []string) (*serveFlags, error) {
 	}
 	if f.topk <= 0 || f.port < 0 || f.port > 65535 {
 		return nil, fmt.Errorf("--topk must be > 0 and --port in [0, 65535], got %d and %d", f.topk, f.port)
+	}
+	if f.replace && f.port == 0 {
+		return nil, errors.New("--replace needs the --port of the server to replace")
 	}
 	if err := checkLimits(f); err != nil {
 		return nil, err
@@ -159,6 +164,7 @@ func checkLimits(f *serveFlags) error {
 		{"write-timeout", int64(f.cfg.WriteTimeout), false, true},
 		{"idle-timeout", int64(f.cfg.IdleTimeout), false, true},
 		{"drain", int64(f.drain), false, true},
+		{"load-wait", int64(f.cfg.LoadWait), true, true},
 		{"cache-mb", int64(f.cacheMB), true, false},
 	} {
 		if l.value > 0 || (l.value == 0 && l.zeroOK) {
@@ -226,22 +232,30 @@ func runServe(args []string) error {
 	}
 	srv := server.New(f.cfg)
 	opts.Batcher.OnBatch = srv.ObserveBatch
-	ln, err := net.Listen("tcp", net.JoinHostPort(f.host, strconv.Itoa(f.port)))
+	ln, handed, err := listen(f)
 	if err != nil {
 		return err
 	}
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	serve := func() { go func() { served <- srv.Serve(ln) }() }
 	addr := ln.Addr().(*net.TCPAddr)
-	fmt.Fprintf(os.Stderr, "needle serve: listening on %s (GET /health answers; loading %s)\n", addr, opts.IndexName())
-
 	stop := make(chan os.Signal, 2)
 	signal.Notify(stop, syscall.SIGINT, syscall.SIGTERM)
 	began := time.Now()
-	address, err := announce(f, addr)
-	if err != nil {
-		srv.Shutdown(context.Background())
-		return err
+	// The replaced needle serves until this one is ready; a new one serves (/health; held
+	// requests) while it loads, with its address file already written.
+	var h *handover
+	var address *addressFile
+	if handed != nil {
+		fmt.Fprintf(os.Stderr, "needle serve: replacing pid %d on %s: it serves until this one is ready (loading %s)\n", handed.pid, addr, opts.IndexName())
+	} else {
+		serve()
+		fmt.Fprintf(os.Stderr, "needle serve: listening on %s (GET /health answers; loading %s)\n", addr, opts.IndexName())
+		if address, err = announce(f, addr); err != nil {
+			srv.Shutdown(context.Background())
+			return err
+		}
+		h = handoverFor(f, ln)
 	}
 	// exit ends every way out once the address file exists (see address.go); the second
 	// signal's goroutine and the main path may both reach it.
@@ -282,6 +296,22 @@ func runServe(args []string) error {
 		return exit(fmt.Errorf("%v while loading: stopped before ready", sig))
 	}
 	srv.SetRetriever(r)
+	if handed != nil {
+		serve()
+		if address, err = announce(f, addr); err != nil {
+			srv.Shutdown(context.Background())
+			return err
+		}
+		if err := handed.ready(); err != nil { // it exited meanwhile: the socket is this process's alone
+			fmt.Fprintf(os.Stderr, "needle serve: telling pid %d to drain: %v\n", handed.pid, err)
+		}
+		h = serveHandover(ln.(*net.TCPListener), handed.ctl)
+	}
+	var replaced <-chan int
+	if h != nil {
+		h.ready.Store(true)
+		replaced = h.replaced
+	}
 	fmt.Fprintf(os.Stderr, "needle serve: ready in %.1fs: %d vectors (%s, %s index), query prefix %q\n"+
 		"  curl -s http://%s/retrieve -H 'Content-Type: application/json' -d '{\"queries\":[\"what is a needle\"],\"topk\":3,\"return_scores\":true}'\n",
 		time.Since(began).Seconds(), r.Ntotal(), opts.IndexName(), r.IndexBackend(), *opts.QueryPrefix, net.JoinHostPort(advertisedIP(f.host), strconv.Itoa(addr.Port)))
@@ -291,6 +321,11 @@ func runServe(args []string) error {
 		return exit(fmt.Errorf("HTTP server stopped: %w", err))
 	case sig := <-stop:
 		fmt.Fprintf(os.Stderr, "needle serve: %v: draining in-flight requests (up to %v; a second SIGINT or SIGTERM exits at once)\n", sig, f.drain)
+	case pid := <-replaced:
+		fmt.Fprintf(os.Stderr, "needle serve: pid %d serves on %s now: draining in-flight requests (up to %v; SIGINT or SIGTERM exits at once)\n", pid, addr, f.drain)
+	}
+	if h != nil {
+		h.close()
 	}
 	go func() {
 		sig := <-stop
@@ -309,6 +344,47 @@ func runServe(args []string) error {
 		r.Close()
 	}
 	return exit(shutdownErr)
+}
+
+// listen binds --host:--port, or with --replace takes the listening socket of the needle
+// serving there (handed, nil when none answers: then it binds).
+func listen(f *serveFlags) (net.Listener, *takeover, error) {
+	if f.replace {
+		addr, err := serveAddr(f.host, f.port)
+		if err != nil {
+			return nil, nil, err
+		}
+		handed, err := takeOver(addr)
+		if err != nil {
+			return nil, nil, err
+		}
+		if handed != nil {
+			return handed.tcp, handed, nil
+		}
+		fmt.Fprintf(os.Stderr, "needle serve: --replace: no needle serves %s; starting as the first\n", addr)
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(f.host, strconv.Itoa(f.port)))
+	return ln, nil, err
+}
+
+// serveAddr is the TCP address --host and port name.
+func serveAddr(host string, port int) (*net.TCPAddr, error) {
+	return net.ResolveTCPAddr("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+}
+
+// handoverFor answers --replace requests for the socket ln this process bound (nil, with a
+// log line, when its control socket cannot be opened: the server runs without).
+func handoverFor(f *serveFlags, ln net.Listener) *handover {
+	addr, err := serveAddr(f.host, ln.Addr().(*net.TCPAddr).Port)
+	var ctl *net.UnixListener
+	if err == nil {
+		ctl, err = listenControl(addr)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "needle serve: --replace will not find this server: %v\n", err)
+		return nil
+	}
+	return serveHandover(ln.(*net.TCPListener), ctl)
 }
 
 // announce checks that the server answers GET /health through its socket, then writes the

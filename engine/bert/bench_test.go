@@ -1,6 +1,10 @@
 package bert
 
 import (
+	"context"
+	"math/rand"
+	"slices"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -29,6 +33,40 @@ func BenchmarkEncodeGlosses(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N*len(texts))/b.Elapsed().Seconds(), "texts/s")
+}
+
+// BenchmarkEncodeContextStop encodes 64 glosses (one batch) per iteration under a context
+// canceled at a random moment of it, and reports how long EncodeContext took to return after
+// the cancel (stop-ms: median and max over the stopped iterations): how long a batch whose
+// clients all left keeps the encoder.
+func BenchmarkEncodeContextStop(b *testing.B) {
+	e := loadMiniLM(b)
+	texts := glosses(b)[:64]
+	began := time.Now()
+	if _, err := e.Encode(texts, ""); err != nil {
+		b.Fatal(err)
+	}
+	batch := time.Since(began)
+	r := rand.New(rand.NewSource(1))
+	var stops []float64
+	for b.Loop() {
+		ctx, cancel := context.WithCancel(context.Background())
+		var canceled atomic.Int64
+		time.AfterFunc(time.Duration(r.Int63n(int64(batch))), func() {
+			canceled.Store(time.Now().UnixNano())
+			cancel()
+		})
+		_, err := e.EncodeContext(ctx, texts, "")
+		if at := canceled.Load(); err != nil && at != 0 {
+			stops = append(stops, float64(time.Now().UnixNano()-at)/1e6)
+		}
+		cancel()
+	}
+	if len(stops) > 0 {
+		slices.Sort(stops)
+		b.ReportMetric(stops[len(stops)/2], "stop-ms-median")
+		b.ReportMetric(stops[len(stops)-1], "stop-ms-max")
+	}
 }
 
 const benchQuery = "a member of the genus Canis that has been domesticated"

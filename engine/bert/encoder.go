@@ -201,8 +201,12 @@ func (e *Encoder) Encode(texts []string, prefix string) ([]float32, error) {
 	return e.EncodeContext(context.Background(), texts, prefix)
 }
 
-// EncodeContext is Encode that gives up between layers once ctx ends, returning ctx's error
+// EncodeContext is Encode that gives up once ctx ends, returning ctx's error
 // (engine.ContextEncoder: the server's batcher stops a batch whose clients all went away).
+// On the CPU it stops inside a layer: the Linear ops check an nn.Stop that ctx's end sets
+// (between team tasks, and between sgemm chunks of 128 rows, which keep the vectors
+// bit-identical to Encode's), and no op runs after a stopped one. The GPU encoder checks ctx
+// between its batches.
 func (e *Encoder) EncodeContext(ctx context.Context, texts []string, prefix string) ([]float32, error) {
 	out := make([]float32, len(texts)*e.cfg.Hidden)
 	seqs := e.tokenize(texts, prefix)
@@ -236,8 +240,17 @@ func (e *Encoder) EncodeContext(ctx context.Context, texts []string, prefix stri
 		maxTokens = max(maxTokens, tokens)
 	}
 	ws.reserve(e.cfg, maxTokens, min(e.opt.BatchSize, len(texts)))
+	o := e.ops
+	if ctx.Done() != nil { // a context that can end: a Stop per call, so none outlives it
+		stop := new(nn.Stop)
+		defer context.AfterFunc(ctx, stop.Set)()
+		o = o.WithStop(stop)
+	}
 	for _, b := range batches {
-		if err := e.forward(ctx, ws, seqs, b, out); err != nil {
+		if err := e.forward(ctx, o, ws, seqs, b, out); err != nil {
+			if errors.Is(err, nn.ErrStopped) { // only ctx's end sets the Stop
+				return nil, ctx.Err()
+			}
 			return nil, err
 		}
 	}
@@ -316,8 +329,9 @@ func grow[T any](s []T, n int) []T {
 	return s[:n]
 }
 
-// forward encodes seqs[batch[i]] into out[batch[i]*H:].
-func (e *Encoder) forward(ctx context.Context, ws *workspace, seqs [][]int32, batch []int, out []float32) error {
+// forward encodes seqs[batch[i]] into out[batch[i]*H:] with the ops o. It returns ctx's error
+// between layers, and nn.ErrStopped from an op that o's Stop ended.
+func (e *Encoder) forward(ctx context.Context, o nn.Ops, ws *workspace, seqs [][]int32, batch []int, out []float32) error {
 	H, I, eps := e.cfg.Hidden, e.cfg.Intermediate, e.cfg.Eps
 	ws.ids, ws.pos, ws.start = packBatch(ws.ids, ws.pos, ws.start, seqs, batch)
 	T := len(ws.ids)
@@ -325,7 +339,7 @@ func (e *Encoder) forward(ctx context.Context, ws *workspace, seqs [][]int32, ba
 	ws.big = grow(ws.big, T*max(3*H, I))
 	ws.scratch = grow(ws.scratch, nn.AttentionScratch(ws.start))
 	ws.pooled = grow(ws.pooled, len(batch)*H)
-	o, w := e.ops, e.w
+	w := e.w
 	if err := o.EmbedLayerNorm(ws.x, ws.ids, ws.pos, w.word, w.pos, w.type0, w.embGamma, w.embBeta, H, eps); err != nil {
 		return err
 	}
@@ -334,16 +348,18 @@ func (e *Encoder) forward(ctx context.Context, ws *workspace, seqs [][]int32, ba
 			return err
 		}
 		qkv := ws.big[:T*3*H]
-		err := firstErr(
-			l.qkv.apply(o, qkv, ws.x, l.qkvB, T, nn.NoAct),
-			o.Attention(ws.ctx, qkv, ws.start, e.cfg.Heads, H/e.cfg.Heads, ws.scratch),
+		err := inOrder(
+			func() error { return l.qkv.apply(o, qkv, ws.x, l.qkvB, T, nn.NoAct) },
+			func() error { return o.Attention(ws.ctx, qkv, ws.start, e.cfg.Heads, H/e.cfg.Heads, ws.scratch) },
 			// attention output: x = LN(ctx W^T + b + x); the GEMM result reuses big.
-			l.attnOut.apply(o, ws.big[:T*H], ws.ctx, nil, T, nn.NoAct),
-			o.AddLayerNorm(ws.x, ws.big[:T*H], l.attnOutB, ws.x, l.ln1Gamma, l.ln1Beta, T, H, eps),
+			func() error { return l.attnOut.apply(o, ws.big[:T*H], ws.ctx, nil, T, nn.NoAct) },
+			func() error {
+				return o.AddLayerNorm(ws.x, ws.big[:T*H], l.attnOutB, ws.x, l.ln1Gamma, l.ln1Beta, T, H, eps)
+			},
 			// FFN: x = LN(GELU(x W1^T + b1) W2^T + b2 + x); the second GEMM writes into ctx.
-			l.ffnIn.apply(o, ws.big[:T*I], ws.x, l.ffnInB, T, nn.GELU),
-			l.ffnOut.apply(o, ws.ctx, ws.big[:T*I], nil, T, nn.NoAct),
-			o.AddLayerNorm(ws.x, ws.ctx, l.ffnOutB, ws.x, l.ln2Gamma, l.ln2Beta, T, H, eps),
+			func() error { return l.ffnIn.apply(o, ws.big[:T*I], ws.x, l.ffnInB, T, nn.GELU) },
+			func() error { return l.ffnOut.apply(o, ws.ctx, ws.big[:T*I], nil, T, nn.NoAct) },
+			func() error { return o.AddLayerNorm(ws.x, ws.ctx, l.ffnOutB, ws.x, l.ln2Gamma, l.ln2Beta, T, H, eps) },
 		)
 		if err != nil {
 			return err
@@ -373,11 +389,22 @@ func packBatch(ids, pos, start []int32, seqs [][]int32, batch []int) ([]int32, [
 	return ids, pos, start
 }
 
-// firstErr returns the first non-nil error. forward passes it the ops of a layer in order;
-// all of them run (buffers are sized above, so an error is a bug reported, not a panic).
+// firstErr returns the first non-nil error of calls that all ran (gpu.go: device uploads).
 func firstErr(errs ...error) error {
 	for _, err := range errs {
 		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// inOrder runs the ops of a layer in order up to the first error: nn.ErrStopped (the batch's
+// context ended), or a size error (buffers are sized above, so that is a bug reported, not
+// a panic).
+func inOrder(ops ...func() error) error {
+	for _, op := range ops {
+		if err := op(); err != nil {
 			return err
 		}
 	}

@@ -1,9 +1,6 @@
 package bert
 
 import (
-	"context"
-	"errors"
-	"slices"
 	"strings"
 	"testing"
 
@@ -59,28 +56,5 @@ func TestInt8TinyModel(t *testing.T) {
 		if c := dot(a[i*H:(i+1)*H], b[i*H:(i+1)*H]); c < 0.999 {
 			t.Errorf("text %d: int8 cosine %g with fp16", i, c)
 		}
-	}
-}
-
-// EncodeContext gives the vectors of Encode while ctx lives, and ctx's error once it ended
-// (the batcher's way to stop a batch no client waits for).
-func TestEncodeContextStops(t *testing.T) {
-	e, err := Load(writeTinyModel(t, tinyWeights(t, 10), "", "F32", nil), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	texts := []string{"alpha beta", "gamma"}
-	want, err := e.Encode(texts, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := e.EncodeContext(context.Background(), texts, "")
-	if err != nil || !slices.Equal(got, want) {
-		t.Errorf("live context: %v, vectors equal %v", err, slices.Equal(got, want))
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	if _, err := e.EncodeContext(ctx, texts, ""); !errors.Is(err, context.Canceled) {
-		t.Errorf("ended context: %v, want context.Canceled", err)
 	}
 }

@@ -1,7 +1,9 @@
 package flatmap
 
 import (
+	"context"
 	"encoding/binary"
+	"errors"
 	"math"
 	"os"
 	"os/exec"
@@ -17,6 +19,7 @@ import (
 	"needle/internal/testenv"
 	"needle/internal/testflat"
 	"needle/internal/testvec"
+	"needle/kernels/retrieval/flatscan"
 )
 
 var floatBytes = testvec.Bytes
@@ -142,6 +145,41 @@ func TestSameAnswersAsFAISS(t *testing.T) {
 				mapped.Close()
 			}
 		}
+	}
+}
+
+// liveFor is a context whose Err is nil for its first n calls and context.Canceled after.
+type liveFor struct {
+	context.Context
+	n int
+}
+
+func (c *liveFor) Err() error {
+	if c.n--; c.n < 0 {
+		return context.Canceled
+	}
+	return nil
+}
+
+// SearchContext gives Search's answers while ctx lives, and checks ctx between stripes: a
+// context that ends after the first stripe stops the search of two.
+func TestSearchContextStopsBetweenStripes(t *testing.T) {
+	const dim = 4
+	n := flatscan.StripeRows(1) + 10 // two stripes for one query
+	x, err := Open(writeFlat(t, faissgo.IP, dim, unitGaussians(n, dim, 3)), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	q := unitGaussians(1, dim, 4)
+	want := searchIndex(t, x, q, dim, 5)
+	got := result{make([]float32, 5), make([]int64, 5)}
+	if err := x.SearchContext(&liveFor{context.Background(), 2}, q, 5, got.dist, got.labels); err != nil {
+		t.Fatal(err)
+	}
+	same(t, "SearchContext with a live context", got, want, true)
+	if err := x.SearchContext(&liveFor{context.Background(), 1}, q, 5, got.dist, got.labels); !errors.Is(err, context.Canceled) {
+		t.Errorf("a context that ended after the first stripe: %v, want context.Canceled", err)
 	}
 }
 

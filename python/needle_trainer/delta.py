@@ -90,8 +90,9 @@ def _encode_one(old, new, name):
                                   ERR_LEN)
     if nnz < 0:
         raise ValueError(f"{n_name}: {err.value.decode()}")
-    # Views, not copies: the pages past entry nnz were never touched, so they hold no memory
-    # (only address space), and a copy would cost as much as the encode's own writes.
+    # Views, not copies: the pages past the few scratch entries after nnz were never touched, so
+    # they hold no memory (only address space), and a copy would cost as much as the encode's
+    # own writes.
     return Delta(n, idx[:nnz], vals[:nnz])
 
 

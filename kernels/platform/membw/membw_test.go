@@ -8,10 +8,11 @@ import (
 )
 
 // TestSumReadsEveryWord checks the C kernel of every level against a Go loop on lengths around
-// the unrolls (4 words scalar; two halves of whole 16-word AVX2 / 32-word AVX-512 steps).
+// the unrolls (4 words scalar; two streams of whole 16-word AVX2 / 32-word AVX-512 steps) and
+// around the length where the second stream starts 37 pages (18,944 words) before the half.
 func TestSumReadsEveryWord(t *testing.T) {
 	for _, l := range cpu.Levels() {
-		for _, n := range []int{0, 1, 3, 4, 5, 31, 32, 33, 47, 63, 64, 65, 127, 128, 1001} {
+		for _, n := range []int{0, 1, 3, 4, 5, 31, 32, 33, 47, 63, 64, 65, 127, 128, 1001, 75775, 75776, 75777, 75840, 75841, 200003} {
 			w := make([]uint64, n)
 			var want uint64
 			for i := range w {

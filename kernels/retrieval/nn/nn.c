@@ -82,9 +82,22 @@ static void transpose_x(float *xt, const float *x, int64_t rows, int64_t in) {
 
 static int64_t panels(int64_t out) { return (out + NN_PANEL - 1) / NN_PANEL; }
 
+// With a stop flag, a Linear of more than SMALL_ROWS rows runs sgemm on STOP_ROWS rows at a
+// time and checks the flag in between (the few-row path checks it between team tasks), so a
+// batch whose clients all left (engine/bert) gets out of a GEMM within one chunk. The chunks
+// give one sgemm's bits (nn_test.go checks it): OpenBLAS sums each row in the same order for
+// any row count, except on the kernels it takes for small products (measured with 0.3.21 on
+// AVX2: tails of up to ~1M multiply-adds came out in other bits; AVX-512 builds also have
+// sgemm_direct for products below 7.3M), so no chunk is smaller than STOP_ROWS (a short tail
+// joins the last chunk) and a Linear chunks only when STOP_ROWS rows are over STOP_MIN_MACS
+// multiply-adds (the BERT shapes: 19M to 75M).
+#define STOP_ROWS 128
+#define STOP_MIN_MACS (8 << 20)
+
 int nn_linear(int level, const float *x, const uint16_t *w, const float *b, float *y,
-              int64_t rows, int64_t in, int64_t out, int act) {
+              int64_t rows, int64_t in, int64_t out, int act, const int32_t *stop) {
 	if (rows == 0 || out == 0) return 0;
+	if (team_stopped(stop)) return NN_STOPPED;
 	sync_threads();
 	const nn_ops *ops = pick(level);
 	const int64_t np = panels(out);
@@ -93,7 +106,7 @@ int nn_linear(int level, const float *x, const uint16_t *w, const float *b, floa
 		if (!xt) return -1;
 		transpose_x(xt, x, rows, in);
 		dot_job j = {ops, x, xt, w, y, rows, in, out, np};
-		team_run((np + DOT_TASK - 1) / DOT_TASK, dot_task, &j, nn_get_threads());
+		team_run_stoppable((np + DOT_TASK - 1) / DOT_TASK, dot_task, &j, nn_get_threads(), stop);
 		free(xt);
 	} else {
 		// sgemm reads float32: w^T[in,out] unpacked from the panels lives for the call.
@@ -108,10 +121,15 @@ int nn_linear(int level, const float *x, const uint16_t *w, const float *b, floa
 				memcpy(wt + i * out + p * NN_PANEL, f, (size_t)n * sizeof(float));
 			}
 		}
-		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)rows, (blasint)out, (blasint)in,
-		            1.0f, x, (blasint)in, wt, (blasint)out, 0.0f, y, (blasint)out);
+		const int64_t chunk = stop && STOP_ROWS * in * out > STOP_MIN_MACS ? STOP_ROWS : rows;
+		for (int64_t r = 0, n; r < rows && !team_stopped(stop); r += n) {
+			n = rows - r < 2 * chunk ? rows - r : chunk;
+			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)n, (blasint)out, (blasint)in, 1.0f,
+			            x + r * in, (blasint)in, wt, (blasint)out, 0.0f, y + r * out, (blasint)out);
+		}
 		free(wt);
 	}
+	if (team_stopped(stop)) return NN_STOPPED;
 	nn_bias_act(level, y, b, rows, out, act);
 	return 0;
 }

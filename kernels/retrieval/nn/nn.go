@@ -17,7 +17,9 @@ package nn
 import "C"
 
 import (
+	"errors"
 	"fmt"
+	"sync/atomic"
 	"unsafe"
 
 	_ "needle/kernels/platform/blascore" // OpenBLAS kernels of this ISA, before any sgemm
@@ -41,15 +43,47 @@ const (
 )
 
 // Ops runs the ops at one SIMD level.
-type Ops struct{ level cpu.Level }
+type Ops struct {
+	level cpu.Level
+	stop  *Stop // nil: Linear runs to the end
+}
 
 // New returns the ops of level (callers pick a level from needle/kernels/platform/cpu).
-func New(level cpu.Level) Ops { return Ops{level} }
+func New(level cpu.Level) Ops { return Ops{level: level} }
+
+// Stop is a flag that ends the Linear calls of the Ops it was given to (WithStop) early:
+// set from any goroutine while a call runs, that call claims no more team tasks or sgemm
+// chunks and returns ErrStopped, its output partly written. engine/bert sets it when the
+// context of a batch ends (the server's clients all went away), so that a batch stops inside
+// a layer. The flag is read by C during the call (it holds no Go pointer, so cgo may pass it);
+// a Stop is never cleared: use a new one per cancellable job. LinearInt8 does not check it.
+type Stop struct{ flag int32 }
+
+// Set stops the calls running with s and every later one. Safe for concurrent use.
+func (s *Stop) Set() { atomic.StoreInt32(&s.flag, 1) }
+
+// ErrStopped is Linear's error when its Stop was set: the output is incomplete.
+var ErrStopped = errors.New("nn: stopped")
+
+// WithStop returns o with s checked by Linear (between its team tasks, and for more than 128
+// rows between sgemm chunks of 128 rows, which give one sgemm's bits); nil removes it.
+func (o Ops) WithStop(s *Stop) Ops {
+	o.stop = s
+	return o
+}
+
+// stopFlag is the flag as the C ops take it (NULL: none).
+func (o Ops) stopFlag() *C.int32_t {
+	if o.stop == nil {
+		return nil
+	}
+	return (*C.int32_t)(unsafe.Pointer(&o.stop.flag))
+}
 
 // Selected returns the ops of the level needle/kernels/platform/cpu selects (NEEDLE_SIMD or the best).
 func Selected() (Ops, error) {
 	l, err := cpu.Selected()
-	return Ops{l}, err
+	return New(l), err
 }
 
 // Level is the SIMD level these ops run.
@@ -106,16 +140,20 @@ func hp(x []uint16) *C.uint16_t {
 // matrix (PyTorch's Linear layout) packed as fp16 by PackHalf; products and sums are
 // float32. A few rows (a query) are dotted straight against the fp16 panels, reading half
 // the bytes of fp32 and each weight once; more rows go to one cblas_sgemm on a float32 copy
-// of w that lives for the call. b may be nil.
+// of w that lives for the call. b may be nil. With a Stop (WithStop) that is set, it returns
+// ErrStopped.
 func (o Ops) Linear(y, x []float32, w []uint16, b []float32, rows, in, out int, act Act) error {
 	if err := firstErr(need("Linear", "y", len(y), rows*out), need("Linear", "x", len(x), rows*in),
 		need("Linear", "w", len(w), PackedLen(out, in)), optional("Linear", "b", b, out)); err != nil {
 		return err
 	}
-	if C.nn_linear(C.int(o.level), fp(x), hp(w), fp(b), fp(y), C.int64_t(rows), C.int64_t(in), C.int64_t(out), C.int(act)) != 0 {
-		return fmt.Errorf("nn.Linear: no memory for a %d x %d float32 copy of the weights", out, in)
+	switch C.nn_linear(C.int(o.level), fp(x), hp(w), fp(b), fp(y), C.int64_t(rows), C.int64_t(in), C.int64_t(out), C.int(act), o.stopFlag()) {
+	case 0:
+		return nil
+	case C.NN_STOPPED:
+		return ErrStopped
 	}
-	return nil
+	return fmt.Errorf("nn.Linear: no memory for a %d x %d float32 copy of the weights", out, in)
 }
 
 // PackedLen is the length of PackHalf's output for an [out,in] matrix: panels of 16

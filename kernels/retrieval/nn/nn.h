@@ -76,9 +76,11 @@ extern const nn_ops nn_ops_ref, nn_ops_avx2, nn_ops_avx512;
 
 // y[rows,out] = act(x[rows,in] * w[out,in]^T + b[out]) with packed fp16 w: dot_panels for a
 // few rows, else one cblas_sgemm on a float32 copy of w made for the call; then one fused
-// bias/act pass. Returns 0, or -1 when the float32 copy cannot be allocated.
+// bias/act pass. Returns 0, -1 when the float32 copy cannot be allocated, or NN_STOPPED when
+// *stop was found set (stop may be NULL: never; see nn.c): y is then partly written.
+enum { NN_STOPPED = 1 };
 int nn_linear(int level, const float *x, const uint16_t *w, const float *b, float *y,
-              int64_t rows, int64_t in, int64_t out, int act);
+              int64_t rows, int64_t in, int64_t out, int act, const int32_t *stop);
 // dst (ceil(out/16)*16*in halves) = w[out,in] rounded to binary16 and packed in panels;
 // returns the index in w of the first value that is not finite in binary16, or -1.
 int64_t nn_pack_half(int level, uint16_t *dst, const float *w, int64_t out, int64_t in);

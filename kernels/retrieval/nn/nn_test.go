@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"needle/kernels/platform/cpu"
 	"needle/safetensors"
@@ -230,6 +231,113 @@ func TestLinearConcurrent(t *testing.T) {
 	}
 }
 
+// TestLinearStopUnsetIsExact: a Linear given a Stop that is never set (the serving encoder's
+// case) gives the same bits as one without, on both paths: the sgemm path then runs in chunks
+// of 128 rows, at 1 and 2 threads, with row counts around the chunk size.
+func TestLinearStopUnsetIsExact(t *testing.T) {
+	r := rand.New(rand.NewSource(9))
+	ops, err := Selected()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer SetThreads(1)
+	for _, shape := range [][3]int{{12, 384, 1536}, {129, 33, 47}, {255, 384, 1152}, {256, 1536, 384},
+		{257, 384, 384}, {1001, 384, 1536}} {
+		rows, in, out := shape[0], shape[1], shape[2]
+		x, b := randVec(r, rows*in, 1), randVec(r, out, 1)
+		w, _ := halves(t, randVec(r, out*in, 0.2), out, in)
+		for _, threads := range []int{1, 2} {
+			SetThreads(threads)
+			want, got := make([]float32, rows*out), make([]float32, rows*out)
+			if err := ops.Linear(want, x, w, b, rows, in, out, GELU); err != nil {
+				t.Fatal(err)
+			}
+			if err := ops.WithStop(new(Stop)).Linear(got, x, w, b, rows, in, out, GELU); err != nil {
+				t.Fatal(err)
+			}
+			for i := range want {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("%v at %d threads: with an unset Stop [%d] = %g, without %g", shape, threads, i, got[i], want[i])
+				}
+			}
+		}
+	}
+}
+
+// TestLinearStops: a set Stop makes Linear return ErrStopped. Set before the call, nothing is
+// written; set during it (from another goroutine, at a moment the test cannot choose), the
+// work done is whole team tasks (64 outputs of every row) or whole 128-row sgemm chunks, in
+// order: a finished prefix, exact, and the rest untouched.
+func TestLinearStops(t *testing.T) {
+	r := rand.New(rand.NewSource(10))
+	ops, err := Selected()
+	if err != nil {
+		t.Fatal(err)
+	}
+	SetThreads(2)
+	defer SetThreads(1)
+	nan := float32(math.NaN())
+	for _, c := range []struct {
+		name          string
+		rows, in, out int
+		unit          func(row, col int) int // the task or chunk that writes y[row, col]
+		after         time.Duration          // when to set the Stop: most likely part way
+	}{
+		{"team", 64, 256, 16384, func(_, col int) int { return col / 64 }, time.Millisecond},
+		{"sgemm", 4096, 384, 1536, func(row, _ int) int { return row / 128 }, 20 * time.Millisecond},
+	} {
+		x := randVec(r, c.rows*c.in, 1)
+		w, _ := halves(t, randVec(r, c.out*c.in, 0.2), c.out, c.in)
+		want := make([]float32, c.rows*c.out)
+		if err := ops.Linear(want, x, w, nil, c.rows, c.in, c.out, NoAct); err != nil {
+			t.Fatal(err)
+		}
+		y := make([]float32, c.rows*c.out)
+		for i := range y {
+			y[i] = nan
+		}
+		stop := new(Stop)
+		stop.Set()
+		if err := ops.WithStop(stop).Linear(y, x, w, nil, c.rows, c.in, c.out, NoAct); err != ErrStopped {
+			t.Fatalf("%s: Linear with a set Stop returned %v, want ErrStopped", c.name, err)
+		}
+		if i := slices.IndexFunc(y, func(v float32) bool { return !math.IsNaN(float64(v)) }); i >= 0 {
+			t.Fatalf("%s: Linear with a set Stop wrote y[%d]", c.name, i)
+		}
+
+		stop = new(Stop)
+		time.AfterFunc(c.after, stop.Set)
+		err := ops.WithStop(stop).Linear(y, x, w, nil, c.rows, c.in, c.out, NoAct)
+		if err != nil && err != ErrStopped {
+			t.Fatal(err)
+		}
+		done := map[int]bool{} // unit -> finished (exact) or untouched
+		for i := range y {
+			u, exact := c.unit(i/c.out, i%c.out), math.Float32bits(y[i]) == math.Float32bits(want[i])
+			if !exact && !math.IsNaN(float64(y[i])) {
+				t.Fatalf("%s: stopped Linear wrote y[%d] = %g, want %g or nothing", c.name, i, y[i], want[i])
+			}
+			if was, seen := done[u]; seen && was != exact {
+				t.Fatalf("%s: unit %d of the stopped Linear is partly written", c.name, u)
+			}
+			done[u] = exact
+		}
+		finished := 0
+		for finished < len(done) && done[finished] {
+			finished++
+		}
+		for u := finished; u < len(done); u++ {
+			if done[u] {
+				t.Fatalf("%s: unit %d finished after unit %d was skipped", c.name, u, finished)
+			}
+		}
+		if err == nil && finished != len(done) {
+			t.Fatalf("%s: Linear returned nil with %d of %d units done", c.name, finished, len(done))
+		}
+		t.Logf("%s: stopped from another goroutine after %d of %d units (%v)", c.name, finished, len(done), err)
+	}
+}
+
 // TestLinearDecodesEveryHalf multiplies every finite fp16 weight by 1 on both paths (few
 // rows and sgemm): each must come out as its exact value.
 func TestLinearDecodesEveryHalf(t *testing.T) {
@@ -429,24 +537,40 @@ func TestEmbedAndPool(t *testing.T) {
 	}
 }
 
-// BenchmarkLinearFewRows is one single-query FFN-in GEMM of MiniLM (12 tokens, 384 -> 1536),
-// the few-rows path a query takes instead of sgemm.
-func BenchmarkLinearFewRows(b *testing.B) {
-	const rows, in, out = 12, 384, 1536
+// benchLinear times MiniLM's FFN-in GEMM (384 -> 1536, GELU) on rows rows with ops.
+func benchLinear(b *testing.B, ops Ops, rows int) {
+	const in, out = 384, 1536
 	r := rand.New(rand.NewSource(5))
 	x, bias := randVec(r, rows*in, 1), randVec(r, out, 0.1)
 	w, _ := halves(b, randVec(r, out*in, 0.05), out, in)
 	y := make([]float32, rows*out)
-	ops, err := Selected()
-	if err != nil {
-		b.Fatal(err)
-	}
 	for b.Loop() {
 		if err := ops.Linear(y, x, w, bias, rows, in, out, GELU); err != nil {
 			b.Fatal(err)
 		}
 	}
-	b.ReportMetric(2*rows*in*out*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+	b.ReportMetric(2*float64(rows*in*out*b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+}
+
+// BenchmarkLinearFewRows is one single-query FFN-in GEMM of MiniLM (12 tokens), the few-rows
+// path a query takes instead of sgemm.
+func BenchmarkLinearFewRows(b *testing.B) {
+	ops, err := Selected()
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchLinear(b, ops, 12)
+}
+
+// BenchmarkLinearBatch is the FFN-in GEMM of a 64-query batch (1,000 tokens): one sgemm, and
+// the 128-row chunks a Stop (WithStop) makes it run in.
+func BenchmarkLinearBatch(b *testing.B) {
+	ops, err := Selected()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("sgemm", func(b *testing.B) { benchLinear(b, ops, 1000) })
+	b.Run("chunked", func(b *testing.B) { benchLinear(b, ops.WithStop(new(Stop)), 1000) })
 }
 
 // BenchmarkAttentionQuery is one layer's attention of a 12-token query (12 heads of 32).

@@ -25,6 +25,7 @@ static struct {
 	void *arg;
 	int64_t tasks;
 	int threads;
+	const int32_t *stop;
 } job;
 static _Atomic uint64_t gen;  // job generation: workers run each generation once
 static _Atomic int64_t next;  // next unclaimed task
@@ -41,7 +42,7 @@ static int64_t now_ns(void) {
 }
 
 static void run_tasks(void) {
-	for (int64_t t; (t = atomic_fetch_add(&next, 1)) < job.tasks;) job.fn(job.arg, t);
+	for (int64_t t; !team_stopped(job.stop) && (t = atomic_fetch_add(&next, 1)) < job.tasks;) job.fn(job.arg, t);
 }
 
 // wait_for returns the first generation after seen: spinning for SPIN_NS, then asleep.
@@ -81,10 +82,12 @@ static void *worker(void *p) {
 	return 0;
 }
 
-void team_run(int64_t tasks, team_fn fn, void *arg, int threads) {
+void team_run(int64_t tasks, team_fn fn, void *arg, int threads) { team_run_stoppable(tasks, fn, arg, threads, 0); }
+
+void team_run_stoppable(int64_t tasks, team_fn fn, void *arg, int threads, const int32_t *stop) {
 	if (threads > TEAM_MAX) threads = TEAM_MAX;
 	if (threads <= 1 || tasks <= 1 || pthread_mutex_trylock(&team_lock) != 0) {
-		for (int64_t t = 0; t < tasks; t++) fn(arg, t);
+		for (int64_t t = 0; t < tasks && !team_stopped(stop); t++) fn(arg, t);
 		return;
 	}
 	while (started < threads - 1) { // workers not yet created see the generation before this job
@@ -102,6 +105,7 @@ void team_run(int64_t tasks, team_fn fn, void *arg, int threads) {
 	job.arg = arg;
 	job.tasks = tasks;
 	job.threads = threads;
+	job.stop = stop;
 	atomic_store(&next, 0);
 	atomic_store(&acked, 0);
 	atomic_fetch_add(&gen, 1);

@@ -18,7 +18,8 @@ extern "C" {
 
 /* nl_delta_encode compares n elements of old_bits and new_bits. For each element i
  * whose bits differ it writes index first+i to idx (idx_size bytes each) and the element's
- * new bits to vals, in increasing i. idx needs room for n indices and vals for n elements.
+ * new bits to vals, in increasing i. idx needs room for n indices and vals for n elements;
+ * entries past the returned count are scratch (a SIMD level may write a few there).
  * Returns the number of changed elements, or -1 (bad elem_size/idx_size/level, or an
  * index that does not fit idx_size). */
 int64_t nl_delta_encode(int32_t level, const void *old_bits, const void *new_bits,

@@ -85,6 +85,32 @@ func TestEncodeMatchesReference(t *testing.T) {
 	}
 }
 
+// TestEncodeStaysInRoom gives every level outputs with room for exactly n entries, followed by
+// guard bytes: the scratch entries a level writes past the last one (delta_blocks.h) must stay
+// in that room, for both index sizes.
+func TestEncodeStaysInRoom(t *testing.T) {
+	const guard = 256
+	for _, es := range []int{2, 4} {
+		for _, is := range []int{4, 8} {
+			for _, n := range sizes {
+				for _, frac := range []float64{0, 0.02, 0.5, 1} {
+					oldBits, newBits := pair(n, es, frac, uint64(n)+5)
+					for _, l := range cpu.Levels() {
+						idx, vals := make([]byte, n*is+guard), make([]byte, n*es+guard)
+						s := Sparse{Len: int64(n), ElemSize: es, IndexSize: is, Indices: idx[:0:n*is], Values: vals[:0:n*es]}
+						if err := encodeChunk(l, &s, oldBits, newBits, 0); err != nil {
+							t.Fatal(err)
+						}
+						if bytes.Count(idx[n*is:], []byte{0}) != guard || bytes.Count(vals[n*es:], []byte{0}) != guard {
+							t.Fatalf("%s es=%d is=%d n=%d frac=%v: encode wrote past the room for %d entries", l, es, is, n, frac, n)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
 func TestFloatEqualBitsDiffer(t *testing.T) {
 	negZero, nan1, nan2 := math.Float32bits(float32(math.Copysign(0, -1))), uint32(0x7fc00001), uint32(0x7fc00002)
 	oldBits := binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(nil, 0), nan1)

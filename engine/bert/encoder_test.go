@@ -1,0 +1,61 @@
+package bert
+
+import (
+	"context"
+	"errors"
+	"math"
+	"slices"
+	"testing"
+	"time"
+)
+
+// EncodeContext gives the vectors of Encode while ctx lives, and ctx's error once it ended
+// (the batcher's way to stop a batch no client waits for).
+func TestEncodeContextStops(t *testing.T) {
+	e, err := Load(writeTinyModel(t, tinyWeights(t, 10), "", "F32", nil), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	texts := []string{"alpha beta", "gamma"}
+	want, err := e.Encode(texts, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := e.EncodeContext(context.Background(), texts, "")
+	if err != nil || !slices.Equal(got, want) {
+		t.Errorf("live context: %v, vectors equal %v", err, slices.Equal(got, want))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := e.EncodeContext(ctx, texts, ""); !errors.Is(err, context.Canceled) {
+		t.Errorf("ended context: %v, want context.Canceled", err)
+	}
+}
+
+// On MiniLM, with batches of hundreds of tokens (the Linears on sgemm, in 128-row chunks under
+// a context that can end): a context that lives gives Encode's exact bits; one that ends part
+// way through gives context.Canceled and no vectors.
+func TestEncodeContextMiniLM(t *testing.T) {
+	e := loadMiniLM(t)
+	texts := readJSONL[string](t, "golden_texts.jsonl")
+	want, err := e.Encode(texts, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	got, err := e.EncodeContext(ctx, texts, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range want {
+		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+			t.Fatalf("live cancellable context: float %d = %g, Encode gives %g", i, got[i], want[i])
+		}
+	}
+	ctx, cancel = context.WithCancel(context.Background())
+	time.AfterFunc(5*time.Millisecond, cancel) // inside the first batch: the encode takes seconds
+	if got, err := e.EncodeContext(ctx, slices.Repeat(texts, 4), ""); !errors.Is(err, context.Canceled) || got != nil {
+		t.Errorf("context ended part way: %d floats, %v; want none and context.Canceled", len(got), err)
+	}
+}
