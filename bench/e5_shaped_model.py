@@ -2,7 +2,7 @@
 bert-base-uncased vocabulary) with seeded random fp16 weights, for timing `needle serve` on a
 768-wide index (bench/wiki18_shape.py) where the real e5 weights cannot be downloaded. Its
 vectors mean nothing: use it for speed and memory only (an exact flat search costs the same
-for any query); recall is measured on the generator's own query vectors (`needle bench flat`).
+for any query); recall is measured on the generator's own query vectors (`needle bench index`).
 
 Usage: ~/.cache/needle/venv/bin/python bench/e5_shaped_model.py OUT [TOKENIZER_DIR]
 (TOKENIZER_DIR: a BERT folder with vocab.txt / tokenizer.json, default the MiniLM one.)

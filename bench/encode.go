@@ -16,6 +16,8 @@ import (
 	"needle/engine/wordpiece"
 	"needle/internal/atomicfile"
 	"needle/kernels/retrieval/nn"
+
+	"needle/internal/procstat"
 )
 
 // EncodeOptions are the flags of `needle bench encode`.
@@ -264,6 +266,6 @@ func measureEncoder(enc *bert.Encoder, texts benchTexts, repeat int) (encodeResu
 	}
 	slices.Sort(lat)
 	r.QueryMedianMs, r.QueryP90Ms = lat[len(lat)/2], lat[len(lat)*9/10]
-	r.PeakRSSMB = float64(procStatusKB("VmHWM")) / 1e3
+	r.PeakRSSMB = float64(procstat.KB("VmHWM")) / 1e3
 	return r, nil
 }

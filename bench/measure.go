@@ -7,11 +7,10 @@ package bench
 
 import (
 	"fmt"
-	"os"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
+
+	"needle/internal/procstat"
 )
 
 // processCPU is the user + system CPU time of this process so far.
@@ -43,20 +42,8 @@ func measure(f func() error) (span, error) {
 	return span{wall: time.Since(t), cpu: processCPU() - cpu0}, err
 }
 
-// procStatusKB reads one "Name: N kB" field of /proc/self/status (0 if absent).
-func procStatusKB(field string) int64 {
-	b, _ := os.ReadFile("/proc/self/status")
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, field+":"); ok {
-			n, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			return n
-		}
-	}
-	return 0
-}
-
 // readRSS returns this process's resident set from /proc/self/status: total, anonymous
 // (heap, stacks) and file-backed (mapped corpus/sidecar pages, reclaimable page cache).
 func readRSS() string {
-	return fmt.Sprintf("%d kB (anon %d, file %d)", procStatusKB("VmRSS"), procStatusKB("RssAnon"), procStatusKB("RssFile"))
+	return fmt.Sprintf("%d kB (anon %d, file %d)", procstat.KB("VmRSS"), procstat.KB("RssAnon"), procstat.KB("RssFile"))
 }

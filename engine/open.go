@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"sync"
 
 	"needle/engine/bert"
+	"needle/engine/compact"
 	"needle/engine/docstore"
 	"needle/engine/flatmap"
 	"needle/engine/indexbuild"
@@ -18,7 +20,7 @@ import (
 	"needle/kernels/retrieval/gpuflat"
 )
 
-// Index backends (Options.Backend), each one case of openIndex.
+// Index backends (Options.Backend), each one case of OpenIndex.
 const (
 	// BackendAuto (or "") picks BackendMapped for flat index files, BackendFAISS for the rest.
 	BackendAuto = "auto"
@@ -33,6 +35,10 @@ const (
 	// BackendMilvus searches a Milvus collection (standalone or cluster) over gRPC
 	// (engine/milvusindex); Options.Milvus says which.
 	BackendMilvus = "milvus"
+	// BackendCompact serves a compact form folder made by `needle convert`
+	// (engine/compact): FAISS codes in RAM, candidates re-ranked exactly from the mapped
+	// source's fp32 rows.
+	BackendCompact = "compact"
 )
 
 // The values of Options.GPU besides "": bert's modes, which the index and the encoder share.
@@ -47,10 +53,12 @@ const maxQueryTokens = 256
 // Options say what Open serves. They mirror `needle serve`'s flags, and Open's errors name
 // those flags.
 type Options struct {
-	// Index is a `needle build` output folder (with manifest.json) or a bare index file;
-	// with BackendMilvus, an optional build folder whose manifest names corpus and model.
+	// Index is a `needle build` output folder (with manifest.json), a `needle convert` form
+	// folder (with compact.json) or a bare index file; with BackendMilvus, an optional build
+	// folder whose manifest names corpus and model.
 	Index string
-	// Backend is the index implementation: BackendAuto ("" too), BackendFAISS, BackendMapped or BackendMilvus.
+	// Backend is the index implementation: BackendAuto ("" too), BackendFAISS, BackendMapped,
+	// BackendCompact or BackendMilvus.
 	Backend string
 	Corpus  string // corpus JSONL, line i = index row i ("": the manifest's corpus)
 	Pages   string // pages JSONL with a "url" per row, for Access ("": none)
@@ -69,6 +77,10 @@ type Options struct {
 	ForcePrecision bool
 	Threads        int  // encoder and index threads (0 = all cores)
 	Mmap           bool // map IVF inverted lists from the index file instead of loading them
+	// Nprobe is the IVF lists visited per query of an IVF index or compact form (0: the
+	// form's, else FAISS's default of 1); Rerank the candidates a compact form re-ranks per
+	// query (0: the form's; < 0: none).
+	Nprobe, Rerank int
 	// GPU asks for the GPU flat index (kernels/retrieval/gpuflat) instead of FAISS on the CPU:
 	// "" no, GPUAuto when a GPU, cuBLAS and enough memory are there (else one line to Log
 	// says why and the CPU index serves), GPURequire the same but failing instead. The query
@@ -85,30 +97,33 @@ type Options struct {
 
 // Resolve returns opts completed from the build manifest when Index is a folder: Index
 // becomes the index file, and the corpus, model and pooling the flags left out come from
-// the manifest; QueryPrefix is guessed when nil. It checks that a bare index file comes
-// with a corpus and a model. Resolving twice changes nothing.
+// the manifest; QueryPrefix is guessed when nil. A compact form folder stays the Index, and
+// its manifest is that of the build folder it was converted from, if any. It checks that a
+// bare index file comes with a corpus and a model. Resolving twice changes nothing.
 func Resolve(opts Options) (Options, error) {
 	var manifest *indexbuild.Manifest
 	if opts.Backend == BackendMilvus && opts.Index == "" {
 		// The collection is the index: corpus and model come from the flags.
 	} else if info, err := os.Stat(opts.Index); err != nil {
 		return opts, fmt.Errorf("--index: %w", err)
+	} else if info.IsDir() && compact.IsForm(opts.Index) {
+		form, err := compact.ReadForm(opts.Index)
+		if err != nil {
+			return opts, fmt.Errorf("--index: %w", err)
+		}
+		if m, err := indexbuild.ReadManifest(filepath.Dir(form.Source.Path)); err == nil && m.IndexFile == filepath.Base(form.Source.Path) {
+			if manifest, err = fromManifest(&opts, m); err != nil {
+				return opts, err
+			}
+		}
 	} else if info.IsDir() {
-		if manifest, err = indexbuild.ReadManifest(opts.Index); err != nil {
+		m, err := indexbuild.ReadManifest(opts.Index)
+		if err != nil {
 			return opts, fmt.Errorf("--index: %w", err)
 		}
-		opts.Index = filepath.Join(opts.Index, manifest.IndexFile)
-		if opts.Corpus == "" {
-			opts.Corpus = manifest.Corpus.Path
-		}
-		if opts.Model == "" {
-			opts.Model = manifest.Model
-		}
-		if opts.Pooling == "" {
-			opts.Pooling = manifest.Pooling
-		}
-		if opts.Precision, err = manifest.QueryPrecision(opts.Precision, opts.ForcePrecision); err != nil {
-			return opts, fmt.Errorf("--index: %w", err)
+		opts.Index = filepath.Join(opts.Index, m.IndexFile)
+		if manifest, err = fromManifest(&opts, m); err != nil {
+			return opts, err
 		}
 	}
 	if opts.Corpus == "" {
@@ -125,6 +140,19 @@ func Resolve(opts Options) (Options, error) {
 		opts.QueryPrefix = &prefix
 	}
 	return opts, nil
+}
+
+// fromManifest fills the corpus, model, pooling and precision opts leaves out from a build
+// manifest, and returns it.
+func fromManifest(opts *Options, m *indexbuild.Manifest) (*indexbuild.Manifest, error) {
+	opts.Corpus = cmp.Or(opts.Corpus, m.Corpus.Path)
+	opts.Model = cmp.Or(opts.Model, m.Model)
+	opts.Pooling = cmp.Or(opts.Pooling, m.Pooling)
+	var err error
+	if opts.Precision, err = m.QueryPrecision(opts.Precision, opts.ForcePrecision); err != nil {
+		return nil, fmt.Errorf("--index: %w", err)
+	}
+	return m, nil
 }
 
 // Open resolves opts, loads the index, corpus, pages and encoder at the same time (the slow
@@ -160,7 +188,7 @@ func Open(opts Options) (*Retriever, error) {
 		indexFlag = "--milvus"
 	}
 	run(0, indexFlag, func() (close func(), err error) {
-		idx, backend, close, err = openIndex(opts)
+		idx, backend, close, err = OpenIndex(opts)
 		return close, err
 	})
 	run(1, "--corpus", func() (func(), error) {
@@ -218,11 +246,12 @@ func (opts Options) IndexName() string {
 	return opts.Index
 }
 
-// openIndex opens the index with the backend opts.Backend names (or the GPU flat index when
-// opts.GPU asks for it and it loads) and returns the backend it used. Each backend is one
-// case here, so another index (a Milvus collection) plugs in beside these without touching
-// the server or the command line.
-func openIndex(opts Options) (Index, string, func(), error) {
+// OpenIndex opens the index of resolved opts with the backend opts.Backend names (or the GPU
+// flat index when opts.GPU asks for it and it loads) and returns the backend it used. Each
+// backend is one case here, so another index (a Milvus collection) plugs in beside these
+// without touching the server or the command line. `needle bench index` opens indexes here
+// too, as served.
+func OpenIndex(opts Options) (Index, string, func(), error) {
 	if opts.GPU != "" && opts.Backend != BackendMilvus {
 		x, err := openGPU(opts)
 		if err != nil {
@@ -237,7 +266,9 @@ func openIndex(opts Options) (Index, string, func(), error) {
 		// A flat file loaded by FAISS needs RAM = its size (64.6 GB for wiki-18) and minutes
 		// to read; mapped, it is ready at once and searched with FAISS's exact answers.
 		backend = BackendFAISS
-		if _, err := faissgo.StatFlat(opts.Index); err == nil {
+		if compact.IsForm(opts.Index) {
+			backend = BackendCompact
+		} else if _, err := faissgo.StatFlat(opts.Index); err == nil {
 			backend = BackendMapped
 		}
 	}
@@ -245,6 +276,17 @@ func openIndex(opts Options) (Index, string, func(), error) {
 	case BackendFAISS:
 		faissgo.Init(opts.Threads)
 		x, err := faissgo.Read(opts.Index, opts.Mmap)
+		if err == nil && opts.Nprobe > 0 {
+			if err = x.SetSearchParam("nprobe", float64(opts.Nprobe)); err != nil {
+				x.Close()
+			}
+		}
+		if err != nil {
+			return nil, "", nil, err
+		}
+		return x, backend, x.Close, nil
+	case BackendCompact:
+		x, err := compact.Open(opts.Index, compact.Options{Threads: opts.Threads, Mmap: opts.Mmap, Rerank: opts.Rerank, Nprobe: opts.Nprobe})
 		if err != nil {
 			return nil, "", nil, err
 		}
@@ -262,7 +304,7 @@ func openIndex(opts Options) (Index, string, func(), error) {
 		}
 		return x, backend, x.Close, nil
 	}
-	return nil, "", nil, fmt.Errorf("unknown index backend %q (this build has %q, %q, %q and %q)", opts.Backend, BackendAuto, BackendFAISS, BackendMapped, BackendMilvus)
+	return nil, "", nil, fmt.Errorf("unknown index backend %q (this build has %q, %q, %q, %q and %q)", opts.Backend, BackendAuto, BackendFAISS, BackendMapped, BackendCompact, BackendMilvus)
 }
 
 // openGPU loads the GPU flat index, or returns nil, nil after one line to opts.Log saying why

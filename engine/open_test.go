@@ -1,11 +1,9 @@
 package engine_test
 
 import (
-	"bufio"
 	"context"
-	"encoding/binary"
+	"encoding/json"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -16,9 +14,11 @@ import (
 	"needle/cuda"
 	"needle/engine"
 	"needle/engine/bert"
+	"needle/engine/compact"
 	"needle/engine/indexbuild"
 	"needle/faissgo"
 	"needle/internal/testenv"
+	"needle/internal/testflat"
 )
 
 // writeManifest makes dir a minimal `needle build` output folder with passage prefix prefix
@@ -36,12 +36,24 @@ func writeManifest(t *testing.T, dir, prefix string) {
 
 func ptr(s string) *string { return &s }
 
+// writeForm makes dir a minimal `needle convert` folder of the index file source (Resolve
+// reads only compact.json).
+func writeForm(t *testing.T, dir, source string) {
+	t.Helper()
+	data, _ := json.Marshal(compact.Form{Factory: "IVF4,PQ4np", IndexFile: compact.IndexFileName, Dimension: 4, Count: 1, Metric: "ip",
+		Source: compact.Source{Path: source}, Rerank: 10})
+	os.WriteFile(filepath.Join(dir, compact.FormName), data, 0o644)
+}
+
 func TestResolve(t *testing.T) {
 	e5, plain := t.TempDir(), t.TempDir()
 	writeManifest(t, e5, "passage: ")
 	writeManifest(t, plain, "")
 	bare := filepath.Join(t.TempDir(), "e5_Flat.index")
 	os.WriteFile(bare, []byte("x"), 0o644)
+	ofBuild, ofBare := t.TempDir(), t.TempDir() // compact forms of a build's index and of a bare file
+	writeForm(t, ofBuild, filepath.Join(e5, "index.faiss"))
+	writeForm(t, ofBare, bare)
 	for _, tc := range []struct {
 		name                                  string
 		opts                                  engine.Options
@@ -58,6 +70,9 @@ func TestResolve(t *testing.T) {
 		{"bare index needs model", engine.Options{Index: bare, Corpus: "c"}, "", "", "", "", "", "--model"},
 		{"index not found", engine.Options{Index: "/nonexistent/x"}, "", "", "", "", "", "no such file"},
 		{"folder without manifest", engine.Options{Index: t.TempDir()}, "", "", "", "", "", "no manifest"},
+		{"form of a build: its manifest", engine.Options{Index: ofBuild}, ofBuild, "/data/corpus.jsonl", "/models/m", "mean", "query: ", ""},
+		{"form of a bare file", engine.Options{Index: ofBare, Corpus: "c.jsonl", Model: "/m/e5", RetrieverName: "e5"}, ofBare, "c.jsonl", "/m/e5", "", "query: ", ""},
+		{"form of a bare file needs corpus", engine.Options{Index: ofBare, Model: "m"}, "", "", "", "", "", "--corpus"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := engine.Resolve(tc.opts)
@@ -108,19 +123,7 @@ func TestResolvePrecision(t *testing.T) {
 
 // writeFlatIndex writes a FAISS flat IP index of vecs (rows of dim floats) to path.
 func writeFlatIndex(t *testing.T, path string, dim int, vecs []float32) {
-	t.Helper()
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	w := bufio.NewWriter(f)
-	err = faissgo.WriteFlat(w, faissgo.IP, dim, int64(len(vecs)/dim), func(data io.Writer) error {
-		return binary.Write(data, binary.LittleEndian, vecs)
-	})
-	if err != nil || w.Flush() != nil {
-		t.Fatal(err)
-	}
+	testflat.WriteFlat(t, path, faissgo.IP, dim, int64(len(vecs)/dim), testflat.Rows(vecs, dim))
 }
 
 // passages are the texts of the real-parts tests.
@@ -183,6 +186,27 @@ func TestOpenServesRealParts(t *testing.T) {
 		}
 		r.Close()
 	}
+
+	// A compact form of the flat file is served from its codes, re-ranked exactly from the file.
+	form := filepath.Join(dir, "form")
+	if _, err := compact.Convert(compact.Config{From: indexPath, Out: form, Factory: "SQ8"}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := engine.Open(engine.Options{Index: form, Corpus: corpusPath, Model: model, QueryPrefix: ptr("")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := r.Retrieve(context.Background(), texts, 2)
+	if r.IndexBackend() != engine.BackendCompact || err != nil {
+		t.Fatalf("compact form: backend %q, %v", r.IndexBackend(), err)
+	}
+	for q, hits := range got {
+		row, _ := strings.CutSuffix(strings.Split(corpus, "\n")[q], "\n")
+		if len(hits) != 2 || string(hits[0].Row) != row || math.Abs(float64(hits[0].Score)-1) > 1e-6 {
+			t.Errorf("compact: query %d: %d hits, first %s score %v; want its own row %s, score 1", q, len(hits), hits[0].Row, hits[0].Score, row)
+		}
+	}
+	r.Close()
 
 	short := filepath.Join(dir, "short.jsonl")
 	os.WriteFile(short, []byte(strings.SplitAfter(corpus, "\n")[0]), 0o644)

@@ -72,7 +72,7 @@ func indexBytes(t testing.TB, factory string, m Metric) []byte {
 }
 
 // smallFactories are the index kinds used as corruption and fuzz seeds.
-var smallFactories = []string{"Flat", "IVF4,Flat", "HNSW8", "SQ8", "IVF4,PQ2x4", "IVF4,SQ8"}
+var smallFactories = []string{"Flat", "IVF4,Flat", "HNSW8", "SQ8", "IVF4,PQ2x4", "IVF4,SQ8", "OPQ2_4,IVF4,PQ2x4np", "PCA4,Flat"}
 
 func writeTemp(t testing.TB, b []byte) string {
 	t.Helper()
@@ -129,20 +129,17 @@ func TestCorruptFilesAreRejected(t *testing.T) {
 		{"trailing bytes", append(bytes.Clone(flat), 0), []string{"1 unexpected bytes"}},
 		{"HNSW neighbor out of range", corruptLastNeighbor(t, hnsw), []string{"outside -1..299"}},
 		{"IVF list size", corruptFirstListSize(t, ivf), []string{"inverted list"}},
+		{"short transform matrix", shortTransform(t, indexBytes(t, "OPQ2_4,IVF4,PQ2x4np", IP)), []string{"transform matrix holds 31 floats, want 4 x 8"}},
+		{"normalizing transform", indexBytes(t, "L2norm,Flat", IP), []string{`unsupported vector transform "VNrm"`}},
 	}
 	for _, c := range cases {
 		path := writeTemp(t, c.data)
 		_, err := Read(path, false)
 		wantErr(t, c.name, err, append(c.parts, path)...)
 	}
-	unsupported := mustBuild(t, 8, "PCA4,Flat", L2, randomVectors(100, 8, 1))
-	path := filepath.Join(t.TempDir(), "pca.faiss")
-	if err := unsupported.WriteFile(path); err != nil {
-		t.Fatal(err)
-	}
-	_, err := Read(path, false)
-	wantErr(t, "PCA index", err, `unsupported index type "IxPT"`, path)
-	_, err = Read(filepath.Join(t.TempDir(), "missing.faiss"), false)
+	unsupported := mustBuild(t, 8, "RR8,Flat", L2, randomVectors(100, 8, 1))
+	unsupported.Close()
+	_, err := Read(filepath.Join(t.TempDir(), "missing.faiss"), false)
 	wantErr(t, "missing file", err, "missing.faiss", "no such file")
 }
 
@@ -157,6 +154,24 @@ func corruptLastNeighbor(t *testing.T, hnsw []byte) []byte {
 	c := bytes.Clone(hnsw)
 	binary.LittleEndian.PutUint32(c[storage-24:], 300)
 	return c
+}
+
+// shortTransform makes the first transform matrix of an IndexPreTransform file (the 8 x 4
+// floats after "LTra", has_bias and the vector length) one float shorter, as FAISS would read
+// it without complaint.
+func shortTransform(t *testing.T, ixpt []byte) []byte {
+	t.Helper()
+	lt := bytes.Index(ixpt, []byte("LTra"))
+	if lt < 0 {
+		t.Fatal("no linear transform in the file")
+	}
+	at := lt + 4 + 1 // the matrix's length
+	if n := binary.LittleEndian.Uint64(ixpt[at:]); n != 32 {
+		t.Fatalf("matrix of %d floats, want 32", n)
+	}
+	c := bytes.Clone(ixpt)
+	binary.LittleEndian.PutUint64(c[at:], 31)
+	return append(c[:at+8+31*4], ixpt[at+8+32*4:]...)
 }
 
 // corruptFirstListSize sets the first list size of an IVF file's "full" size table to 2^40.

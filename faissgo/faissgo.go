@@ -174,17 +174,23 @@ func (x *Index) TypeName() string {
 	return C.GoString(&buf[0])
 }
 
-// rows checks that v holds whole vectors of finite values and returns how many. FAISS has
-// no use for NaN or infinity, and an IVF index asserts (aborting the process) when asked
-// to add a vector no centroid is nearest to (measured with a NaN vector).
+// maxValue bounds the values of vectors given to FAISS. FAISS has no use for NaN or infinity,
+// and an IVF index aborts the process when no centroid is at a finite distance from a vector:
+// adding one asserts (measured with a NaN vector), and searching one with nprobe 1 reads an
+// uninitialized list number (measured with values of 3e38, whose squared norm overflows).
+// Within ±1e9, the squares of 65,536 values (and, behind a transform of entries within
+// ±maxTransformValue, of its outputs) stay finite; embeddings are near unit length.
+const maxValue = 1e9
+
+// rows checks that v holds whole vectors of values within ±maxValue and returns how many.
 func (x *Index) rows(op string, v []float32) (int, error) {
 	if len(v)%x.dim != 0 {
 		return 0, fmt.Errorf("faissgo: %s on %s: dimension mismatch: %d floats is not a multiple of the index dimension %d",
 			op, x.name, len(v), x.dim)
 	}
 	for i, f := range v {
-		if math.IsNaN(float64(f)) || math.IsInf(float64(f), 0) {
-			return 0, fmt.Errorf("faissgo: %s on %s: vector %d has %v at position %d", op, x.name, i/x.dim, f, i%x.dim)
+		if !(math.Abs(float64(f)) <= maxValue) {
+			return 0, fmt.Errorf("faissgo: %s on %s: vector %d has %v at position %d (want finite values within ±%g)", op, x.name, i/x.dim, f, i%x.dim, float64(maxValue))
 		}
 	}
 	return len(v) / x.dim, nil

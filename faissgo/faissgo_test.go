@@ -308,14 +308,14 @@ func TestSearchDoesNotAllocate(t *testing.T) {
 	}
 }
 
-// NaN and infinite values are refused before FAISS sees them (an IVF index aborts the
-// process on a NaN vector).
+// NaN, infinite and huge values are refused before FAISS sees them (an IVF index aborts the
+// process on a NaN vector, and on a query whose squared norm overflows when nprobe is 1).
 func TestNonFiniteVectorsAreRefused(t *testing.T) {
 	const dim = 8
 	db := randomVectors(300, dim, 14)
-	for _, factory := range []string{"Flat", "HNSW8", "IVF4,Flat"} {
+	for _, factory := range []string{"Flat", "HNSW8", "IVF4,Flat", "OPQ2_4,IVF4,PQ2x4np"} {
 		x := mustBuild(t, dim, factory, L2, db)
-		for _, bad := range []float32{float32(math.NaN()), float32(math.Inf(-1))} {
+		for _, bad := range []float32{float32(math.NaN()), float32(math.Inf(-1)), 3e38, -2e9} {
 			v := slices.Clone(db[:2*dim])
 			v[dim+3] = bad
 			wantErr(t, factory+" add", x.Add(v), "vector 1 has", "position 3")

@@ -33,9 +33,9 @@ func TestStatFlatRejectsOtherFiles(t *testing.T) {
 		data  []byte
 		parts []string
 	}{
-		{"HNSW", indexBytes(t, "HNSW8", IP), []string{"IndexHNSWFlat is not a flat index", flatClasses}},
-		{"IVF", indexBytes(t, "IVF4,Flat", IP), []string{"IndexIVFFlat is not a flat index", flatClasses}},
-		{"unknown tag", append([]byte("NOPE"), flat[4:]...), []string{`unknown index type "NOPE"`, flatClasses}},
+		{"HNSW", indexBytes(t, "HNSW8", IP), []string{"IndexHNSWFlat is not a flat index", FlatClasses}},
+		{"IVF", indexBytes(t, "IVF4,Flat", IP), []string{"IndexIVFFlat is not a flat index", FlatClasses}},
+		{"unknown tag", append([]byte("NOPE"), flat[4:]...), []string{`unknown index type "NOPE"`, FlatClasses}},
 		{"one byte short", flat[:len(flat)-1], []string{"file is 9644 bytes", "300 vectors of dimension 8 is 9645 bytes"}},
 		{"one byte over", append(bytes.Clone(flat), 0), []string{"file is 9646 bytes", "is 9645 bytes"}},
 		{"header only", flat[:FlatHeaderBytes], []string{"file is 45 bytes", "is 9645 bytes"}},

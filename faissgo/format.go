@@ -29,6 +29,7 @@ var typeNames = map[string]string{
 	"IHNf": "IndexHNSWFlat", "IHNs": "IndexHNSWSQ",
 	"IwFl": "IndexIVFFlat", "IwPQ": "IndexIVFPQ",
 	"IwSQ": "IndexIVFScalarQuantizer", "IwSq": "IndexIVFScalarQuantizer",
+	"IxPT": "IndexPreTransform",
 }
 
 // TypeName is the FAISS class FAISS reads the file as (Index.TypeName after Read).
@@ -73,8 +74,8 @@ type FlatVectors struct {
 	Offset int64
 }
 
-// flatClasses are the classes StatFlat accepts, for its error message.
-const flatClasses = "IndexFlatIP, IndexFlatL2 and IndexFlat (metric IP or L2)"
+// FlatClasses are the classes StatFlat accepts (and embeddings files may be), for error messages.
+const FlatClasses = "IndexFlatIP, IndexFlatL2 and IndexFlat (metric IP or L2)"
 
 // StatFlat checks that path is a whole flat index file and returns where its vectors lie.
 // Another FAISS class is an error naming it and the classes accepted; a file whose size
@@ -92,7 +93,7 @@ func StatFlat(path string) (FlatVectors, error) {
 			if name == "" {
 				name = fmt.Sprintf("an unknown index type %q", tag)
 			}
-			return w.fail("%s is not a flat index: the mapped flat index reads %s", name, flatClasses)
+			return w.fail("%s is not a flat index: the mapped flat index reads %s", name, FlatClasses)
 		}
 		if v.FileInfo, err = w.header(tag); err != nil {
 			return err
@@ -244,6 +245,7 @@ const (
 	topLevel role = iota
 	quantizer
 	hnswStorage
+	transformed // the index behind an IndexPreTransform's transforms
 )
 
 func (w *walker) index(r role) (FileInfo, error) {
@@ -262,13 +264,16 @@ func (w *walker) index(r role) (FileInfo, error) {
 		body = w.hnsw
 	case tag == "IwFl" || tag == "IwPQ" || tag == "IwSQ" || tag == "IwSq":
 		body = w.ivf
+	case tag == "IxPT":
+		body = w.preTransform
 	default:
 		w.off = start
-		return FileInfo{}, w.fail("unsupported index type %q (needle reads Flat, SQ, HNSW-Flat/SQ, IVF-Flat/PQ/SQ)", tag)
+		return FileInfo{}, w.fail("unsupported index type %q (needle reads Flat, SQ, HNSW-Flat/SQ, IVF-Flat/PQ/SQ, each also behind OPQ/PCA/rotation transforms)", tag)
 	}
 	allowed := r == topLevel ||
 		(r == quantizer && isFlat(tag)) ||
-		(r == hnswStorage && (isFlat(tag) || tag == "IxSQ"))
+		(r == hnswStorage && (isFlat(tag) || tag == "IxSQ")) ||
+		(r == transformed && tag != "IxPT")
 	if !allowed {
 		w.off = start
 		return FileInfo{}, w.fail("unsupported sub-index type %q", tag)
@@ -327,6 +332,119 @@ func (w *walker) flat(info FileInfo) error {
 		return w.fail("flat index holds %d floats, want ntotal %d x dimension %d", floats, info.Ntotal, info.Dim)
 	}
 	return nil
+}
+
+// maxTransforms bounds an IndexPreTransform's chain (FAISS factories make one or two).
+const maxTransforms = 16
+
+// preTransform reads an IndexPreTransform (OPQ or PCA before an IVF index: "OPQ64_256,IVF8192,
+// PQ64"): the chain of linear transforms, then the index they feed, whose dimension is the
+// chain's output and whose row count and metric are the wrapper's.
+func (w *walker) preTransform(info FileInfo) error {
+	n, err := w.i32("transform count")
+	if err != nil {
+		return err
+	}
+	if n < 1 || n > maxTransforms {
+		return w.fail("%d transforms, want 1..%d", n, maxTransforms)
+	}
+	d := info.Dim
+	for range n {
+		if d, err = w.linearTransform(d); err != nil {
+			return err
+		}
+	}
+	sub, err := w.index(transformed)
+	if err != nil {
+		return err
+	}
+	if sub.Dim != d || sub.Ntotal != info.Ntotal || sub.Metric != info.Metric {
+		return w.fail("the transformed index holds %d vectors of dimension %d (%v), the transforms give dimension %d for %d vectors (%v)",
+			sub.Ntotal, sub.Dim, sub.Metric, d, info.Ntotal, info.Metric)
+	}
+	return nil
+}
+
+// linearTransform reads read_VectorTransform for the linear kinds (OPQ's generic "LTra", PCA,
+// random rotation) taking vectors of dimension dIn, and returns its output dimension. FAISS
+// checks the matrix sizes before it has read the dimensions (faiss/impl/index_read.cpp), so a
+// short matrix would be read past at search time: checked here.
+func (w *walker) linearTransform(dIn int) (int, error) {
+	tag, err := w.tag("transform type")
+	if err != nil {
+		return 0, err
+	}
+	switch tag {
+	case "LTra", "rrot":
+	case "Pcam": // eigen_power, epsilon (floats), random_rotation (bool), balanced_bins (size_t), then three float vectors
+		if err := w.read(make([]byte, 4+4+1+8), "PCA parameters"); err != nil {
+			return 0, err
+		}
+		for _, what := range []string{"PCA mean", "PCA eigenvalues", "PCA matrix"} {
+			if _, err := w.skipVector(4, what); err != nil {
+				return 0, err
+			}
+		}
+	default:
+		return 0, w.fail("unsupported vector transform %q (needle reads linear ones: OPQ, PCA, random rotation)", tag)
+	}
+	bias, err := w.u8("transform has_bias")
+	if err != nil {
+		return 0, err
+	}
+	a, err := w.boundedFloats("transform matrix")
+	if err != nil {
+		return 0, err
+	}
+	b, err := w.boundedFloats("transform bias")
+	if err != nil {
+		return 0, err
+	}
+	din, err := w.i32("transform input dimension")
+	if err != nil {
+		return 0, err
+	}
+	dout, err := w.i32("transform output dimension")
+	if err != nil {
+		return 0, err
+	}
+	trained, err := w.u8("transform is_trained")
+	if err != nil {
+		return 0, err
+	}
+	switch {
+	case int(din) != dIn || dout <= 0 || dout > maxDim:
+		return 0, w.fail("transform from dimension %d to %d, want from %d to 1..%d", din, dout, dIn, maxDim)
+	case trained != 1:
+		return 0, w.fail("transform is not trained")
+	case a != int64(din)*int64(dout):
+		return 0, w.fail("transform matrix holds %d floats, want %d x %d", a, dout, din)
+	case bias > 1 || (bias == 1 && b != int64(dout)) || (bias == 0 && b != 0 && b != int64(dout)):
+		return 0, w.fail("transform bias holds %d floats (has_bias %d), want %d", b, bias, dout)
+	}
+	return int(dout), nil
+}
+
+// maxTransformValue bounds the entries of a transform's matrix and bias: OPQ matrices and
+// rotations are orthonormal, PCA's entries are at most 1 unless whitened. A larger entry could
+// make a transformed query overflow, and FAISS 1.7.3's IVF search with nprobe 1 then reads
+// uninitialized list numbers and aborts the process (SingleBestResultHandler leaves the label
+// unset when no distance is finite).
+const maxTransformValue = 1e6
+
+// boundedFloats consumes a std::vector<float> whose values must be finite and within
+// ±maxTransformValue, and returns its length.
+func (w *walker) boundedFloats(what string) (int64, error) {
+	n, err := w.vectorLen(4, what)
+	if err != nil {
+		return 0, err
+	}
+	return n, w.scan(n, 4, what, func(i int64, b []byte) error {
+		if v := math.Float32frombits(binary.LittleEndian.Uint32(b)); !(math.Abs(float64(v)) <= maxTransformValue) {
+			return w.fail("%s value %d is %v, want within ±%g", what, i, v, float64(maxTransformValue))
+		}
+		return nil
+	})
 }
 
 // scalarQuantizer reads read_ScalarQuantizer and returns the code size of one vector.

@@ -50,27 +50,25 @@ func readUnchecked(path string, mmap bool) (*Index, error) {
 }
 
 // WriteFile writes the index to path atomically (atomicfile.Create: FAISS writes the
-// temporary file in the same folder by name, which is fsynced and renamed over path, and the
-// folder is fsynced). On error no file is left at path (an existing one is untouched) and the
-// temporary file is removed.
+// temporary file in the same folder, which is fsynced and renamed over path, and the folder
+// is fsynced). On error (a full disk included) no file is left at path (an existing one is
+// untouched) and the temporary file is removed.
 func (x *Index) WriteFile(path string) error {
-	if err := atomicfile.Create(path, func(f *os.File) error { return x.writeTo(f.Name()) }); err != nil {
+	if err := atomicfile.Create(path, x.writeTo); err != nil {
 		return fmt.Errorf("faissgo: write index %s: %w", path, err)
 	}
 	return nil
 }
 
-// writeTo has FAISS write the index to the file name.
-func (x *Index) writeTo(name string) error {
+// writeTo has FAISS write the index into f.
+func (x *Index) writeTo(f *os.File) error {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	if x.ptr == nil {
 		return errClosed
 	}
-	cname := C.CString(name)
-	defer C.free(unsafe.Pointer(cname))
 	var buf [errLen]C.char
-	if st := C.needle_write_index(x.ptr, cname, &buf[0], errLen); st != 0 {
+	if st := C.needle_write_index_fd(x.ptr, C.int(f.Fd()), &buf[0], errLen); st != 0 {
 		return faissError(st, buf[:])
 	}
 	return nil

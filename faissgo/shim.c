@@ -1,8 +1,10 @@
 #include "shim.h"
 
+#include <errno.h>
 #include <omp.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <faiss/c_api/AutoTune_c.h>
 #include <faiss/c_api/error_c.h>
@@ -44,8 +46,24 @@ int needle_read_index(const char* path, int io_flags, FaissIndex** out, char* er
     return finish(faiss_read_index_fname(path, io_flags, out), err, errlen);
 }
 
-int needle_write_index(const FaissIndex* idx, const char* path, char* err, size_t errlen) {
-    return finish(faiss_write_index_fname(idx, path), err, errlen);
+int needle_write_index_fd(const FaissIndex* idx, int fd, char* err, size_t errlen) {
+    int dupfd = dup(fd);
+    FILE* f = dupfd < 0 ? NULL : fdopen(dupfd, "wb");
+    if (f == NULL) {
+        snprintf(err, errlen, "open the index file for writing: %s", strerror(errno));
+        if (dupfd >= 0) close(dupfd);
+        return -1;
+    }
+    int status = finish(faiss_write_index(idx, f), err, errlen);
+    if (fflush(f) != 0 && status == 0) {
+        snprintf(err, errlen, "write: %s", strerror(errno));
+        status = -1;
+    }
+    if (fclose(f) != 0 && status == 0) {
+        snprintf(err, errlen, "close: %s", strerror(errno));
+        status = -1;
+    }
+    return status;
 }
 
 int needle_train(FaissIndex* idx, int64_t n, const float* x, char* err, size_t errlen) {

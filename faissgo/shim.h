@@ -21,7 +21,11 @@ void needle_faiss_init(int threads);
 int needle_index_factory(FaissIndex** out, int d, const char* description, int metric,
                          char* err, size_t errlen);
 int needle_read_index(const char* path, int io_flags, FaissIndex** out, char* err, size_t errlen);
-int needle_write_index(const FaissIndex* idx, const char* path, char* err, size_t errlen);
+// needle_write_index_fd writes idx to the open file fd (a dup of it; fd stays open) and
+// reports every write error, including those of the final flush, which FAISS's own writers
+// drop (faiss/impl/io.cpp: ~FileIOWriter prints fclose's error and carries on), so a full
+// disk cannot pass for a written index.
+int needle_write_index_fd(const FaissIndex* idx, int fd, char* err, size_t errlen);
 int needle_train(FaissIndex* idx, int64_t n, const float* x, char* err, size_t errlen);
 int needle_add(FaissIndex* idx, int64_t n, const float* x, char* err, size_t errlen);
 // needle_search writes n*k distances and labels into the caller's buffers.

@@ -13,14 +13,14 @@ type benchmark struct {
 }
 
 // benchOrder is the order `needle bench --help` lists targets in.
-var benchOrder = []string{"kernels", "encode", "retrieve", "trace", "docstore", "recall", "search", "flat"}
+var benchOrder = []string{"kernels", "encode", "retrieve", "trace", "docstore", "recall", "search", "index"}
 
 var benchmarks = map[string]benchmark{}
 
 func registerBench(b benchmark) { benchmarks[b.name] = b }
 
 func init() {
-	register(command{name: "bench", summary: "benchmarks: kernels, encode, retrieve (and its trace), docstore, recall, search, flat", run: runBench})
+	register(command{name: "bench", summary: "benchmarks: kernels, encode, retrieve (and its trace), docstore, recall, search, index", run: runBench})
 }
 
 func runBench(args []string) error {

@@ -55,7 +55,7 @@ func parseServeFlags(args []string) (*serveFlags, error) {
 			fs.StringVar(p, n, def, u)
 		}
 	}
-	str(&f.engine.Index, "", "a needle build output folder (with manifest.json) or a bare FAISS index file (required)", "index", "index_path")
+	str(&f.engine.Index, "", "a needle build output folder (with manifest.json), a needle convert compact form folder (with compact.json) or a bare FAISS index file (required)", "index", "index_path")
 	str(&f.engine.Corpus, "", "corpus JSONL, line i = index row i (default: the corpus recorded in the build manifest)", "corpus", "corpus_path")
 	str(&f.engine.Pages, "", "pages JSONL with a \"url\" per row, for /access (ASearcher's wiki_webpages.jsonl); without it /access answers 404", "pages", "pages_path")
 	str(&f.engine.Model, "", "encoder model folder (config.json, model.safetensors, vocab.txt) (default: the model in the build manifest)", "model", "retriever_model")
@@ -77,7 +77,9 @@ func parseServeFlags(args []string) (*serveFlags, error) {
 	})
 	fs.BoolVar(&f.engine.GPUFP32, "gpu-fp32", false, "keep the vectors in fp32 on the GPU (twice the memory of fp16, no fp16 rounding of scores)")
 	fs.BoolVar(&f.engine.Mmap, "mmap", false, "map IVF inverted lists from the index file instead of loading them (FAISS mmap; HNSW indexes load into RAM anyway)")
-	fs.StringVar(&f.engine.Backend, "index-backend", "", "auto (the default): mapped for flat index files (IndexFlatIP/L2, e.g. e5_Flat.index), faiss for the rest; mapped: the flat file's vectors mapped in place, ready in seconds with memory independent of the index size, one exact pass over the file per batch (FAISS's answers); faiss: FAISS loads the index into RAM (a flat file needs RAM = its size)")
+	fs.IntVar(&f.engine.Nprobe, "nprobe", 0, "IVF lists visited per query of an IVF index or compact form (0: the form's compact.json, else FAISS's default of 1)")
+	fs.IntVar(&f.engine.Rerank, "rerank", 0, "compact forms: candidates per query re-scored exactly from the source's fp32 rows (0: the form's compact.json; -1: none, the codes' approximate scores)")
+	fs.StringVar(&f.engine.Backend, "index-backend", "", "auto (the default): compact for needle convert folders, mapped for flat index files (IndexFlatIP/L2, e.g. e5_Flat.index), faiss for the rest; compact: FAISS codes in RAM, candidates re-ranked from the source file; mapped: the flat file's vectors mapped in place, ready in seconds with memory independent of the index size, one exact pass over the file per batch (FAISS's answers); faiss: FAISS loads the index into RAM (a flat file needs RAM = its size)")
 	fs.IntVar(&f.engine.Batcher.MaxBatch, "max-batch", 64, "most queries in one encoder batch and FAISS search (the batcher coalesces concurrent requests up to this)")
 	fs.DurationVar(&f.engine.Batcher.MaxWait, "batch-wait", 0, "how long a batch that is not full waits for more queries (0: take what is queued when the encoder is free)")
 	fs.IntVar(&f.engine.Batcher.Encoders, "encoders", 1, "encoder batches run at the same time (each also uses --threads BLAS threads; on 2 cores 2 encoders cost 3x the CPU per query, measured)")

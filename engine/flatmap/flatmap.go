@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"needle/faissgo"
+	"needle/internal/pagecache"
 	"needle/kernels/retrieval/flatscan"
 )
 
@@ -31,9 +32,9 @@ type Index struct {
 	data    []byte // the whole file, mapped
 	vec     faissgo.FlatVectors
 	threads int
-	// dropBehind: the file is larger than half the machine's memory, so a pass cannot keep
-	// it cached; each stripe is dropped from the page cache once scanned, so that a pass
-	// does not evict everything else on the machine, and the next stripe is read ahead.
+	// dropBehind: the file is larger than half the machine's memory (pagecache.TooLarge),
+	// so a pass cannot keep it cached; each stripe is dropped from the page cache once
+	// scanned, and the next stripe is read ahead.
 	dropBehind bool
 
 	mu sync.Mutex // one search at a time: each is a full pass over the file
@@ -64,7 +65,7 @@ func Open(path string, threads int) (*Index, error) {
 	if threads <= 0 {
 		threads = runtime.NumCPU()
 	}
-	x := &Index{path: path, f: f, data: data, vec: vec, threads: threads, dropBehind: size > physicalMemory()/2}
+	x := &Index{path: path, f: f, data: data, vec: vec, threads: threads, dropBehind: pagecache.TooLarge(size)}
 	x.s = flatscan.Search{Impl: flatscan.BLAS, Metric: flatscan.Metric(vec.Metric), Dim: vec.Dim, Threads: threads}
 	return x, nil
 }
@@ -110,8 +111,8 @@ func (x *Index) SearchContext(ctx context.Context, q []float32, k int, dist []fl
 			return err
 		}
 		if x.dropBehind {
-			x.advise(from, to, unix.MADV_DONTNEED)                             // out of this process's RSS ...
-			_ = unix.Fadvise(int(x.f.Fd()), from, to-from, unix.FADV_DONTNEED) // ... and of the page cache
+			x.advise(from, to, unix.MADV_DONTNEED) // out of this process's RSS ...
+			pagecache.Drop(x.f, from, to-from)     // ... and of the page cache
 		}
 	}
 	x.s.Finish()
@@ -143,13 +144,4 @@ func (x *Index) Close() {
 		x.f.Close()
 		x.data = nil
 	}
-}
-
-// physicalMemory is the machine's RAM in bytes (if unknown, huge: then nothing is dropped).
-func physicalMemory() int64 {
-	var si unix.Sysinfo_t
-	if unix.Sysinfo(&si) != nil {
-		return 1 << 62
-	}
-	return int64(si.Totalram) * int64(si.Unit)
 }

@@ -1,11 +1,9 @@
 package flatmap
 
 import (
-	"bufio"
 	"context"
 	"encoding/binary"
 	"errors"
-	"io"
 	"math"
 	"os"
 	"os/exec"
@@ -17,29 +15,19 @@ import (
 	"testing"
 
 	"needle/faissgo"
+	"needle/internal/procstat"
 	"needle/internal/testenv"
+	"needle/internal/testflat"
 	"needle/internal/testvec"
 	"needle/kernels/retrieval/flatscan"
 )
 
 var floatBytes = testvec.Bytes
 
-// writeFlat writes an index file with faissgo's streaming writer.
+// writeFlat writes an index file with faissgo's streaming writer (testvec.WriteFlat).
 func writeFlat(t testing.TB, m faissgo.Metric, dim int, db []float32) string {
-	t.Helper()
 	path := filepath.Join(t.TempDir(), "go.index")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	err = faissgo.WriteFlat(f, m, dim, int64(len(db)/dim), func(w io.Writer) error {
-		_, err := w.Write(floatBytes(db))
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	testflat.WriteFlat(t, path, m, dim, int64(len(db)/dim), testflat.Rows(db, dim))
 	return path
 }
 
@@ -195,56 +183,17 @@ func TestSearchContextStopsBetweenStripes(t *testing.T) {
 	}
 }
 
-// rssAnon is this process's anonymous resident memory (/proc/self/status RssAnon), in bytes.
-func rssAnon(t *testing.T) int64 {
-	t.Helper()
-	f, err := os.Open("/proc/self/status")
-	if err != nil {
-		t.Skip("no /proc/self/status")
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "RssAnon:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return kb << 10
-		}
-	}
-	t.Fatal("no RssAnon in /proc/self/status")
-	return 0
-}
-
 // Opening and searching a 256 MB index must not take anonymous memory near its size (FAISS
 // would read it all into RAM): only a stripe of scores and the results.
 func TestMemoryStaysBounded(t *testing.T) {
 	const dim, n, nq, k, bound = 256, 1 << 18, 16, 10, 48 << 20
 	path := filepath.Join(t.TempDir(), "big.index")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = faissgo.WriteFlat(f, faissgo.IP, dim, n, func(w io.Writer) error {
-		chunk := unitGaussians(1024, dim, 3)
-		for range n / 1024 { // streamed: the test itself must not hold the index either
-			if _, err := w.Write(floatBytes(chunk)); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err1 := f.Close(); err == nil {
-		err = err1
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	chunk := unitGaussians(8192, dim, 3) // streamed: the test itself must not hold the index either
+	testflat.WriteFlat(t, path, faissgo.IP, dim, n, func(int64, int64) []float32 { return chunk })
 	q := unitGaussians(nq, dim, 4)
 	runtime.GC()
 	debug.FreeOSMemory()
-	before := rssAnon(t)
+	before := procstat.KB("RssAnon") << 10
 	x, err := Open(path, 2)
 	if err != nil {
 		t.Fatal(err)
@@ -253,7 +202,7 @@ func TestMemoryStaysBounded(t *testing.T) {
 	if r := searchIndex(t, x, q, dim, k); r.labels[k-1] < 0 {
 		t.Fatalf("query 0 found %v", r.labels[:k])
 	}
-	after := rssAnon(t)
+	after := procstat.KB("RssAnon") << 10
 	t.Logf("index %d MB, anonymous memory %+d kB after open and search", (int64(n)*dim*4)>>20, (after-before)>>10)
 	if after-before > bound {
 		t.Fatalf("anonymous memory grew by %d MB searching a %d MB index (bound %d MB)", (after-before)>>20, (int64(n)*dim*4)>>20, bound>>20)

@@ -23,8 +23,9 @@ type Vectors interface {
 	Read(start int64, dst []float32) error
 }
 
-// addRows is how many rows assemble reads per step (bounds its memory).
-const addRows = 16384
+// ChunkRows is how many rows StreamRows hands over per step (bounds the memory of a build or
+// conversion: 48 MiB at dimension 768).
+const ChunkRows = 16384
 
 // assemble writes the index (and emb.memmap when asked) from vecs. Flat is streamed
 // straight into FAISS's file format, so its memory stays at one chunk however large the
@@ -48,9 +49,13 @@ func assemble(cfg Config, vecs Vectors, newIndex func(dim int) (Index, error)) e
 		}
 	}
 	err = withEmbeddings(cfg, func(emb io.Writer) error {
-		return streamRows(vecs, cfg.Log, emb, func(start int64, x []float32) error {
+		var raw []byte
+		return StreamRows(vecs, 0, cfg.Log, func(start int64, x []float32) error {
 			if err := idx.Add(x); err != nil {
 				return fmt.Errorf("index add at row %d: %w", start, err)
+			}
+			if emb != nil {
+				return writeFloats(emb, x, &raw)
 			}
 			return nil
 		})
@@ -82,26 +87,21 @@ func withEmbeddings(cfg Config, write func(emb io.Writer) error) error {
 	})
 }
 
-// streamRows hands every row of vecs to use, addRows at a time, in order, also writing
-// them as raw float32 to emb when it is not nil; a progress bar counts the rows.
-func streamRows(vecs Vectors, log io.Writer, emb io.Writer, use func(start int64, x []float32) error) error {
-	bar := progress.Start(log, progress.Options{Label: "rows indexed", Total: vecs.Len()})
+// StreamRows hands rows [from, Len) of vecs to use in order, ChunkRows at a time (each chunk
+// but the last starts at a multiple of ChunkRows when from does); a progress bar on log
+// counts the rows, those before from as done. x is reused for the next chunk.
+func StreamRows(vecs Vectors, from int64, log io.Writer, use func(start int64, x []float32) error) error {
+	bar := progress.Start(log, progress.Options{Label: "rows indexed", Total: vecs.Len(), Done: from})
 	defer bar.Finish()
 	dim := int64(vecs.Dim())
-	buf := make([]float32, addRows*dim)
-	var raw []byte
-	for start := int64(0); start < vecs.Len(); start += addRows {
-		x := buf[:min(addRows, vecs.Len()-start)*dim]
+	buf := make([]float32, ChunkRows*dim)
+	for start := from; start < vecs.Len(); start += ChunkRows {
+		x := buf[:min(ChunkRows, vecs.Len()-start)*dim]
 		if err := vecs.Read(start, x); err != nil {
 			return err
 		}
 		if err := use(start, x); err != nil {
 			return err
-		}
-		if emb != nil {
-			if err := writeFloats(emb, x, &raw); err != nil {
-				return err
-			}
 		}
 		bar.Add(int64(len(x)) / dim)
 	}
@@ -132,7 +132,7 @@ func writeFlatIndex(path, metric string, vecs Vectors, log io.Writer, emb io.Wri
 				data = io.MultiWriter(data, emb)
 			}
 			var raw []byte
-			return streamRows(vecs, log, nil, func(_ int64, x []float32) error {
+			return StreamRows(vecs, 0, log, func(_ int64, x []float32) error {
 				return writeFloats(data, x, &raw)
 			})
 		})
@@ -154,19 +154,28 @@ func train(cfg Config, vecs Vectors, idx Index) error {
 		k = defaultTrainSize
 	}
 	k = min(k, vecs.Len())
-	rows := sampleRows(vecs.Len(), k, cfg.Seed)
-	dim := vecs.Dim()
-	x := make([]float32, k*int64(dim))
 	fmt.Fprintf(cfg.Log, "needle build: training %s on %d sampled rows (seed %d)\n", cfg.Factory, k, cfg.Seed)
-	for i, r := range rows {
-		if err := vecs.Read(r, x[i*dim:(i+1)*dim]); err != nil {
-			return err
-		}
+	x, err := Sample(vecs, k, cfg.Seed)
+	if err != nil {
+		return err
 	}
 	if err := idx.Train(x); err != nil {
 		return fmt.Errorf("train %s: %w", cfg.Factory, err)
 	}
 	return nil
+}
+
+// Sample reads k distinct rows of vecs (k <= Len) chosen by seed, in ascending row order: the
+// training sample of an index, the same for the same seed whatever reads it.
+func Sample(vecs Vectors, k, seed int64) ([]float32, error) {
+	dim := vecs.Dim()
+	x := make([]float32, k*int64(dim))
+	for i, r := range sampleRows(vecs.Len(), k, seed) {
+		if err := vecs.Read(r, x[i*dim:(i+1)*dim]); err != nil {
+			return nil, err
+		}
+	}
+	return x, nil
 }
 
 // sampleRows returns k distinct rows of [0, n), ascending, chosen by Floyd's algorithm from

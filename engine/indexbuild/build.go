@@ -234,7 +234,7 @@ func Run(cfg Config, parts Parts) (*Report, error) {
 	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
 		return nil, fmt.Errorf("output folder: %w", err)
 	}
-	unlock, err := lockDir(cfg.Out)
+	unlock, err := LockDir(cfg.Out)
 	if err != nil {
 		return nil, err
 	}
@@ -309,7 +309,7 @@ func Run(cfg Config, parts Parts) (*Report, error) {
 // Out/partial. close releases them.
 func embed(cfg Config, parts Parts, info CorpusInfo, model string, rep *Report) (vecs Vectors, bad []BadRow, close func(), err error) {
 	if cfg.Embeddings != "" {
-		e, err := openEmbeddings(cfg.Embeddings, cfg.Dim)
+		e, err := OpenEmbeddings(cfg.Embeddings, cfg.Dim)
 		if err != nil {
 			return nil, nil, nil, err
 		}
@@ -347,7 +347,7 @@ func Embed(cfg Config, parts Parts) (vecs Vectors, rep *Report, close func(), er
 		if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
 			return nil, nil, nil, fmt.Errorf("output folder: %w", err)
 		}
-		if unlock, err = lockDir(cfg.Out); err != nil {
+		if unlock, err = LockDir(cfg.Out); err != nil {
 			return nil, nil, nil, err
 		}
 	}
@@ -425,15 +425,15 @@ func clearOldOutput(cfg Config) error {
 	return atomicfile.SyncDir(cfg.Out)
 }
 
-// lockDir takes an exclusive lock on dir so two builds never write one folder.
-func lockDir(dir string) (unlock func(), err error) {
+// LockDir takes an exclusive lock on dir so two builds (or conversions) never write one folder.
+func LockDir(dir string) (unlock func(), err error) {
 	f, err := os.Open(dir)
 	if err != nil {
 		return nil, err
 	}
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("%s: another needle build is running in this folder (%v)", dir, err)
+		return nil, fmt.Errorf("%s: another needle build or convert is writing this folder (%v)", dir, err)
 	}
 	return func() { f.Close() }, nil
 }

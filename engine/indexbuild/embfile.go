@@ -11,23 +11,28 @@ import (
 	"strings"
 
 	"needle/faissgo"
+	"needle/internal/pagecache"
 )
 
-// embFile reads an existing embeddings file (`--embeddings`): a headerless float32 memmap
-// (the anchors' emb_e5.memmap, N x dim), a NumPy .npy of float32 shape (N, dim), or a FAISS
-// flat index file (the anchors' e5_Flat.index), whose vectors are read in place.
-type embFile struct {
+// Embeddings reads an existing embeddings file (`needle build --embeddings`, `needle
+// convert`): a headerless float32 memmap (the anchors' emb_e5.memmap, N x dim), a NumPy .npy
+// of float32 shape (N, dim), or a FAISS flat index file (the anchors' e5_Flat.index), whose
+// vectors are read in place. Rows are contiguous little-endian float32s from Offset.
+type Embeddings struct {
 	f         *os.File
 	path      string
 	dataStart int64 // byte offset of row 0
 	rows      int64
 	dim       int
-	buf       []byte // Read scratch; an embFile is used by one goroutine
+	metric    string // "ip" or "l2" for a FAISS flat file, "" for the others (their files do not say)
+	// dropBehind: the file is larger than half of RAM (pagecache.TooLarge), so the rows
+	// Read returns are dropped from the page cache (a build or conversion reads each once).
+	dropBehind bool
 }
 
-// openEmbeddings opens path. For a memmap, dim must be given (> 0); for .npy, dim is read
+// OpenEmbeddings opens path. For a memmap, dim must be given (> 0); for .npy, dim is read
 // from the header and, if given, must match.
-func openEmbeddings(path string, dim int) (*embFile, error) {
+func OpenEmbeddings(path string, dim int) (*Embeddings, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -40,12 +45,12 @@ func openEmbeddings(path string, dim int) (*embFile, error) {
 	return e, nil
 }
 
-func describeEmbeddings(f *os.File, path string, dim int) (*embFile, error) {
+func describeEmbeddings(f *os.File, path string, dim int) (*Embeddings, error) {
 	st, err := f.Stat()
 	if err != nil {
 		return nil, err
 	}
-	e := &embFile{f: f, path: path, dim: dim}
+	e := &Embeddings{f: f, path: path, dim: dim, dropBehind: pagecache.TooLarge(st.Size())}
 	if strings.EqualFold(filepath.Ext(path), ".npy") {
 		head := make([]byte, min(st.Size(), 1<<16))
 		if _, err := f.ReadAt(head, 0); err != nil {
@@ -64,13 +69,13 @@ func describeEmbeddings(f *os.File, path string, dim int) (*embFile, error) {
 		}
 		return e, nil
 	}
-	if flat, info, err := flatIndex(f, path); err != nil {
+	if flat, v, err := flatIndex(f, path); err != nil {
 		return nil, err
 	} else if flat {
-		if dim > 0 && info.Dim != dim {
-			return nil, fmt.Errorf("%s: a FAISS %s of dimension %d, but --dim is %d", path, info.TypeName(), info.Dim, dim)
+		if dim > 0 && v.Dim != dim {
+			return nil, fmt.Errorf("%s: a FAISS %s of dimension %d, but --dim is %d", path, v.TypeName(), v.Dim, dim)
 		}
-		e.dataStart, e.rows, e.dim = faissgo.FlatHeaderBytes, info.Ntotal, info.Dim
+		e.dataStart, e.rows, e.dim, e.metric = v.Offset, v.Ntotal, v.Dim, strings.ToLower(v.Metric.String())
 		return e, nil
 	}
 	if dim <= 0 {
@@ -83,30 +88,47 @@ func describeEmbeddings(f *os.File, path string, dim int) (*embFile, error) {
 	return e, nil
 }
 
-func (e *embFile) Len() int64   { return e.rows }
-func (e *embFile) Dim() int     { return e.dim }
-func (e *embFile) Close() error { return e.f.Close() }
+func (e *Embeddings) Len() int64   { return e.rows }
+func (e *Embeddings) Dim() int     { return e.dim }
+func (e *Embeddings) Path() string { return e.path }
+func (e *Embeddings) Close() error { return e.f.Close() }
+
+// Offset is the byte offset of row 0 in the file.
+func (e *Embeddings) Offset() int64 { return e.dataStart }
+
+// Metric is "ip" or "l2" for a FAISS flat index file, "" for a memmap or .npy.
+func (e *Embeddings) Metric() string { return e.metric }
 
 // Read fills dst with rows [start, start+len(dst)/dim).
-func (e *embFile) Read(start int64, dst []float32) error {
-	if err := readFloatsAt(e.f, e.dataStart+4*start*int64(e.dim), dst, &e.buf); err != nil {
+func (e *Embeddings) Read(start int64, dst []float32) error {
+	off := e.dataStart + 4*start*int64(e.dim)
+	if err := readFloatsAt(e.f, off, dst); err != nil {
 		return fmt.Errorf("%s: %w", e.path, err)
+	}
+	if e.dropBehind {
+		pagecache.Drop(e.f, off, 4*int64(len(dst)))
 	}
 	return nil
 }
 
 // flatIndex reports whether f (at path) starts with a FAISS flat index tag and, if so,
-// checks the whole file as faissgo.Stat does and returns what it holds.
-func flatIndex(f *os.File, path string) (bool, faissgo.FileInfo, error) {
+// checks the whole file as faissgo.StatFlat does (a truncated file is an error naming both
+// sizes) and returns where its vectors lie. A file of another FAISS index class is an error
+// naming it and the classes read.
+func flatIndex(f *os.File, path string) (bool, faissgo.FlatVectors, error) {
 	tag := make([]byte, 4)
-	if _, err := f.ReadAt(tag, 0); err != nil || !(faissgo.FileInfo{Type: string(tag)}).IsFlat() {
-		return false, faissgo.FileInfo{}, nil
+	if _, err := f.ReadAt(tag, 0); err != nil {
+		return false, faissgo.FlatVectors{}, nil
 	}
-	info, err := faissgo.Stat(path)
-	if err != nil {
-		return false, info, err
+	if other := (faissgo.FileInfo{Type: string(tag)}); !other.IsFlat() {
+		if other.TypeName() != "" {
+			return false, faissgo.FlatVectors{}, fmt.Errorf("%s is a FAISS %s, not a flat index: embeddings are read from %s files, headerless float32 memmaps and float32 .npy files",
+				path, other.TypeName(), faissgo.FlatClasses)
+		}
+		return false, faissgo.FlatVectors{}, nil
 	}
-	return true, info, nil
+	v, err := faissgo.StatFlat(path)
+	return err == nil, v, err
 }
 
 // npyHeader is what needle needs of a .npy header.

@@ -30,7 +30,7 @@ func TestEmbeddingsFromFlatIndex(t *testing.T) {
 	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	e, err := openEmbeddings(path, 0)
+	e, err := OpenEmbeddings(path, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,13 +39,13 @@ func TestEmbeddingsFromFlatIndex(t *testing.T) {
 	if err := e.Read(30, got); err != nil || e.Len() != n || e.Dim() != dim || !slices.Equal(got, want[30*dim:35*dim]) {
 		t.Fatalf("rows %d dim %d err %v; rows 30..34 equal: %v", e.Len(), e.Dim(), err, slices.Equal(got, want[30*dim:35*dim]))
 	}
-	if _, err := openEmbeddings(path, 16); err == nil || !strings.Contains(err.Error(), "--dim is 16") {
+	if _, err := OpenEmbeddings(path, 16); err == nil || !strings.Contains(err.Error(), "--dim is 16") {
 		t.Fatalf("--dim 16 over a dim 8 index: %v", err)
 	}
 	if err := os.WriteFile(path, buf.Bytes()[:buf.Len()-4], 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := openEmbeddings(path, 0); err == nil {
+	if _, err := OpenEmbeddings(path, 0); err == nil {
 		t.Fatal("a truncated flat index was accepted")
 	}
 }

@@ -1,13 +1,12 @@
 package indexbuild
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 
-	"needle/internal/atomicfile"
+	"needle/internal/jsonfile"
 )
 
 // ManifestName is the file `needle build` writes last into its output folder; its presence
@@ -57,19 +56,12 @@ type BadRow struct {
 // ReadManifest reads DIR/manifest.json and checks the fields serve relies on.
 func ReadManifest(dir string) (*Manifest, error) {
 	path := filepath.Join(dir, ManifestName)
-	data, err := os.ReadFile(path)
-	if err != nil {
+	var m Manifest
+	if err := jsonfile.Read(path, &m, m.validate); err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("%s: no manifest (not a complete `needle build` output folder)", path)
 		}
 		return nil, err
-	}
-	var m Manifest
-	if err := json.Unmarshal(data, &m); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	if err := m.validate(); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return &m, nil
 }
@@ -84,9 +76,9 @@ func (m *Manifest) validate() error {
 		return fmt.Errorf("field metric: %q, want \"ip\" or \"l2\"", m.Metric)
 	case m.Factory == "":
 		return errors.New("field factory: empty")
-	case !localName(m.IndexFile):
+	case !jsonfile.LocalName(m.IndexFile):
 		return fmt.Errorf("field index_file: %q, want a file name inside the folder", m.IndexFile)
-	case m.EmbeddingsFile != "" && !localName(m.EmbeddingsFile):
+	case m.EmbeddingsFile != "" && !jsonfile.LocalName(m.EmbeddingsFile):
 		return fmt.Errorf("field embeddings_file: %q, want a file name inside the folder", m.EmbeddingsFile)
 	case m.Pooling != "" && m.Pooling != "mean" && m.Pooling != "cls":
 		return fmt.Errorf("field pooling: %q, want \"mean\" or \"cls\"", m.Pooling)
@@ -123,20 +115,7 @@ func (m *Manifest) QueryPrecision(asked string, force bool) (string, error) {
 		asked, built, asked)
 }
 
-// localName reports whether name is a plain file name (no folder part), so a manifest can
-// never point serve outside its folder.
-func localName(name string) bool {
-	return name != "" && name != "." && name != ".." && filepath.Base(name) == name
-}
-
 // WriteManifest writes m as DIR/manifest.json atomically (temp + fsync + rename).
 func WriteManifest(dir string, m *Manifest) error {
-	if err := m.validate(); err != nil {
-		return fmt.Errorf("manifest: %w", err)
-	}
-	data, err := json.MarshalIndent(m, "", "  ")
-	if err != nil {
-		return err
-	}
-	return atomicfile.Write(filepath.Join(dir, ManifestName), append(data, '\n'))
+	return jsonfile.Write(filepath.Join(dir, ManifestName), m, m.validate)
 }

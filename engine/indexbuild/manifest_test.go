@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"needle/internal/jsonfile"
 )
 
 func sampleManifest() *Manifest {
@@ -86,7 +88,7 @@ func FuzzReadManifest(f *testing.F) {
 		dir := t.TempDir()
 		os.WriteFile(filepath.Join(dir, ManifestName), data, 0o644)
 		m, err := ReadManifest(dir)
-		if err == nil && (m.Dimension <= 0 || !localName(m.IndexFile)) {
+		if err == nil && (m.Dimension <= 0 || !jsonfile.LocalName(m.IndexFile)) {
 			t.Fatalf("accepted invalid manifest %+v", m)
 		}
 	})

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 
 	"needle/internal/atomicfile"
+	"needle/safetensors"
 )
 
 // A shard file holds the embeddings of rows [start, start+count) and the bad rows among
@@ -127,7 +128,6 @@ type shardSet struct {
 	rows      int64
 	dim       int
 	shardRows int64
-	buf       []byte // scratch for Read; a shardSet is used by one goroutine
 }
 
 func (s *shardSet) Len() int64 { return s.rows }
@@ -142,7 +142,7 @@ func (s *shardSet) Read(start int64, dst []float32) error {
 		if err != nil {
 			return err
 		}
-		err = readFloatsAt(f, shardHeader+4*off*int64(s.dim), dst[:n*int64(s.dim)], &s.buf)
+		err = readFloatsAt(f, shardHeader+4*off*int64(s.dim), dst[:n*int64(s.dim)])
 		f.Close()
 		if err != nil {
 			return err
@@ -153,20 +153,11 @@ func (s *shardSet) Read(start int64, dst []float32) error {
 	return nil
 }
 
-// readFloatsAt fills dst with little-endian float32s read from r at byte offset off; *buf
-// is reused scratch.
-func readFloatsAt(r io.ReaderAt, off int64, dst []float32, buf *[]byte) error {
-	if cap(*buf) < 4*len(dst) {
-		*buf = make([]byte, 4*len(dst))
-	}
-	b := (*buf)[:4*len(dst)]
-	if _, err := r.ReadAt(b, off); err != nil {
-		return err
-	}
-	for i := range dst {
-		dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-	}
-	return nil
+// readFloatsAt fills dst with the little-endian float32s at byte offset off of r, read in
+// place (this machine's floats are little-endian: safetensors.Float32Bytes).
+func readFloatsAt(r io.ReaderAt, off int64, dst []float32) error {
+	_, err := r.ReadAt(safetensors.Float32Bytes(dst), off)
+	return err
 }
 
 // putFloats writes src into dst (4*len(src) bytes) as little-endian float32s.

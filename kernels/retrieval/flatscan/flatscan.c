@@ -100,6 +100,28 @@ static void block(int impl, const float *x, int64_t nq, const char *y, int64_t n
 	}
 }
 
+// push folds n scores into one query's heap (val, ids: k entries) in order: ip[j] is the
+// inner product of the query with row j, whose label is cand[j] (cand NULL: id0 + j; a label
+// of -1 is no row and is skipped). For L2, ynorm[j] is the row's squared norm and x_norm the
+// query's.
+static void push(int metric, int64_t k, float *val, int64_t *ids, const float *ip, float x_norm,
+                 const float *ynorm, const int64_t *cand, int64_t id0, int64_t n) {
+	float thresh = val[0];
+	for (int64_t j = 0; j < n; j++) {
+		const int64_t id = cand ? cand[j] : id0 + j;
+		if (id < 0) continue;
+		float s = ip[j];
+		if (metric == FLATSCAN_L2) {
+			s = x_norm + ynorm[j] - 2 * s;
+			s = s < 0 ? 0 : s; // FAISS: roundoff can make identical vectors < 0
+		}
+		if (better(metric, s, thresh)) {
+			heap_replace_top(metric, k, val, ids, s, id);
+			thresh = val[0];
+		}
+	}
+}
+
 static inline int64_t block_rows(int64_t nrows, int64_t j0) {
 	return nrows - j0 < FLATSCAN_BLOCK ? nrows - j0 : FLATSCAN_BLOCK;
 }
@@ -131,21 +153,25 @@ void flatscan_scan(int impl, int metric, const float *x, const float *x_norms, i
 	for (int64_t q = 0; q < nq; q++) {
 		float *val = dist + q * k;
 		int64_t *ids = labels + q * k;
-		float thresh = val[0];
 		for (int64_t b = 0; b < nblocks; b++) {
 			const int64_t j0 = b * FLATSCAN_BLOCK, nb = block_rows(nrows, j0);
-			const float *ip = scratch + j0 * nq + q * nb;
-			for (int64_t j = 0; j < nb; j++) {
-				float s = ip[j];
-				if (metric == FLATSCAN_L2) {
-					s = x_norms[q] + ynorm[j0 + j] - 2 * s;
-					s = s < 0 ? 0 : s; // FAISS: roundoff can make identical vectors < 0
-				}
-				if (better(metric, s, thresh)) {
-					heap_replace_top(metric, k, val, ids, s, row0 + j0 + j);
-					thresh = val[0];
-				}
-			}
+			push(metric, k, val, ids, scratch + j0 * nq + q * nb, x_norms ? x_norms[q] : 0, ynorm + j0, NULL, row0 + j0, nb);
 		}
+	}
+}
+
+void flatscan_rerank(int impl, int metric, const float *x, const float *x_norms, int64_t nq,
+                     const float *rows, const int64_t *cand, int64_t r, int64_t d, int64_t k,
+                     float *dist, int64_t *labels, float *scratch, int threads) {
+	if (impl != FLATSCAN_BLAS) threads = 1;
+	// Queries are spread over the threads and each sgemm runs on its caller's thread
+	// (OpenBLAS does not thread inside a parallel region).
+#pragma omp parallel for schedule(dynamic) num_threads(threads)
+	for (int64_t q = 0; q < nq; q++) {
+		const float *y = rows + q * r * d;
+		float *ip = scratch + q * r, *ynorm = scratch + nq * r + q * r;
+		block(impl, x + q * d, 1, (const char *)y, r, d, ip);
+		if (metric == FLATSCAN_L2) flatscan_norms(y, r, d, ynorm);
+		push(metric, k, dist + q * k, labels + q * k, ip, x_norms ? x_norms[q] : 0, ynorm, cand + q * r, 0, r);
 	}
 }

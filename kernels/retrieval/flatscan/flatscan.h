@@ -28,6 +28,15 @@ void flatscan_scan(int impl, int metric, const float *x, const float *x_norms, i
                    const void *y, int64_t row0, int64_t nrows, int64_t d, int64_t k,
                    float *dist, int64_t *labels, float *scratch, int threads);
 
+// Folds, for each of nq queries, its r candidate rows into its heap: rows holds nq x r x d
+// floats (query q's candidates at rows + q * r * d, gathered by the caller), cand their nq x r
+// labels (-1: no candidate). The heaps see the candidates in the order given: sorted by
+// label, the result is FAISS's IndexFlat search restricted to those rows. x_norms as in
+// flatscan_scan; scratch: 2 * nq * r floats. BLAS: one sgemm per query, queries on threads.
+void flatscan_rerank(int impl, int metric, const float *x, const float *x_norms, int64_t nq,
+                     const float *rows, const int64_t *cand, int64_t r, int64_t d, int64_t k,
+                     float *dist, int64_t *labels, float *scratch, int threads);
+
 void flatscan_finish(int metric, int64_t nq, int64_t k, float *dist, int64_t *labels);
 
 // out[i] = the squared norm of row i of x (n rows of d), summed in order.

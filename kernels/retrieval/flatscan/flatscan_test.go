@@ -15,8 +15,9 @@ func rowBytes(v []float32, skip int) []byte {
 
 var smallInts, gaussians = testvec.SmallInts, testvec.Unit
 
-// search runs a whole search with stripes of stripe rows.
-func search(t *testing.T, impl Impl, m Metric, dim int, rows []byte, q []float32, k, stripe, threads int) ([]float32, []int64) {
+// run is one whole search of the queries q: Start, fold (which hands the search its rows),
+// Finish.
+func run(t *testing.T, impl Impl, m Metric, dim int, q []float32, k, threads int, fold func(s *Search) error) ([]float32, []int64) {
 	t.Helper()
 	nq := len(q) / dim
 	dist, labels := make([]float32, nq*k), make([]int64, nq*k)
@@ -24,15 +25,32 @@ func search(t *testing.T, impl Impl, m Metric, dim int, rows []byte, q []float32
 	if err := s.Start(q, k, dist, labels); err != nil {
 		t.Fatal(err)
 	}
-	n := len(rows) / (4 * dim)
-	for r := 0; r < n || r == 0; r += stripe {
-		end := min(r+stripe, n)
-		if err := s.Scan(rows[4*dim*r:4*dim*end], int64(r)); err != nil {
-			t.Fatal(err)
-		}
+	if err := fold(s); err != nil {
+		t.Fatal(err)
 	}
 	s.Finish()
 	return dist, labels
+}
+
+// search runs a whole search with stripes of stripe rows.
+func search(t *testing.T, impl Impl, m Metric, dim int, rows []byte, q []float32, k, stripe, threads int) ([]float32, []int64) {
+	t.Helper()
+	return run(t, impl, m, dim, q, k, threads, func(s *Search) error {
+		n := len(rows) / (4 * dim)
+		for r := 0; r < n || r == 0; r += stripe {
+			end := min(r+stripe, n)
+			if err := s.Scan(rows[4*dim*r:4*dim*end], int64(r)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// rerank runs a whole search that re-ranks r gathered candidate rows per query.
+func rerank(t *testing.T, impl Impl, m Metric, dim int, rows []float32, cand []int64, r int, q []float32, k, threads int) ([]float32, []int64) {
+	t.Helper()
+	return run(t, impl, m, dim, q, k, threads, func(s *Search) error { return s.Rerank(rows, cand, r) })
 }
 
 // With exact scores, sgemm and the scalar oracle must agree on every id and score, ties
@@ -170,6 +188,68 @@ func TestBLASMatchesScalarOnGaussians(t *testing.T) {
 	}
 }
 
+// Re-ranking the candidates of a query, sorted by label, gives what a scan of just those
+// rows gives (FAISS's scores and tie order), with sgemm as with the oracle; with every row
+// as candidate, what a scan of all rows gives. Labels of -1 are skipped.
+func TestRerankIsAScanOfTheCandidates(t *testing.T) {
+	const n, dim, nq = 300, 5, 7
+	db, q := smallInts(n, dim, 11), smallInts(nq, dim, 12)
+	gather := func(cand []int64) []float32 {
+		rows := make([]float32, len(cand)*dim)
+		for i, id := range cand {
+			if id >= 0 {
+				copy(rows[i*dim:], db[int(id)*dim:int(id+1)*dim])
+			}
+		}
+		return rows
+	}
+	for _, m := range []Metric{IP, L2} {
+		for _, k := range []int{1, 4, 40} {
+			// All rows: the scan's results exactly.
+			all := make([]int64, nq*n)
+			for i := range all {
+				all[i] = int64(i % n)
+			}
+			wd, wl := search(t, Scalar, m, dim, rowBytes(db, 0), q, k, Block, 1)
+			gd, gl := rerank(t, BLAS, m, dim, gather(all), all, n, q, k, 2)
+			for i := range wl {
+				if gl[i] != wl[i] || gd[i] != wd[i] {
+					t.Fatalf("%v k=%d all rows: result %d: rerank (%d, %g), scan (%d, %g)", m, k, i, gl[i], gd[i], wl[i], wd[i])
+				}
+			}
+			// 30 candidates per query, every third id, the last two missing.
+			const r = 30
+			cand := make([]int64, nq*r)
+			for qi := range nq {
+				for j := range r {
+					cand[qi*r+j] = int64((qi + 3*j) % n)
+					if j >= r-2 {
+						cand[qi*r+j] = -1
+					}
+				}
+			}
+			rows := gather(cand)
+			sd, sl := rerank(t, Scalar, m, dim, rows, cand, r, q, k, 1)
+			bd, bl := rerank(t, BLAS, m, dim, rows, cand, r, q, k, 3)
+			for qi := range nq {
+				sub := rows[qi*r*dim : (qi*r+r-2)*dim]
+				md, ml := search(t, Scalar, m, dim, rowBytes(sub, 0), q[qi*dim:(qi+1)*dim], k, Block, 1)
+				for i := range k {
+					want := int64(-1)
+					if ml[i] >= 0 {
+						want = cand[qi*r+int(ml[i])]
+					}
+					j := qi*k + i
+					if sl[j] != want || sd[j] != md[i] || bl[j] != want || bd[j] != md[i] {
+						t.Fatalf("%v k=%d query %d result %d: scalar (%d, %g), BLAS (%d, %g), scan of the candidates (%d, %g)",
+							m, k, qi, i, sl[j], sd[j], bl[j], bd[j], want, md[i])
+					}
+				}
+			}
+		}
+	}
+}
+
 func TestBadCalls(t *testing.T) {
 	s := &Search{Metric: IP, Dim: 4}
 	d, l := make([]float32, 2), make([]int64, 2)
@@ -200,6 +280,12 @@ func TestBadCalls(t *testing.T) {
 	}
 	if err := s.Scan(make([]byte, 16), 1); err == nil {
 		t.Error("stripe not on a block boundary: no error")
+	}
+	if err := s.Rerank(make([]float32, 12), make([]int64, 3), 1); err == nil {
+		t.Error("rerank: more candidates than queries x r: no error")
+	}
+	if err := s.Rerank(make([]float32, 4), make([]int64, 2), 2); err == nil {
+		t.Error("rerank: too few rows for the candidates: no error")
 	}
 }
 

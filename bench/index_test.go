@@ -8,13 +8,14 @@ import (
 	"path/filepath"
 	"testing"
 
+	"needle/engine/compact"
 	"needle/faissgo"
 	"needle/internal/testvec"
 )
 
 // The report of a small set: FAISS gives the same answers, and ground truth taken from
 // FAISS's own search gives recall 1.
-func TestFlatReport(t *testing.T) {
+func TestIndexReportOfAFlatFile(t *testing.T) {
 	const n, dim, nq, gtk = 3000, 32, 20, 10
 	dir := t.TempDir()
 	db, q := testvec.Unit(n, dim, 1), testvec.Unit(nq, dim, 2)
@@ -41,18 +42,32 @@ func TestFlatReport(t *testing.T) {
 	os.WriteFile(queries, testvec.Bytes(q), 0o644)
 	os.WriteFile(gt, gtBytes, 0o644)
 	var out bytes.Buffer
-	err = Flat(&out, FlatOptions{Index: index, Queries: queries, GT: gt, GTK: gtk, K: 10, Batch: 7, Batches: 3, Faiss: true})
+	err = Index(&out, IndexOptions{Index: index, Queries: queries, GT: gt, GTK: gtk, K: 10, Batch: 7, Batches: 3, Faiss: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var r FlatReport
+	var r IndexReport
 	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
 		t.Fatal(err)
 	}
 	if r.Rows != n || r.Dim != dim || len(r.Batches) != 3 || r.RecallAt10 != 1 || r.FaissLabelDiffs != 0 || r.FaissMaxScoreDif != 0 || r.QPS <= 0 {
 		t.Errorf("report %s", out.Bytes())
 	}
-	if err := Flat(&out, FlatOptions{Index: index, Queries: gt, K: 10, Batch: 1, Batches: 1}); err == nil {
+	if err := Index(&out, IndexOptions{Index: index, Queries: gt, K: 10, Batch: 1, Batches: 1}); err == nil {
 		t.Error("queries file of another width: no error")
+	}
+
+	// A compact form of the file, opened as serve opens it: re-ranking every row is exact.
+	form := filepath.Join(dir, "form")
+	if _, err := compact.Convert(compact.Config{From: index, Out: form, Factory: "IVF4,PQ8x4np", Nprobe: 4}); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if err := Index(&out, IndexOptions{Index: form, Rerank: n, Queries: queries, GT: gt, GTK: gtk, K: 10, Batch: 7, Batches: 3}); err != nil {
+		t.Fatal(err)
+	}
+	r = IndexReport{}
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil || r.Backend != "compact" || r.RecallAt10 != 1 || r.IndexBytes <= 0 {
+		t.Errorf("compact form report %s (%v)", out.Bytes(), err)
 	}
 }

@@ -10,31 +10,41 @@ import (
 	"os"
 	"time"
 
-	"needle/engine/flatmap"
+	"needle/engine"
 	"needle/faissgo"
+
+	"needle/internal/procstat"
 )
 
-// FlatOptions are the flags of `needle bench flat`.
-type FlatOptions struct {
-	Index   string // a flat index file (IndexFlatIP/L2), e.g. bench/wiki18_shape.py's flat.index
+// IndexOptions are the flags of `needle bench index`.
+type IndexOptions struct {
+	// Index is what `needle serve --index` takes: a flat index file (e.g. bench/wiki18_shape.py's
+	// flat.index), a compact form folder (`needle convert`), any FAISS index file.
+	Index   string
+	Backend string // engine.Options.Backend ("": auto, as serve picks)
+	Nprobe  int    // IVF lists visited (0: the form's or FAISS's default)
+	Rerank  int    // compact forms: candidates re-ranked per query (0: the form's; < 0: none)
+	Mmap    bool   // map IVF lists instead of loading them
 	Queries string // raw little-endian float32 query vectors, rows of the index's dimension
 	GT      string // raw int64 exact ids, GTK per query, best first ("" = no recall)
 	GTK     int    // ids per query in GT
 	K       int    // results per query
-	Batch   int    // queries per search: one pass over the file serves them all
+	Batch   int    // queries per search (serve's batcher searches up to --max-batch encoded queries at once)
 	Batches int    // batches to time
 	Threads int    // search threads (0 = all cores)
-	Faiss   bool   // also load the file with FAISS (RAM = file size) and compare every answer
+	Faiss   bool   // flat files: also load the file with FAISS (RAM = file size) and compare every answer
 }
 
-// FlatReport is what `needle bench flat` writes, as one JSON object.
-type FlatReport struct {
-	FileBytes    int64     `json:"file_bytes"`
+// IndexReport is what `needle bench index` writes, as one JSON object.
+type IndexReport struct {
+	Backend      string    `json:"backend"`
+	IndexBytes   int64     `json:"index_bytes"` // the index file, or every file of a form folder (not its source)
 	Rows         int64     `json:"rows"`
 	Dim          int       `json:"dim"`
-	ReadySeconds float64   `json:"ready_s"` // flatmap.Open: header check and mapping
+	ReadySeconds float64   `json:"ready_s"` // opening the index as serve does
 	AnonKBOpen   int64     `json:"rss_anon_kb_after_open"`
-	Batches      []float64 `json:"batch_s"` // wall seconds per batch (a full pass each)
+	FileKBOpen   int64     `json:"rss_file_kb_after_open"`
+	Batches      []float64 `json:"batch_s"` // wall seconds per batch
 	BatchCPU     []float64 `json:"batch_cpu_s"`
 	QPS          float64   `json:"qps"` // all batches' queries / their total wall time
 	AnonKBMax    int64     `json:"rss_anon_kb_max"`
@@ -47,10 +57,10 @@ type FlatReport struct {
 	FaissMaxScoreDif float64   `json:"faiss_max_score_diff"`
 }
 
-// Flat times the mapped flat index on a file: time to ready, a pass per batch of queries,
-// anonymous and file-backed memory, recall against exact ids, and with opt.Faiss the same
-// searches through FAISS, answer for answer.
-func Flat(w io.Writer, opt FlatOptions) error {
+// Index times an index opened as `needle serve` opens it (engine.OpenIndex): time to ready,
+// each batch of queries, anonymous and file-backed memory, recall against exact ids, and with
+// opt.Faiss (flat files) the same searches through FAISS, answer for answer.
+func Index(w io.Writer, opt IndexOptions) error {
 	if opt.Index == "" || opt.Queries == "" {
 		return errors.New("--index and --queries are required (see --help)")
 	}
@@ -58,15 +68,14 @@ func Flat(w io.Writer, opt FlatOptions) error {
 		return errors.New("--batch, --batches and --k must be > 0")
 	}
 	began := time.Now()
-	x, err := flatmap.Open(opt.Index, opt.Threads)
+	x, backend, closeIndex, err := engine.OpenIndex(engine.Options{Index: opt.Index, Backend: opt.Backend,
+		Threads: opt.Threads, Mmap: opt.Mmap, Nprobe: opt.Nprobe, Rerank: opt.Rerank})
 	if err != nil {
 		return err
 	}
-	defer x.Close()
-	r := FlatReport{Rows: x.Ntotal(), Dim: x.Dim(), ReadySeconds: time.Since(began).Seconds(), AnonKBOpen: procStatusKB("RssAnon")}
-	if st, err := os.Stat(opt.Index); err == nil {
-		r.FileBytes = st.Size()
-	}
+	defer closeIndex()
+	r := IndexReport{Backend: backend, Rows: x.Ntotal(), Dim: x.Dim(), ReadySeconds: time.Since(began).Seconds(),
+		AnonKBOpen: procstat.KB("RssAnon"), FileKBOpen: procstat.KB("RssFile"), IndexBytes: diskBytes(opt.Index)}
 	q, err := readFloats(opt.Queries, x.Dim())
 	if err != nil {
 		return err
@@ -82,8 +91,8 @@ func Flat(w io.Writer, opt FlatOptions) error {
 			return err
 		}
 		r.Batches, r.BatchCPU = append(r.Batches, s.wall.Seconds()), append(r.BatchCPU, s.cpu.Seconds())
-		r.AnonKBMax, r.FileKBMax = max(r.AnonKBMax, procStatusKB("RssAnon")), max(r.FileKBMax, procStatusKB("RssFile"))
-		fmt.Fprintf(os.Stderr, "batch %d: %d queries in %.1f s (RSS %s)\n", b, hi-lo, s.wall.Seconds(), readRSS())
+		r.AnonKBMax, r.FileKBMax = max(r.AnonKBMax, procstat.KB("RssAnon")), max(r.FileKBMax, procstat.KB("RssFile"))
+		fmt.Fprintf(os.Stderr, "batch %d: %d queries in %.3f s (RSS %s)\n", b, hi-lo, s.wall.Seconds(), readRSS())
 	}
 	var total float64
 	for _, s := range r.Batches {
@@ -105,8 +114,27 @@ func Flat(w io.Writer, opt FlatOptions) error {
 	return enc.Encode(r)
 }
 
+// diskBytes is the size of the file at path, or of the files in the folder at path.
+func diskBytes(path string) int64 {
+	st, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	if !st.IsDir() {
+		return st.Size()
+	}
+	var n int64
+	entries, _ := os.ReadDir(path)
+	for _, e := range entries {
+		if info, err := e.Info(); err == nil && info.Mode().IsRegular() {
+			n += info.Size()
+		}
+	}
+	return n
+}
+
 // compareFaiss runs the same batches through FAISS's IndexFlat and counts the differences.
-func compareFaiss(r *FlatReport, opt FlatOptions, q, dist []float32, labels []int64) error {
+func compareFaiss(r *IndexReport, opt IndexOptions, q, dist []float32, labels []int64) error {
 	faissgo.Init(opt.Threads)
 	began := time.Now()
 	f, err := faissgo.Read(opt.Index, false)

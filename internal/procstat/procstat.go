@@ -1,0 +1,27 @@
+// Package procstat reads this process's memory figures from /proc/self/status, for the
+// benchmarks' reports and the tests that bound memory.
+package procstat
+
+import (
+	"os"
+	"strconv"
+	"strings"
+)
+
+// KB is a field of /proc/self/status in kB: "RssAnon" (heap, stacks), "RssFile" (mapped
+// files), "VmRSS", "VmHWM" (peak RSS; ResetPeak restarts it). 0 when unknown.
+func KB(field string) int64 {
+	b, _ := os.ReadFile("/proc/self/status")
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			n, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// ResetPeak makes VmHWM the current RSS (Linux's /proc/self/clear_refs "5").
+func ResetPeak() error {
+	return os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
+}
