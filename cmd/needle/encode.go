@@ -16,7 +16,7 @@ import (
 )
 
 // precisionUsage documents --precision of encode, build and serve.
-const precisionUsage = "encoder Linear layers: fp16 (weights fp16, math fp32: the exact default), bf16 (weights and activations bf16, fp32 sums: about 2x fp16's multiply rate, cosine >= 0.9999 with fp32 on MiniLM; needs AVX512_BF16) or int8 (int8 weights, int16 activations, int32 sums: cosine >= 0.996)"
+const precisionUsage = "encoder Linear layers: fp16 (weights fp16, math fp32: the exact default), bf16 (weights and activations bf16, fp32 sums: about 2x fp16's multiply rate, cosine >= 0.9999 with fp32 on MiniLM; needs AVX512_BF16) or int8 (int8 weights per output and group of 32 inputs, int16 activations, int32 sums: cosine >= 0.999; any CPU)"
 
 func init() {
 	register(command{name: "encode", summary: "JSON Lines strings -> embeddings (JSON Lines or .npy) with a BERT model", run: runEncode})
