@@ -28,7 +28,7 @@ func runConvert(args []string) error {
 	fs.StringVar(&cfg.Out, "out", "", "the form's folder; partial/ holds the checkpoint while converting (required)")
 	fs.IntVar(&cfg.Dim, "dim", 0, "width of a headerless memmap --from")
 	fs.StringVar(&cfg.Metric, "metric", "", "ip or l2 for a memmap or .npy (default ip); a flat index file has its own")
-	fs.StringVar(&cfg.Factory, "factory", compact.DefaultFactory, "FAISS index_factory string of the codes: IVF8192,PQ64 (IVF lists x PQ bytes per vector), IVF4096,SQ8, SQfp16, HNSW32_SQ8, ...")
+	fs.StringVar(&cfg.Factory, "factory", compact.DefaultFactory, "FAISS index_factory string of the codes: OPQ64_256,IVF8192,PQ64np (a learned rotation to 256 dims, IVF lists, PQ bytes per vector), IVF4096,SQ8, SQfp16, HNSW32_SQ8, ...")
 	fs.Int64Var(&cfg.TrainSize, "train-size", compact.DefaultTrainSize, "rows sampled (with --seed) to train the codes")
 	fs.Int64Var(&cfg.Seed, "seed", 0, "seed of the --train-size sample")
 	fs.IntVar(&cfg.Rerank, "rerank", compact.DefaultRerank, "search default: candidates per query re-ranked exactly from --from (-1: none, serve the codes' approximate scores)")
