@@ -86,17 +86,25 @@ func TestLinearBF16RoundsRows(t *testing.T) {
 	}
 }
 
+// bf16Case draws one case of a bf16 Linear test: input rows, fp32 weights, bias and the
+// weights packed to bf16.
+func bf16Case(t *testing.T, r *rand.Rand, rows, in, out int) (x, wf, b []float32, w *BF16Matrix) {
+	t.Helper()
+	x, wf, b = randVec(r, rows*in, 1), randVec(r, out*in, 0.05), randVec(r, out, 1)
+	w, err := PackBF16(wf, out, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return x, wf, b, w
+}
+
 // TestLinearBF16MatchesReference compares every bf16 level with the reference (float64 sums of
 // the same exact products) within float32 summation error: k * 2^-24 * sum |a*w| per output.
 func TestLinearBF16MatchesReference(t *testing.T) {
 	r := rand.New(rand.NewSource(22))
 	for _, shape := range int8Shapes {
 		rows, in, out := shape[0], shape[1], shape[2]
-		x, wf, b := randVec(r, rows*in, 1), randVec(r, out*in, 0.05), randVec(r, out, 1)
-		w, err := PackBF16(wf, out, in)
-		if err != nil {
-			t.Fatal(err)
-		}
+		x, wf, b, w := bf16Case(t, r, rows, in, out)
 		for _, bias := range [][]float32{nil, b} {
 			for _, act := range []Act{NoAct, GELU} {
 				want := make([]float32, rows*out)
@@ -134,11 +142,7 @@ func TestLinearBF16Bound(t *testing.T) {
 	r := rand.New(rand.NewSource(23))
 	for _, shape := range int8Shapes {
 		rows, in, out := shape[0], shape[1], shape[2]
-		x, wf, b := randVec(r, rows*in, 1), randVec(r, out*in, 0.05), randVec(r, out, 1)
-		w, err := PackBF16(wf, out, in)
-		if err != nil {
-			t.Fatal(err)
-		}
+		x, wf, b, w := bf16Case(t, r, rows, in, out)
 		y := make([]float32, rows*out)
 		if err := New(cpu.Ref).LinearBF16(y, x, w, b, rows, NoAct); err != nil {
 			t.Fatal(err)
