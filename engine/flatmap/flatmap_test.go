@@ -165,7 +165,7 @@ func (c *liveFor) Err() error {
 // context that ends after the first stripe stops the search of two.
 func TestSearchContextStopsBetweenStripes(t *testing.T) {
 	const dim = 4
-	n := flatscan.StripeRows(1) + 10 // two stripes for one query
+	n := flatscan.StripeRows(1, dim) + 10 // two stripes for one query
 	x, err := Open(writeFlat(t, faissgo.IP, dim, unitGaussians(n, dim, 3)), 2)
 	if err != nil {
 		t.Fatal(err)

@@ -145,11 +145,13 @@ func (s *Search) Finish() {
 	s.x, s.dist, s.labels = nil, nil, nil
 }
 
-// StripeRows is how many rows a stripe should have for nq queries: its scores take about
-// 16 MB, within [Block, 64 Blocks] rows.
-func StripeRows(nq int) int {
-	const scoreBytes = 16 << 20
-	rows := scoreBytes / 4 / max(nq, 1) / Block * Block
+// StripeRows is how many rows a stripe should have for nq queries of dimension dim: its
+// scores take at most 16 MB and its multiply-adds at most 2^27 (a few ms on two cores: a
+// search stops between stripes, engine/flatmap), within [Block, 64 Blocks] rows.
+func StripeRows(nq, dim int) int {
+	const scoreBytes, work = 16 << 20, 1 << 27
+	nq, dim = max(nq, 1), max(dim, 1)
+	rows := min(scoreBytes/4/nq, work/nq/dim) / Block * Block
 	return min(max(rows, Block), 64*Block)
 }
 

@@ -291,9 +291,15 @@ func TestBadCalls(t *testing.T) {
 
 func TestStripeRows(t *testing.T) {
 	for _, nq := range []int{0, 1, 64, 1000, 1 << 20} {
-		r := StripeRows(nq)
-		if r%Block != 0 || r < Block || r > 64*Block || (nq > 64 && r*nq*4 > 16<<20 && r > Block) {
-			t.Errorf("StripeRows(%d) = %d", nq, r)
+		for _, dim := range []int{0, 1, 384, 768, 1 << 20} {
+			r := StripeRows(nq, dim)
+			over := r*max(nq, 1)*4 > 16<<20 || r*max(nq, 1)*max(dim, 1) > 1<<27
+			if r%Block != 0 || r < Block || r > 64*Block || (over && r > Block) {
+				t.Errorf("StripeRows(%d, %d) = %d", nq, dim, r)
+			}
 		}
+	}
+	if r := StripeRows(64, 384); r != 5*Block {
+		t.Errorf("StripeRows(64, 384) = %d, want %d (2^27 multiply-adds)", r, 5*Block)
 	}
 }
