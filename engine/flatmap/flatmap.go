@@ -33,8 +33,8 @@ type Index struct {
 	vec     faissgo.FlatVectors
 	threads int
 	// dropBehind: the file is larger than half the machine's memory (pagecache.TooLarge),
-	// so a pass cannot keep it cached; each stripe is dropped from the page cache once
-	// scanned, and the next stripe is read ahead.
+	// so a pass cannot keep it cached; it is read in windows of windowBytes, each dropped
+	// from the page cache once scanned while the next one is read ahead.
 	dropBehind bool
 
 	mu sync.Mutex // one search at a time: each is a full pass over the file
@@ -97,27 +97,34 @@ func (x *Index) SearchContext(ctx context.Context, q []float32, k int, dist []fl
 		return err
 	}
 	rowBytes := int64(4 * x.vec.Dim)
+	at := func(row int64) int64 { return x.vec.Offset + row*rowBytes }
 	stripe := int64(flatscan.StripeRows(len(q)/x.vec.Dim, x.vec.Dim))
-	for r0 := int64(0); r0 < x.vec.Ntotal; r0 += stripe {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		from := x.vec.Offset + r0*rowBytes
-		to := x.vec.Offset + min(r0+stripe, x.vec.Ntotal)*rowBytes
+	window := max(1, windowBytes/rowBytes/stripe) * stripe
+	for w0 := int64(0); w0 < x.vec.Ntotal; w0 += window {
+		wEnd := min(w0+window, x.vec.Ntotal)
 		if x.dropBehind {
-			x.advise(to, to+stripe*rowBytes, unix.MADV_WILLNEED)
+			x.advise(at(wEnd), at(wEnd+window), unix.MADV_WILLNEED)
 		}
-		if err := x.s.Scan(x.data[from:to], r0); err != nil {
-			return err
+		for r0 := w0; r0 < wEnd; r0 += stripe {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if err := x.s.Scan(x.data[at(r0):at(min(r0+stripe, wEnd))], r0); err != nil {
+				return err
+			}
 		}
 		if x.dropBehind {
-			x.advise(from, to, unix.MADV_DONTNEED) // out of this process's RSS ...
-			pagecache.Drop(x.f, from, to-from)     // ... and of the page cache
+			x.advise(at(w0), at(wEnd), unix.MADV_DONTNEED) // out of this process's RSS ...
+			pagecache.Drop(x.f, at(w0), at(wEnd)-at(w0))   // ... and of the page cache
 		}
 	}
 	x.s.Finish()
 	return nil
 }
+
+// windowBytes is how much of a file too large for the page cache is read ahead, then
+// dropped, at a time: large reads for the disk, whatever the stripes of the scan.
+const windowBytes = 128 << 20
 
 // advise applies madvise advice to the pages of data[from:to] (rounded inward to pages for
 // DONTNEED, outward otherwise); advice only, so failure is ignored.

@@ -199,13 +199,23 @@ func TestMemoryStaysBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer x.Close()
-	if r := searchIndex(t, x, q, dim, k); r.labels[k-1] < 0 {
-		t.Fatalf("query 0 found %v", r.labels[:k])
+	want := searchIndex(t, x, q, dim, k)
+	if want.labels[k-1] < 0 {
+		t.Fatalf("query 0 found %v", want.labels[:k])
 	}
 	after := procstat.KB("RssAnon") << 10
 	t.Logf("index %d MB, anonymous memory %+d kB after open and search", (int64(n)*dim*4)>>20, (after-before)>>10)
 	if after-before > bound {
 		t.Fatalf("anonymous memory grew by %d MB searching a %d MB index (bound %d MB)", (after-before)>>20, (int64(n)*dim*4)>>20, bound>>20)
+	}
+
+	// As for a file larger than half of RAM: windows read ahead, scanned, then dropped (two
+	// windows here). Same answers, and the mapped pages leave the process as they are passed.
+	x.dropBehind = true
+	mapped := procstat.KB("RssFile") << 10
+	same(t, "search dropping behind", searchIndex(t, x, q, dim, k), want, true)
+	if left := procstat.KB("RssFile") << 10; left > mapped-int64(n)*dim*4/2 {
+		t.Errorf("file-backed memory %d MB after a search dropping behind, %d MB before: the windows were not dropped", left>>20, mapped>>20)
 	}
 }
 
