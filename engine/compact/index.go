@@ -157,8 +157,9 @@ func (x *Index) Search(q []float32, k int, dist []float32, labels []int64) error
 func (x *Index) rerankBatch(q []float32, k int, dist []float32, labels []int64) error {
 	d := x.form.Dimension
 	nq, r := len(q)/d, max(x.rerank, k)
-	x.cd, x.cl = grow(x.cd, nq*r), grow(x.cl, nq*r)
-	x.rows = grow(x.rows, nq*r*d)
+	// Scratch reused from batch to batch (slices.Grow keeps a large enough one).
+	x.cd, x.cl = slices.Grow(x.cd[:0], nq*r)[:nq*r], slices.Grow(x.cl[:0], nq*r)[:nq*r]
+	x.rows = slices.Grow(x.rows[:0], nq*r*d)[:nq*r*d]
 	if err := x.codes.Search(q, r, x.cd, x.cl); err != nil {
 		return err
 	}
@@ -225,11 +226,4 @@ func (x *Index) Close() {
 		x.src.Close()
 		x.src = nil
 	}
-}
-
-func grow[T any](b []T, n int) []T {
-	if cap(b) < n {
-		return make([]T, n)
-	}
-	return b[:n]
 }
