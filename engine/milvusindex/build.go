@@ -40,9 +40,8 @@ type BuildOptions struct {
 	IndexParams string
 	Metric      string // "IP" (cosine on normalized vectors) or "L2"; "" = IP
 	// InsertBytes bounds one insert request (Milvus's proxy takes at most 64 MiB); 0 = 4 MiB:
-	// 16 MiB requests cost a Milvus 2.3 standalone 10.3 CPU-s per 100k 768-dim rows on
-	// average (7.3-13.6, mostly fresh pages faulted in for the bigger messages), 4 MiB 7.2
-	// (6.5-7.9).
+	// 16 MiB requests cost a Milvus 2.3 standalone 10.4 CPU-s per 100k 768-dim rows on
+	// average (7.3-13.6), 4 MiB 7.7 (6.5-10.6).
 	InsertBytes int
 	// Inserts is how many insert requests are in flight at once (0 = 4): the proxy, the
 	// message queue and the data node work on different requests at the same time.
