@@ -194,7 +194,7 @@ func TestWordNetTop10(t *testing.T) {
 // (73 per output channel; most misses swap rank 10 with 11, whose reference scores differ by
 // 1e-4 to 5e-4 in a dozen queries). The weights' rounding is the whole error: fp16 weights
 // rounded to these int8 values give the same 83; what would close the gap is in README
-// "Precisions". The bound sits just below that.
+// ("Precision of the Linear layers"). The bound sits just below that.
 func TestWordNetTop10Int8(t *testing.T) { checkSameTop10(t, Int8, 80) }
 
 // TestGoldenMiniLMBF16 bounds the bf16 Linears' drift from fp32: issue 17 asks for every cosine
