@@ -237,14 +237,14 @@ func (s *server) signalExit(t *testing.T, sig os.Signal) error {
 // stop sends SIGTERM and checks the clean exit; the address file stays when it is the
 // folder's last (clients that find the folder empty crash), else it is removed.
 func (s *server) stop(t *testing.T) {
+	before := must(filepath.Glob(filepath.Join(filepath.Dir(s.addressFile), "Host*_IP*.txt")))
 	if err := s.signalExit(t, syscall.SIGTERM); err != nil {
 		t.Errorf("needle serve after SIGTERM: %v\n%s", err, s.log)
 	}
-	others := must(filepath.Glob(filepath.Join(filepath.Dir(s.addressFile), "Host*_IP*.txt")))
 	_, err := os.Stat(s.addressFile)
 	kept := err == nil && strings.Contains(s.log.String(), "kept "+s.addressFile)
-	if kept != (len(others) == 1) {
-		t.Errorf("after exit: address file kept=%v, address files in the folder %v\n%s", kept, others, s.log)
+	if kept != (len(before) == 1) {
+		t.Errorf("after exit: address file kept=%v, address files in the folder before %v\n%s", kept, before, s.log)
 	}
 }
 
@@ -314,6 +314,41 @@ func checkScoredLists(t *testing.T, fx *fixture, queries []string, result [][]sc
 	}
 }
 
+// checkASearcher runs ASearcher's pattern against the servers of address folder addrDir (the
+// client picks one from the folder): 40 queries one per request, then /access of a page of the
+// corpus and of one that is not there; the servers must have been given --pages_path fx.pages.
+func (fx *fixture) checkASearcher(t *testing.T, addrDir string) {
+	queries := fx.queries[:40]
+	urls := []string{
+		strings.Replace(fx.rows[7]["url"].(string), "index.php?title=", "index.php/", 1),
+		"https://en.wikipedia.org/w/index.php?title=Not_a_page",
+	}
+	var got struct {
+		Retrieve [][]map[string]any
+		Access   []map[string]any
+	}
+	python(t, &got, "asearcher.py", addrDir, writeJSON(t, queries), writeJSON(t, urls))
+	if len(got.Retrieve) != len(queries) {
+		t.Fatalf("%d answers for %d queries", len(got.Retrieve), len(queries))
+	}
+	for i, list := range got.Retrieve {
+		if len(list) != 5 {
+			t.Fatalf("query %d: %d rows, want topk 5", i, len(list))
+		}
+		for j, r := range list {
+			row := fx.rows[fx.oracle[queries[i]].labels[j]]
+			if r["contents"] != row["contents"] || r["url"] != row["url"] {
+				if s := fx.oracle[queries[i]].scores; !(j > 0 && s[j-1]-s[j] < 1e-4) && !(j < 4 && s[j]-s[j+1] < 1e-4) {
+					t.Fatalf("query %q rank %d: got %v, want contents/url of row %d", queries[i], j, r, fx.oracle[queries[i]].labels[j])
+				}
+			}
+		}
+	}
+	if len(got.Access) != 2 || got.Access[0]["url"] != fx.rows[7]["url"] || got.Access[0]["contents"] != fx.rows[7]["contents"] || got.Access[1] != nil {
+		t.Fatalf("/access answered %v, want [page of row 7, null]", got.Access)
+	}
+}
+
 func TestServeWithRealClients(t *testing.T) {
 	fx := newFixture(t)
 	srv := fx.start(t, "--pages_path", fx.pages, "--topk", "3", "--retriever_name", "all-MiniLM-L6-v2")
@@ -330,35 +365,7 @@ func TestServeWithRealClients(t *testing.T) {
 	})
 
 	t.Run("ASearcherOneQueryPerRequestViaAddressFile", func(t *testing.T) {
-		queries := fx.queries[:40]
-		urls := []string{
-			strings.Replace(fx.rows[7]["url"].(string), "index.php?title=", "index.php/", 1),
-			"https://en.wikipedia.org/w/index.php?title=Not_a_page",
-		}
-		var got struct {
-			Retrieve [][]map[string]any
-			Access   []map[string]any
-		}
-		python(t, &got, "asearcher.py", filepath.Dir(srv.addressFile), writeJSON(t, queries), writeJSON(t, urls))
-		if len(got.Retrieve) != len(queries) {
-			t.Fatalf("%d answers for %d queries", len(got.Retrieve), len(queries))
-		}
-		for i, list := range got.Retrieve {
-			if len(list) != 5 {
-				t.Fatalf("query %d: %d rows, want topk 5", i, len(list))
-			}
-			for j, r := range list {
-				row := fx.rows[fx.oracle[queries[i]].labels[j]]
-				if r["contents"] != row["contents"] || r["url"] != row["url"] {
-					if s := fx.oracle[queries[i]].scores; !(j > 0 && s[j-1]-s[j] < 1e-4) && !(j < 4 && s[j]-s[j+1] < 1e-4) {
-						t.Fatalf("query %q rank %d: got %v, want contents/url of row %d", queries[i], j, r, fx.oracle[queries[i]].labels[j])
-					}
-				}
-			}
-		}
-		if len(got.Access) != 2 || got.Access[0]["url"] != fx.rows[7]["url"] || got.Access[0]["contents"] != fx.rows[7]["contents"] || got.Access[1] != nil {
-			t.Fatalf("/access answered %v, want [page of row 7, null]", got.Access)
-		}
+		fx.checkASearcher(t, filepath.Dir(srv.addressFile))
 	})
 
 	t.Run("ClientMistakesAreJSON4xx", func(t *testing.T) {
