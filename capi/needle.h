@@ -48,8 +48,9 @@ int32_t needle_logprob_bf16(const uint16_t* logits, int64_t n, int64_t v, const 
                             int64_t err_len);
 
 /* needle_linear_logprob_f32: the same outputs from hidden [n, h] and lm_head [v, h] (logits =
- * hidden . lm_head^T) without holding [n, v]: chunks of 256 rows x 4096 vocab through OpenBLAS
- * sgemm (threads: OpenBLAS's own, OMP_NUM_THREADS / OPENBLAS_NUM_THREADS). */
+ * hidden . lm_head^T) without holding [n, v]: chunks of rows x 1024 vocabulary rows of
+ * batch-invariant dot products (a row's results never depend on the other rows), the row chunks
+ * on OpenMP's threads (OMP_NUM_THREADS). */
 int32_t needle_linear_logprob_f32(const float* hidden, int64_t n, int64_t h, const float* lm_head,
                                   int64_t v, const int64_t* labels, float temperature,
                                   int64_t ignore_index, float* out_logprob, float* out_entropy,

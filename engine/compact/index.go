@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"needle/faissgo"
+	"needle/kernels/platform/cpu"
 	"needle/kernels/retrieval/flatscan"
 	"needle/safetensors"
 )
@@ -113,7 +114,11 @@ func (x *Index) open(opt Options) error {
 	// Re-ranking reads scattered rows: no readahead around them.
 	_ = unix.Fadvise(int(src.Fd()), 0, 0, unix.FADV_RANDOM)
 	m, _ := faissgo.ParseMetric(f.Metric)
-	x.scan = flatscan.Search{Impl: flatscan.BLAS, Metric: flatscan.Metric(m), Dim: f.Dimension, Threads: x.threads}
+	level, err := cpu.Selected()
+	if err != nil {
+		return err
+	}
+	x.scan = flatscan.Search{Level: level, Metric: flatscan.Metric(m), Dim: f.Dimension, Threads: x.threads}
 	return nil
 }
 

@@ -3,8 +3,9 @@
 // the file's vectors in place instead of loading them, so it is ready in the time it takes to
 // check the header, and its anonymous memory does not grow with the index (one stripe of
 // scores per search). Each Search is one exact pass over the rows for the whole batch of
-// queries (kernels/retrieval/flatscan: sgemm over row blocks on all threads plus a heap per
-// query), with FAISS's scores and tie order. Searches run one at a time.
+// queries (kernels/retrieval/flatscan: batch-invariant dot products over row blocks on all
+// threads plus a heap per query), with FAISS's tie order and its scores to a few ulps.
+// Searches run one at a time.
 //
 // The file must not be rewritten in place while served (replace it by rename): a mapping of
 // a file truncated under it faults inside the scan. Search checks the file's size first.
@@ -22,6 +23,7 @@ import (
 
 	"needle/faissgo"
 	"needle/internal/pagecache"
+	"needle/kernels/platform/cpu"
 	"needle/kernels/retrieval/flatscan"
 )
 
@@ -65,8 +67,14 @@ func Open(path string, threads int) (*Index, error) {
 	if threads <= 0 {
 		threads = runtime.NumCPU()
 	}
+	level, err := cpu.Selected()
+	if err != nil {
+		unix.Munmap(data)
+		f.Close()
+		return nil, err
+	}
 	x := &Index{path: path, f: f, data: data, vec: vec, threads: threads, dropBehind: pagecache.TooLarge(size)}
-	x.s = flatscan.Search{Impl: flatscan.BLAS, Metric: flatscan.Metric(vec.Metric), Dim: vec.Dim, Threads: threads}
+	x.s = flatscan.Search{Level: level, Metric: flatscan.Metric(vec.Metric), Dim: vec.Dim, Threads: threads}
 	return x, nil
 }
 
@@ -82,7 +90,7 @@ func (x *Index) Search(q []float32, k int, dist []float32, labels []int64) error
 }
 
 // SearchContext is Search that gives up between stripes (flatscan.StripeRows: a few ms of
-// sgemm each, 5,120 rows for 64 queries of 384 floats) once ctx ends, returning ctx's error
+// dot products each, 5,120 rows for 64 queries of 384 floats) once ctx ends, returning ctx's error
 // (engine.ContextIndex: the server's batcher stops a search whose clients all went away).
 func (x *Index) SearchContext(ctx context.Context, q []float32, k int, dist []float32, labels []int64) error {
 	x.mu.Lock()

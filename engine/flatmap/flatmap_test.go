@@ -83,20 +83,26 @@ func readResult(t *testing.T, path string, nk int) result {
 	return r
 }
 
-// same requires identical ids; scores identical (exact) or within 1e-5 relative (L2 norms
-// are summed by FAISS's own vectorized loop, needle's in order).
+// same requires scores identical (exact: sums of small integers, which every order gets
+// right) or within 1e-5 relative (the mapped index's dot products round otherwise than
+// FAISS's sgemm, flatscan.h), and identical ids, but where FAISS's own scores of two
+// neighbouring results are that close (a near tie may swap).
 func same(t *testing.T, what string, got, want result, exact bool) {
 	t.Helper()
+	tol := func(i int) float64 { return 1e-5 * math.Max(1, math.Abs(float64(want.dist[i]))) }
+	near := func(i, j int) bool {
+		return j >= 0 && j < len(want.dist) && math.Abs(float64(want.dist[i]-want.dist[j])) <= tol(i)
+	}
 	for i := range want.labels {
 		d := math.Abs(float64(got.dist[i] - want.dist[i]))
-		if got.labels[i] != want.labels[i] || (exact && d != 0) || d > 1e-5*math.Max(1, math.Abs(float64(want.dist[i]))) {
+		if (exact && d != 0) || d > tol(i) || (got.labels[i] != want.labels[i] && (exact || !near(i, i-1) && !near(i, i+1))) {
 			t.Fatalf("%s: result %d: (%d, %g), FAISS (%d, %g)", what, i, got.labels[i], got.dist[i], want.labels[i], want.dist[i])
 		}
 	}
 }
 
 // The mapped index must answer as FAISS's exact search does on the same file: the same ids
-// in the same order, ties included, for files written by faissgo and by Python faiss.
+// in the same order, exact ties included, for files written by faissgo and by Python faiss.
 func TestSameAnswersAsFAISS(t *testing.T) {
 	const n, nqMax = 5000, 40
 	for _, data := range []struct {
@@ -125,7 +131,7 @@ func TestSameAnswersAsFAISS(t *testing.T) {
 					for _, k := range []int{1, 10, 99} {
 						what := data.name + " " + m.String() + " file by " + file.who + " nq=" + strconv.Itoa(nq) + " k=" + strconv.Itoa(k)
 						got := searchIndex(t, mapped, q[:nq*data.dim], data.dim, k)
-						same(t, what, got, searchIndex(t, ref, q[:nq*data.dim], data.dim, k), m == faissgo.IP)
+						same(t, what, got, searchIndex(t, ref, q[:nq*data.dim], data.dim, k), data.name == "small integers")
 					}
 				}
 				mapped.Close()

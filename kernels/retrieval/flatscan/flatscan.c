@@ -4,16 +4,15 @@
 #include <omp.h>
 #include <string.h>
 
+#include "../../linalg/dotmm/dotmm.h"
+
 // Compiled for baseline x86-64 (cgo CFLAGS name no -m flags): no FMA, so the L2 distance
-// x_norm + y_norm - 2 * ip rounds as FAISS's does.
+// x_norm + y_norm - 2 * ip rounds as FAISS's does. The inner products come from dotmm
+// (flatscan_avx2.c, flatscan_avx512.c): batch-invariant, see flatscan.h.
+DOTMM_DECLARE(flatscan)
 
 // Rows of a mapped index file may be misaligned: read them through a 1-byte-aligned type.
 typedef float ufloat __attribute__((aligned(1)));
-
-// OpenBLAS's Fortran sgemm, the very call FAISS makes (so the scores are bitwise FAISS's).
-extern void sgemm_(const char *transa, const char *transb, const int *m, const int *n, const int *k,
-                   const float *alpha, const float *a, const int *lda, const float *b, const int *ldb,
-                   const float *beta, float *c, const int *ldc);
 
 // better(metric, a, b): a is a strictly better score than b (FAISS's C::cmp(b, a)).
 static inline int better(int metric, float a, float b) { return metric == FLATSCAN_IP ? a > b : a < b; }
@@ -81,23 +80,15 @@ void flatscan_norms(const float *x, int64_t n, int64_t d, float *out) {
 	}
 }
 
+// QUERY_GROUP: a block's scores are computed for this many queries at a time, so that the
+// group's query rows (64 x 1.5 KB at d = 384) stay in L2 while the block's rows stream by.
+#define QUERY_GROUP 64
+
 // block computes the inner products of block rows (nb rows from y) with the queries into
-// out[q * nb + j]: sgemm called as FAISS's exhaustive_*_blas calls it, or plain loops.
-static void block(int impl, const float *x, int64_t nq, const char *y, int64_t nb, int64_t d, float *out) {
-	if (impl == FLATSCAN_BLAS) {
-		const int m = (int)nb, n = (int)nq, kk = (int)d;
-		const float one = 1, zero = 0;
-		sgemm_("Transpose", "Not transpose", &m, &n, &kk, &one, (const float *)y, &kk, x, &kk, &zero, out, &m);
-		return;
-	}
-	for (int64_t q = 0; q < nq; q++) {
-		for (int64_t j = 0; j < nb; j++) {
-			const ufloat *r = (const ufloat *)(y + 4 * j * d);
-			float s = 0;
-			for (int64_t t = 0; t < d; t++) s += x[q * d + t] * r[t];
-			out[q * nb + j] = s;
-		}
-	}
+// out[q * nb + j].
+static void block(dotmm_fn dot, const float *x, int64_t nq, const char *y, int64_t nb, int64_t d, float *out) {
+	for (int64_t q = 0; q < nq; q += QUERY_GROUP)
+		dot(x + q * d, d, nq - q < QUERY_GROUP ? nq - q : QUERY_GROUP, (const float *)y, d, nb, d, out + q * nb, nb);
 }
 
 // push folds n scores into one query's heap (val, ids: k entries) in order: ip[j] is the
@@ -126,27 +117,19 @@ static inline int64_t block_rows(int64_t nrows, int64_t j0) {
 	return nrows - j0 < FLATSCAN_BLOCK ? nrows - j0 : FLATSCAN_BLOCK;
 }
 
-void flatscan_scan(int impl, int metric, const float *x, const float *x_norms, int64_t nq,
+void flatscan_scan(int32_t level, int metric, const float *x, const float *x_norms, int64_t nq,
                    const void *y, int64_t row0, int64_t nrows, int64_t d, int64_t k,
                    float *dist, int64_t *labels, float *scratch, int threads) {
 	const int64_t nblocks = (nrows + FLATSCAN_BLOCK - 1) / FLATSCAN_BLOCK;
 	float *ynorm = scratch + nq * nrows;
-	if (impl != FLATSCAN_BLAS) threads = 1;
-	// One sgemm per block, from outside any parallel region, so that OpenBLAS threads it
-	// exactly as it threads FAISS's call: its threads split the matrix differently from a
-	// sgemm per thread, and that moves scores by an ulp. OpenBLAS takes its thread count from
-	// this OS thread's OpenMP setting (per thread in libgomp), as FAISS's calls do.
-	if (omp_get_max_threads() != threads) omp_set_num_threads(threads);
+	const dotmm_fn dot = flatscan_dotmm_pick(level);
+	if (level == NL_LEVEL_REF) threads = 1;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
 	for (int64_t b = 0; b < nblocks; b++) {
 		const int64_t j0 = b * FLATSCAN_BLOCK;
-		block(impl, x, nq, (const char *)y + 4 * j0 * d, block_rows(nrows, j0), d, scratch + j0 * nq);
-	}
-	if (metric == FLATSCAN_L2) {
-#pragma omp parallel for schedule(static) num_threads(threads)
-		for (int64_t b = 0; b < nblocks; b++) {
-			const int64_t j0 = b * FLATSCAN_BLOCK;
+		block(dot, x, nq, (const char *)y + 4 * j0 * d, block_rows(nrows, j0), d, scratch + j0 * nq);
+		if (metric == FLATSCAN_L2)
 			flatscan_norms((const float *)((const char *)y + 4 * j0 * d), block_rows(nrows, j0), d, ynorm + j0);
-		}
 	}
 	// Each query's heap sees its scores in row order, as in FAISS's HeapResultHandler.
 #pragma omp parallel for schedule(static) num_threads(threads)
@@ -160,17 +143,16 @@ void flatscan_scan(int impl, int metric, const float *x, const float *x_norms, i
 	}
 }
 
-void flatscan_rerank(int impl, int metric, const float *x, const float *x_norms, int64_t nq,
+void flatscan_rerank(int32_t level, int metric, const float *x, const float *x_norms, int64_t nq,
                      const float *rows, const int64_t *cand, int64_t r, int64_t d, int64_t k,
                      float *dist, int64_t *labels, float *scratch, int threads) {
-	if (impl != FLATSCAN_BLAS) threads = 1;
-	// Queries are spread over the threads and each sgemm runs on its caller's thread
-	// (OpenBLAS does not thread inside a parallel region).
+	const dotmm_fn dot = flatscan_dotmm_pick(level);
+	if (level == NL_LEVEL_REF) threads = 1;
 #pragma omp parallel for schedule(dynamic) num_threads(threads)
 	for (int64_t q = 0; q < nq; q++) {
 		const float *y = rows + q * r * d;
 		float *ip = scratch + q * r, *ynorm = scratch + nq * r + q * r;
-		block(impl, x + q * d, 1, (const char *)y, r, d, ip);
+		block(dot, x + q * d, 1, (const char *)y, r, d, ip);
 		if (metric == FLATSCAN_L2) flatscan_norms(y, r, d, ynorm);
 		push(metric, k, dist + q * k, labels + q * k, ip, x_norms ? x_norms[q] : 0, ynorm, cand + q * r, 0, r);
 	}

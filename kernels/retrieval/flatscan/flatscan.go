@@ -8,8 +8,8 @@
 package flatscan
 
 /*
-#cgo CFLAGS: -O2 -fopenmp
-#cgo LDFLAGS: -fopenmp -lopenblas
+#cgo CFLAGS: -O3 -fopenmp -Wno-psabi
+#cgo LDFLAGS: -fopenmp
 #include "flatscan.h"
 */
 import "C"
@@ -18,7 +18,7 @@ import (
 	"fmt"
 	"unsafe"
 
-	_ "needle/kernels/platform/blascore" // OpenBLAS kernels of this ISA, before any sgemm
+	"needle/kernels/platform/cpu"
 )
 
 // Metric is how rows compare to queries; the values are FAISS's MetricType.
@@ -29,14 +29,6 @@ const (
 	L2 Metric = C.FLATSCAN_L2 // squared Euclidean distance, smaller is closer
 )
 
-// Impl computes the scores: BLAS (sgemm, FAISS's scores) or Scalar (plain loops, the oracle).
-type Impl int
-
-const (
-	BLAS   Impl = C.FLATSCAN_BLAS
-	Scalar Impl = C.FLATSCAN_SCALAR
-)
-
 // Block is the row granularity of a scan: every stripe but the last is a multiple of it.
 const Block = C.FLATSCAN_BLOCK
 
@@ -45,7 +37,7 @@ const Block = C.FLATSCAN_BLOCK
 // (about queries x stripe rows floats), reused from one search to the next; not safe for
 // concurrent use.
 type Search struct {
-	Impl    Impl
+	Level   cpu.Level // the kernels' SIMD level; cpu.Ref runs the scalar oracle on one thread
 	Metric  Metric
 	Dim     int
 	Threads int // threads for the scores and the heaps (<= 0: 1)
@@ -107,7 +99,7 @@ func (s *Search) Scan(rows []byte, row0 int64) error {
 	if s.Metric == L2 {
 		norms = (*C.float)(&s.norms[0])
 	}
-	C.flatscan_scan(C.int(s.Impl), C.int(s.Metric), (*C.float)(&s.x[0]), norms, C.int64_t(s.nq),
+	C.flatscan_scan(C.int32_t(s.Level), C.int(s.Metric), (*C.float)(&s.x[0]), norms, C.int64_t(s.nq),
 		unsafe.Pointer(&rows[0]), C.int64_t(row0), C.int64_t(n), C.int64_t(s.Dim), C.int64_t(s.k),
 		(*C.float)(&s.dist[0]), (*C.int64_t)(&s.labels[0]), (*C.float)(&s.scratch[0]), C.int(max(s.Threads, 1)))
 	return nil
@@ -131,7 +123,7 @@ func (s *Search) Rerank(rows []float32, cand []int64, r int) error {
 	if s.Metric == L2 {
 		norms = (*C.float)(&s.norms[0])
 	}
-	C.flatscan_rerank(C.int(s.Impl), C.int(s.Metric), (*C.float)(&s.x[0]), norms, C.int64_t(s.nq),
+	C.flatscan_rerank(C.int32_t(s.Level), C.int(s.Metric), (*C.float)(&s.x[0]), norms, C.int64_t(s.nq),
 		(*C.float)(&rows[0]), (*C.int64_t)(&cand[0]), C.int64_t(r), C.int64_t(s.Dim), C.int64_t(s.k),
 		(*C.float)(&s.dist[0]), (*C.int64_t)(&s.labels[0]), (*C.float)(&s.scratch[0]), C.int(max(s.Threads, 1)))
 	return nil

@@ -1,8 +1,11 @@
 // flatscan: exact k-nearest-neighbor search over row-major float32 rows (a flat index),
-// streamed in stripes, with the results of FAISS 1.7.3's IndexFlat search bit for bit:
-// the same sgemm calls on the same 1024-row blocks (faiss/utils/distances.cpp,
-// exhaustive_inner_product_blas / exhaustive_L2sqr_blas) and the same heap, whose
-// tie-breaking this file reproduces (faiss/utils/Heap.h, ordered_key_value.h).
+// streamed in stripes, with the answers of FAISS 1.7.3's IndexFlat search: the same 1024-row
+// blocks (faiss/utils/distances.cpp, exhaustive_inner_product_blas / exhaustive_L2sqr_blas)
+// and the same heap, whose tie-breaking this file reproduces (faiss/utils/Heap.h,
+// ordered_key_value.h). The inner products are dotmm's (kernels/linalg/dotmm), not FAISS's
+// sgemm: a query's scores are the same bits whatever other queries share its search (FAISS's
+// are not: sgemm's blocking follows the batch), which costs FAISS's last bits (scores within
+// a few ulps; ids the same but where two rows' scores are that close).
 //
 // A search is flatscan_start, then flatscan_scan over consecutive stripes of rows (each
 // one starting on a block boundary), then flatscan_finish. dist/labels (nq x k, caller-owned)
@@ -15,16 +18,15 @@
 
 enum { FLATSCAN_IP = 0, FLATSCAN_L2 = 1 }; // FAISS's MetricType values
 enum { FLATSCAN_BLOCK = 1024 };             // FAISS's distance_compute_blas_database_bs
-enum { FLATSCAN_BLAS = 0, FLATSCAN_SCALAR = 1 };
 
 void flatscan_start(int metric, int64_t nq, int64_t k, float *dist, int64_t *labels);
 
 // Folds rows [row0, row0 + nrows) into the heaps; y points at row row0, row0 is a multiple of
 // FLATSCAN_BLOCK. x: nq x d queries; x_norms: their squared norms (L2; else unused).
-// scratch: nq * nrows + nrows floats. impl FLATSCAN_BLAS computes the scores with sgemm
-// (OpenBLAS threads each sgemm, threads threads the heaps); FLATSCAN_SCALAR, the test
-// oracle, with plain loops on one thread.
-void flatscan_scan(int impl, int metric, const float *x, const float *x_norms, int64_t nq,
+// scratch: nq * nrows + nrows floats. level is a SIMD level (kernels/platform/cpu/cpu.h):
+// NL_LEVEL_REF, the test oracle, runs plain loops on one thread; the others dotmm's kernels,
+// blocks and heaps on `threads` threads.
+void flatscan_scan(int32_t level, int metric, const float *x, const float *x_norms, int64_t nq,
                    const void *y, int64_t row0, int64_t nrows, int64_t d, int64_t k,
                    float *dist, int64_t *labels, float *scratch, int threads);
 
@@ -32,8 +34,8 @@ void flatscan_scan(int impl, int metric, const float *x, const float *x_norms, i
 // floats (query q's candidates at rows + q * r * d, gathered by the caller), cand their nq x r
 // labels (-1: no candidate). The heaps see the candidates in the order given: sorted by
 // label, the result is FAISS's IndexFlat search restricted to those rows. x_norms as in
-// flatscan_scan; scratch: 2 * nq * r floats. BLAS: one sgemm per query, queries on threads.
-void flatscan_rerank(int impl, int metric, const float *x, const float *x_norms, int64_t nq,
+// flatscan_scan; scratch: 2 * nq * r floats; queries on threads.
+void flatscan_rerank(int32_t level, int metric, const float *x, const float *x_norms, int64_t nq,
                      const float *rows, const int64_t *cand, int64_t r, int64_t d, int64_t k,
                      float *dist, int64_t *labels, float *scratch, int threads);
 

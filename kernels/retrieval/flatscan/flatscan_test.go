@@ -1,10 +1,12 @@
 package flatscan
 
 import (
+	"fmt"
 	"math"
 	"testing"
 
 	"needle/internal/testvec"
+	"needle/kernels/platform/cpu"
 )
 
 // rowBytes lays rows out as a mapped file does: little-endian float32s after skip bytes, so
@@ -15,13 +17,24 @@ func rowBytes(v []float32, skip int) []byte {
 
 var smallInts, gaussians = testvec.SmallInts, testvec.Unit
 
+// vectorLevels are the SIMD levels this CPU runs, but the reference.
+func vectorLevels() []cpu.Level {
+	var ls []cpu.Level
+	for _, l := range cpu.Levels() {
+		if l != cpu.Ref {
+			ls = append(ls, l)
+		}
+	}
+	return ls
+}
+
 // run is one whole search of the queries q: Start, fold (which hands the search its rows),
 // Finish.
-func run(t *testing.T, impl Impl, m Metric, dim int, q []float32, k, threads int, fold func(s *Search) error) ([]float32, []int64) {
+func run(t *testing.T, level cpu.Level, m Metric, dim int, q []float32, k, threads int, fold func(s *Search) error) ([]float32, []int64) {
 	t.Helper()
 	nq := len(q) / dim
 	dist, labels := make([]float32, nq*k), make([]int64, nq*k)
-	s := &Search{Impl: impl, Metric: m, Dim: dim, Threads: threads}
+	s := &Search{Level: level, Metric: m, Dim: dim, Threads: threads}
 	if err := s.Start(q, k, dist, labels); err != nil {
 		t.Fatal(err)
 	}
@@ -33,9 +46,9 @@ func run(t *testing.T, impl Impl, m Metric, dim int, q []float32, k, threads int
 }
 
 // search runs a whole search with stripes of stripe rows.
-func search(t *testing.T, impl Impl, m Metric, dim int, rows []byte, q []float32, k, stripe, threads int) ([]float32, []int64) {
+func search(t *testing.T, level cpu.Level, m Metric, dim int, rows []byte, q []float32, k, stripe, threads int) ([]float32, []int64) {
 	t.Helper()
-	return run(t, impl, m, dim, q, k, threads, func(s *Search) error {
+	return run(t, level, m, dim, q, k, threads, func(s *Search) error {
 		n := len(rows) / (4 * dim)
 		for r := 0; r < n || r == 0; r += stripe {
 			end := min(r+stripe, n)
@@ -48,14 +61,14 @@ func search(t *testing.T, impl Impl, m Metric, dim int, rows []byte, q []float32
 }
 
 // rerank runs a whole search that re-ranks r gathered candidate rows per query.
-func rerank(t *testing.T, impl Impl, m Metric, dim int, rows []float32, cand []int64, r int, q []float32, k, threads int) ([]float32, []int64) {
+func rerank(t *testing.T, level cpu.Level, m Metric, dim int, rows []float32, cand []int64, r int, q []float32, k, threads int) ([]float32, []int64) {
 	t.Helper()
-	return run(t, impl, m, dim, q, k, threads, func(s *Search) error { return s.Rerank(rows, cand, r) })
+	return run(t, level, m, dim, q, k, threads, func(s *Search) error { return s.Rerank(rows, cand, r) })
 }
 
-// With exact scores, sgemm and the scalar oracle must agree on every id and score, ties
+// With exact scores, every level and the scalar oracle must agree on every id and score, ties
 // included, whatever the stripes, threads and alignment.
-func TestBLASMatchesScalarExactly(t *testing.T) {
+func TestLevelsMatchRefExactly(t *testing.T) {
 	for _, c := range []struct {
 		n, dim, nq, k, stripe, threads, skip int
 	}{
@@ -71,11 +84,13 @@ func TestBLASMatchesScalarExactly(t *testing.T) {
 		for _, m := range []Metric{IP, L2} {
 			db, q := smallInts(c.n, c.dim, 1), smallInts(c.nq, c.dim, 2)
 			rows := rowBytes(db, c.skip)
-			wd, wl := search(t, Scalar, m, c.dim, rows, q, c.k, c.stripe, 1)
-			gd, gl := search(t, BLAS, m, c.dim, rows, q, c.k, c.stripe, c.threads)
-			for i := range wl {
-				if gl[i] != wl[i] || gd[i] != wd[i] {
-					t.Fatalf("%+v %v: result %d: BLAS (%d, %g), scalar (%d, %g)", c, m, i, gl[i], gd[i], wl[i], wd[i])
+			wd, wl := search(t, cpu.Ref, m, c.dim, rows, q, c.k, c.stripe, 1)
+			for _, level := range vectorLevels() {
+				gd, gl := search(t, level, m, c.dim, rows, q, c.k, c.stripe, c.threads)
+				for i := range wl {
+					if gl[i] != wl[i] || gd[i] != wd[i] {
+						t.Fatalf("%+v %v %v: result %d: (%d, %g), scalar (%d, %g)", c, m, level, i, gl[i], gd[i], wl[i], wd[i])
+					}
 				}
 			}
 		}
@@ -138,7 +153,7 @@ func TestHeapFollowsFAISSTieRule(t *testing.T) {
 	db, q := smallInts(n, dim, 5), smallInts(nq, dim, 6)
 	for _, m := range []Metric{IP, L2} {
 		for _, k := range []int{1, 2, 7, 64} {
-			_, labels := search(t, Scalar, m, dim, rowBytes(db, 0), q, k, Block, 1)
+			_, labels := search(t, cpu.Ref, m, dim, rowBytes(db, 0), q, k, Block, 1)
 			for qi := range nq {
 				scores := make([]float32, n)
 				for j := range n {
@@ -165,31 +180,76 @@ func TestHeapFollowsFAISSTieRule(t *testing.T) {
 	}
 }
 
-// On real-valued vectors sgemm's rounding differs from the oracle's: scores agree to a
+// On real-valued vectors the kernels' rounding differs from the oracle's: scores agree to a
 // tolerance, ids wherever the scores do not nearly tie.
-func TestBLASMatchesScalarOnGaussians(t *testing.T) {
+func TestLevelsMatchRefOnGaussians(t *testing.T) {
 	const n, dim, nq, k = 3000, 64, 20, 10
 	db, q := gaussians(n, dim, 7), gaussians(nq, dim, 8)
 	for _, m := range []Metric{IP, L2} {
-		wd, wl := search(t, Scalar, m, dim, rowBytes(db, 1), q, k, Block, 1)
-		gd, gl := search(t, BLAS, m, dim, rowBytes(db, 1), q, k, 2*Block, 2)
-		for i := range wl {
-			tol := 1e-4 * float32(math.Max(1, math.Abs(float64(wd[i]))))
-			if d := gd[i] - wd[i]; d > tol || d < -tol {
-				t.Fatalf("%v result %d: score %g, oracle %g", m, i, gd[i], wd[i])
+		wd, wl := search(t, cpu.Ref, m, dim, rowBytes(db, 1), q, k, Block, 1)
+		for _, level := range vectorLevels() {
+			gd, gl := search(t, level, m, dim, rowBytes(db, 1), q, k, 2*Block, 2)
+			sameWithin(t, fmt.Sprint(m, " ", level), gd, gl, wd, wl, k)
+		}
+	}
+}
+
+// sameWithin requires scores within a tolerance of the oracle's (want) and the same ids
+// wherever the oracle's scores do not nearly tie.
+func sameWithin(t *testing.T, what string, gd []float32, gl []int64, wd []float32, wl []int64, k int) {
+	t.Helper()
+	for i := range wl {
+		tol := 1e-4 * float32(math.Max(1, math.Abs(float64(wd[i]))))
+		if d := gd[i] - wd[i]; d > tol || d < -tol {
+			t.Fatalf("%s result %d: score %g, oracle %g", what, i, gd[i], wd[i])
+		}
+		near := func(j int) bool {
+			return j/k == i/k && j >= 0 && j < len(wd) && math.Abs(float64(wd[j]-wd[i])) <= float64(tol)
+		}
+		if gl[i] != wl[i] && !near(i-1) && !near(i+1) {
+			t.Fatalf("%s result %d: id %d, oracle %d", what, i, gl[i], wl[i])
+		}
+	}
+}
+
+// TestScoresBatchInvariant: a query's results are the same bits searched alone, among 12
+// others or among 69, whatever the threads and stripes; and re-ranking every row gives the
+// scan's bits (the compact index's exact scores equal the mapped index's).
+func TestScoresBatchInvariant(t *testing.T) {
+	const n, dim, nq, k = 2500, 48, 70, 9
+	db, q := gaussians(n, dim, 31), gaussians(nq, dim, 32)
+	rows := rowBytes(db, 45)
+	for _, m := range []Metric{IP, L2} {
+		for _, level := range vectorLevels() {
+			bd, bl := search(t, level, m, dim, rows, q, k, 2*Block, 2)
+			sd, sl := search(t, level, m, dim, rows, q[20*dim:33*dim], k, Block, 1)
+			all := make([]int64, n)
+			for i := range all {
+				all[i] = int64(i)
 			}
-			near := func(j int) bool {
-				return j/k == i/k && j >= 0 && j < len(wd) && math.Abs(float64(wd[j]-wd[i])) <= float64(tol)
-			}
-			if gl[i] != wl[i] && !near(i-1) && !near(i+1) {
-				t.Fatalf("%v result %d: id %d, oracle %d", m, i, gl[i], wl[i])
+			for _, qi := range []int{0, 20, 32, 69} {
+				ad, al := search(t, level, m, dim, rows, q[qi*dim:(qi+1)*dim], k, 3*Block, 2)
+				rd, rl := rerank(t, level, m, dim, db, all, n, q[qi*dim:(qi+1)*dim], k, 1)
+				for i := range k {
+					j := qi*k + i
+					if bl[j] != al[i] || math.Float32bits(bd[j]) != math.Float32bits(ad[i]) ||
+						rl[i] != al[i] || math.Float32bits(rd[i]) != math.Float32bits(ad[i]) {
+						t.Fatalf("%v %v query %d result %d: (%d, %g) among 70, (%d, %g) alone, (%d, %g) re-ranked",
+							m, level, qi, i, bl[j], bd[j], al[i], ad[i], rl[i], rd[i])
+					}
+					if qi >= 20 && qi < 33 {
+						if s := (qi-20)*k + i; sl[s] != al[i] || math.Float32bits(sd[s]) != math.Float32bits(ad[i]) {
+							t.Fatalf("%v %v query %d result %d: (%d, %g) among 13, (%d, %g) alone", m, level, qi, i, sl[s], sd[s], al[i], ad[i])
+						}
+					}
+				}
 			}
 		}
 	}
 }
 
 // Re-ranking the candidates of a query, sorted by label, gives what a scan of just those
-// rows gives (FAISS's scores and tie order), with sgemm as with the oracle; with every row
+// rows gives (FAISS's scores and tie order), at every level as with the oracle; with every row
 // as candidate, what a scan of all rows gives. Labels of -1 are skipped.
 func TestRerankIsAScanOfTheCandidates(t *testing.T) {
 	const n, dim, nq = 300, 5, 7
@@ -210,11 +270,13 @@ func TestRerankIsAScanOfTheCandidates(t *testing.T) {
 			for i := range all {
 				all[i] = int64(i % n)
 			}
-			wd, wl := search(t, Scalar, m, dim, rowBytes(db, 0), q, k, Block, 1)
-			gd, gl := rerank(t, BLAS, m, dim, gather(all), all, n, q, k, 2)
-			for i := range wl {
-				if gl[i] != wl[i] || gd[i] != wd[i] {
-					t.Fatalf("%v k=%d all rows: result %d: rerank (%d, %g), scan (%d, %g)", m, k, i, gl[i], gd[i], wl[i], wd[i])
+			wd, wl := search(t, cpu.Ref, m, dim, rowBytes(db, 0), q, k, Block, 1)
+			for _, level := range vectorLevels() {
+				gd, gl := rerank(t, level, m, dim, gather(all), all, n, q, k, 2)
+				for i := range wl {
+					if gl[i] != wl[i] || gd[i] != wd[i] {
+						t.Fatalf("%v %v k=%d all rows: result %d: rerank (%d, %g), scan (%d, %g)", m, level, k, i, gl[i], gd[i], wl[i], wd[i])
+					}
 				}
 			}
 			// 30 candidates per query, every third id, the last two missing.
@@ -229,20 +291,22 @@ func TestRerankIsAScanOfTheCandidates(t *testing.T) {
 				}
 			}
 			rows := gather(cand)
-			sd, sl := rerank(t, Scalar, m, dim, rows, cand, r, q, k, 1)
-			bd, bl := rerank(t, BLAS, m, dim, rows, cand, r, q, k, 3)
-			for qi := range nq {
-				sub := rows[qi*r*dim : (qi*r+r-2)*dim]
-				md, ml := search(t, Scalar, m, dim, rowBytes(sub, 0), q[qi*dim:(qi+1)*dim], k, Block, 1)
-				for i := range k {
-					want := int64(-1)
-					if ml[i] >= 0 {
-						want = cand[qi*r+int(ml[i])]
-					}
-					j := qi*k + i
-					if sl[j] != want || sd[j] != md[i] || bl[j] != want || bd[j] != md[i] {
-						t.Fatalf("%v k=%d query %d result %d: scalar (%d, %g), BLAS (%d, %g), scan of the candidates (%d, %g)",
-							m, k, qi, i, sl[j], sd[j], bl[j], bd[j], want, md[i])
+			sd, sl := rerank(t, cpu.Ref, m, dim, rows, cand, r, q, k, 1)
+			for _, level := range vectorLevels() {
+				bd, bl := rerank(t, level, m, dim, rows, cand, r, q, k, 3)
+				for qi := range nq {
+					sub := rows[qi*r*dim : (qi*r+r-2)*dim]
+					md, ml := search(t, cpu.Ref, m, dim, rowBytes(sub, 0), q[qi*dim:(qi+1)*dim], k, Block, 1)
+					for i := range k {
+						want := int64(-1)
+						if ml[i] >= 0 {
+							want = cand[qi*r+int(ml[i])]
+						}
+						j := qi*k + i
+						if sl[j] != want || sd[j] != md[i] || bl[j] != want || bd[j] != md[i] {
+							t.Fatalf("%v %v k=%d query %d result %d: scalar (%d, %g), %v (%d, %g), scan of the candidates (%d, %g)",
+								m, level, k, qi, i, sl[j], sd[j], level, bl[j], bd[j], want, md[i])
+						}
 					}
 				}
 			}

@@ -1,26 +1,18 @@
 // Drivers of the nn ops: pick the row kernels of a level, loop rows (OpenMP when the work is
-// big enough to pay for waking threads), and run the GEMMs: a few rows on dot_panels over the
-// team of team.c, more rows through OpenBLAS.
+// big enough to pay for waking threads), and run the GEMMs over the team of team.c. No BLAS:
+// a BLAS's blocking changes a row's bits with the batch around it, and its speed with the
+// kernels it picks for the CPU (OPENBLAS_CORETYPE).
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <omp.h>
-#include <cblas.h>
 #include "nn.h"
 #include "team.h"
 
-// nn_threads is the team size of the parallel loops here, set with nn_set_threads; until
-// then (0) it follows OpenBLAS's own default (OPENBLAS_NUM_THREADS or all cores).
+// nn_threads is the team size of the GEMMs and parallel loops here, set with nn_set_threads;
+// until then (0) it is OpenMP's default (OMP_NUM_THREADS or all cores).
 static int nn_threads = 0;
-
-// Linear with at most this many rows skips sgemm for dot_panels: for few rows OpenBLAS spends
-// most of its time packing the weight matrix, and the fp32 copy sgemm needs costs more than the
-// GEMM. Measured on AVX-512 (2 threads, MiniLM and e5 shapes): dot_panels ahead up to about
-// 128 rows, level at 256, behind from 512 (sgemm: 176 GFLOP/s on the e5 shape, copy included).
-#ifndef SMALL_ROWS
-#define SMALL_ROWS 128
-#endif
 
 // Row-wise ops over at most this many rows (a query's tokens) run on the calling thread: they
 // take microseconds, an OpenMP fork's wake-up about as long.
@@ -42,99 +34,78 @@ static const nn_ops *pick(int level) {
 	return &nn_ops_ref;
 }
 
-void nn_set_threads(int threads) {
-	if (threads < 1) threads = 1;
-	nn_threads = threads;
-	openblas_set_num_threads(threads);
-}
+void nn_set_threads(int threads) { nn_threads = threads < 1 ? 1 : threads; }
 
-int nn_get_threads(void) { return nn_threads > 0 ? nn_threads : openblas_get_num_threads(); }
+int nn_get_threads(void) { return nn_threads > 0 ? nn_threads : omp_get_num_procs(); }
 
 // sync_threads applies nn_threads to the calling OS thread. libgomp keeps the thread count
-// per OS thread, and OpenMP OpenBLAS resets its own count to the caller's omp_get_max_threads()
-// on every call, so a cgo call landing on a fresh Go thread would otherwise use all cores.
+// per OS thread, so a cgo call landing on a fresh Go thread would otherwise use all cores.
 static void sync_threads(void) {
 	if (nn_threads > 0 && omp_get_max_threads() != nn_threads) omp_set_num_threads(nn_threads);
 }
 
-// dot_task is one team task of the few-row Linear: DOT_TASK panels (64 outputs).
+// The fp16 Linear's team tasks (nn.h): first prep tasks, each one NN_XT_ROWS block of x
+// transposed into xt and, for a batch, one panel of w converted to float32 into wf; then dot
+// tasks of up to NN_LINEAR_ROWS rows by DOT_TASK panels (64 outputs), in row-major order, so
+// that a stop leaves whole tasks done in order. A task's rows (xt: 192 x in floats) stay in
+// L2 while each block's weights serve them from L1.
 #define DOT_TASK 4
 typedef struct {
 	const nn_ops *ops;
-	const float *x, *xt;
+	const float *x, *b;
 	const uint16_t *w;
-	float *y;
-	int64_t rows, in, out, panels;
+	float *xt, *wf, *y; // wf: NULL for a few rows
+	int64_t rows, in, out, panels, blocks;
+	int act;
 } dot_job;
-
-static void dot_task(void *arg, int64_t t) {
-	const dot_job *j = arg;
-	const int64_t p0 = t * DOT_TASK, p1 = p0 + DOT_TASK < j->panels ? p0 + DOT_TASK : j->panels;
-	j->ops->dot_panels(j->x, j->xt, j->w, j->y, j->rows, j->in, p0, p1, j->out);
-}
 
 // xt_len is the floats of x[rows,in] in the NN_XT_ROWS block layout of nn.h.
 static int64_t xt_len(int64_t rows, int64_t in) { return (rows + NN_XT_ROWS - 1) / NN_XT_ROWS * NN_XT_ROWS * in; }
 
-// transpose_x writes x[rows,in] into xt in the NN_XT_ROWS block layout.
-static void transpose_x(float *xt, const float *x, int64_t rows, int64_t in) {
-	memset(xt, 0, (size_t)xt_len(rows, in) * sizeof(float));
-	for (int64_t r = 0; r < rows; r++)
-		for (int64_t i = 0; i < in; i++) xt[((r / NN_XT_ROWS) * in + i) * NN_XT_ROWS + r % NN_XT_ROWS] = x[r * in + i];
-}
-
 static int64_t panels(int64_t out) { return (out + NN_PANEL - 1) / NN_PANEL; }
 
-// With a stop flag, a Linear of more than SMALL_ROWS rows runs sgemm on STOP_ROWS rows at a
-// time and checks the flag in between (the few-row path checks it between team tasks), so a
-// batch whose clients all left (engine/bert) gets out of a GEMM within one chunk. The chunks
-// give one sgemm's bits (nn_test.go checks it): OpenBLAS sums each row in the same order for
-// any row count, except on the kernels it takes for small products (measured with 0.3.21 on
-// AVX2: tails of up to ~1M multiply-adds came out in other bits; AVX-512 builds also have
-// sgemm_direct for products below 7.3M), so no chunk is smaller than STOP_ROWS (a short tail
-// joins the last chunk) and a Linear chunks only when STOP_ROWS rows are over STOP_MIN_MACS
-// multiply-adds (the BERT shapes: 19M to 75M).
-#define STOP_ROWS 128
-#define STOP_MIN_MACS (8 << 20)
+static void prep_task(void *arg, int64_t t) {
+	const dot_job *j = arg;
+	if (t < j->blocks) { // xt block t: rows [t*12, t*12 + 12), zero past the last row
+		float *xb = j->xt + t * j->in * NN_XT_ROWS;
+		const int64_t r0 = t * NN_XT_ROWS, nr = j->rows - r0 < NN_XT_ROWS ? j->rows - r0 : NN_XT_ROWS;
+		if (nr < NN_XT_ROWS) memset(xb, 0, (size_t)(j->in * NN_XT_ROWS) * sizeof(float));
+		for (int64_t r = 0; r < nr; r++)
+			for (int64_t i = 0; i < j->in; i++) xb[i * NN_XT_ROWS + r] = j->x[(r0 + r) * j->in + i];
+		return;
+	}
+	const int64_t p = t - j->blocks, n = j->in * NN_PANEL;
+	j->ops->half_to_float(j->wf + p * n, j->w + p * n, n);
+}
+
+static void dot_task(void *arg, int64_t t) {
+	const dot_job *j = arg;
+	const int64_t groups = (j->panels + DOT_TASK - 1) / DOT_TASK, r0 = t / groups * NN_LINEAR_ROWS;
+	const int64_t p0 = t % groups * DOT_TASK, p1 = p0 + DOT_TASK < j->panels ? p0 + DOT_TASK : j->panels;
+	const int64_t rows = j->rows - r0 < NN_LINEAR_ROWS ? j->rows - r0 : NN_LINEAR_ROWS;
+	j->ops->dot_panels(j->x + r0 * j->in, j->xt + r0 * j->in, j->w, j->wf, j->b, j->y + r0 * j->out, rows, j->in, p0,
+	                   p1, j->out, j->act);
+}
 
 int nn_linear(int level, const float *x, const uint16_t *w, const float *b, float *y,
               int64_t rows, int64_t in, int64_t out, int act, const int32_t *stop) {
 	if (rows == 0 || out == 0) return 0;
 	if (team_stopped(stop)) return NN_STOPPED;
-	sync_threads();
-	const nn_ops *ops = pick(level);
-	const int64_t np = panels(out);
-	if (rows <= SMALL_ROWS) {
-		float *xt = malloc((size_t)(in > 0 ? xt_len(rows, in) : 1) * sizeof(float));
-		if (!xt) return -1;
-		transpose_x(xt, x, rows, in);
-		dot_job j = {ops, x, xt, w, y, rows, in, out, np};
-		team_run_stoppable((np + DOT_TASK - 1) / DOT_TASK, dot_task, &j, nn_get_threads(), stop);
-		free(xt);
-	} else {
-		// sgemm reads float32: w^T[in,out] unpacked from the panels lives for the call.
-		float *wt = malloc((size_t)(in > 0 ? out * in : 1) * sizeof(float));
-		if (!wt) return -1;
-#pragma omp parallel for num_threads(nn_get_threads()) if (out * in >= PAR_MIN)
-		for (int64_t p = 0; p < np; p++) {
-			const int64_t n = out - p * NN_PANEL < NN_PANEL ? out - p * NN_PANEL : NN_PANEL;
-			float f[NN_PANEL];
-			for (int64_t i = 0; i < in; i++) {
-				ops->half_to_float(f, w + (p * in + i) * NN_PANEL, NN_PANEL);
-				memcpy(wt + i * out + p * NN_PANEL, f, (size_t)n * sizeof(float));
-			}
-		}
-		const int64_t chunk = stop && STOP_ROWS * in * out > STOP_MIN_MACS ? STOP_ROWS : rows;
-		for (int64_t r = 0, n; r < rows && !team_stopped(stop); r += n) {
-			n = rows - r < 2 * chunk ? rows - r : chunk;
-			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)n, (blasint)out, (blasint)in, 1.0f,
-			            x + r * in, (blasint)in, wt, (blasint)out, 0.0f, y + r * out, (blasint)out);
-		}
-		free(wt);
+	dot_job j = {pick(level), x, b, w, NULL, NULL, y, rows, in, out, panels(out),
+	             (rows + NN_XT_ROWS - 1) / NN_XT_ROWS, act};
+	const int convert = rows >= NN_CONVERT_ROWS && in > 0;
+	j.xt = malloc((size_t)(in > 0 ? xt_len(rows, in) : 1) * sizeof(float));
+	j.wf = convert ? malloc((size_t)(j.panels * NN_PANEL * in) * sizeof(float)) : NULL;
+	if (!j.xt || (convert && !j.wf)) {
+		free(j.xt), free(j.wf);
+		return -1;
 	}
-	if (team_stopped(stop)) return NN_STOPPED;
-	nn_bias_act(level, y, b, rows, out, act);
-	return 0;
+	const int threads = nn_get_threads();
+	team_run(j.blocks + (convert ? j.panels : 0), prep_task, &j, threads);
+	const int64_t groups = (j.panels + DOT_TASK - 1) / DOT_TASK;
+	team_run_stoppable((rows + NN_LINEAR_ROWS - 1) / NN_LINEAR_ROWS * groups, dot_task, &j, threads, stop);
+	free(j.xt), free(j.wf);
+	return team_stopped(stop) ? NN_STOPPED : 0;
 }
 
 // The pair-panel Linears (int8 and bf16, nn.h) run on the team for any row count (no BLAS

@@ -1,6 +1,6 @@
 // Package nn holds the ops of a BERT encoder forward pass: Linear on fp16 weights packed in
-// panels (a query's few rows on a GEMM of its own, batches through OpenBLAS cblas_sgemm) fused
-// with bias/GELU, LayerNorm with residual, masked softmax, packed-sequence attention,
+// panels (a GEMM of its own, batch-invariant: a row's bits never depend on the other rows of
+// its batch, nor on a BLAS library) fused with bias/GELU, LayerNorm with residual, masked softmax, packed-sequence attention,
 // embeddings, pooling and L2 normalization. Each op has a scalar C reference and AVX2/AVX-512
 // variants; an Ops value runs one level. Every call is one cgo call for a whole batch. Buffers
 // are caller-owned, row-major float32 (weights: see Linear); sizes are checked here, so bad
@@ -9,8 +9,8 @@
 package nn
 
 /*
-#cgo CFLAGS: -O3 -fopenmp -Wno-psabi -I/usr/include/x86_64-linux-gnu/openblas-openmp
-#cgo LDFLAGS: -fopenmp -lopenblas -lm
+#cgo CFLAGS: -O3 -fopenmp -Wno-psabi
+#cgo LDFLAGS: -fopenmp -lm
 #include <stdlib.h>
 #include "nn.h"
 */
@@ -22,7 +22,6 @@ import (
 	"sync/atomic"
 	"unsafe"
 
-	_ "needle/kernels/platform/blascore" // OpenBLAS kernels of this ISA, before any sgemm
 	"needle/kernels/platform/cpu"
 )
 
@@ -53,8 +52,8 @@ func New(level cpu.Level) Ops { return Ops{level: level} }
 
 // Stop is a flag that ends the Linear, LinearInt8 and LinearBF16 calls of the Ops it was given
 // to (WithStop) early:
-// set from any goroutine while a call runs, that call claims no more team tasks or sgemm
-// chunks and returns ErrStopped, its output partly written. engine/bert sets it when the
+// set from any goroutine while a call runs, that call claims no more team tasks and returns
+// ErrStopped, its output partly written. engine/bert sets it when the
 // context of a batch ends (the server's clients all went away), so that a batch stops inside
 // a layer. The flag is read by C during the call (it holds no Go pointer, so cgo may pass it);
 // a Stop is never cleared: use a new one per cancellable job.
@@ -66,9 +65,8 @@ func (s *Stop) Set() { atomic.StoreInt32(&s.flag, 1) }
 // ErrStopped is the Linears' error when their Stop was set: the output is incomplete.
 var ErrStopped = errors.New("nn: stopped")
 
-// WithStop returns o with s checked by the Linears (between their team tasks, and for Linear's
-// more than 128 rows between sgemm chunks of 128 rows, which give one sgemm's bits); nil
-// removes it.
+// WithStop returns o with s checked by the Linears between their team tasks (a set Stop
+// changes no bit of what was written); nil removes it.
 func (o Ops) WithStop(s *Stop) Ops {
 	o.stop = s
 	return o
@@ -91,13 +89,13 @@ func Selected() (Ops, error) {
 // Level is the SIMD level these ops run.
 func (o Ops) Level() cpu.Level { return o.level }
 
-// SetThreads sets the thread count of every op (process-wide): OpenBLAS's and OpenMP's for
-// batches, and the few-row Linear's own team (team.c). Concurrent callers each get an OpenMP
-// team of this size, so n * callers threads can compete for the cores; the few-row team
-// serves one caller at a time and the others run their few-row Linears alone.
+// SetThreads sets the thread count of every op (process-wide): OpenMP's for the row-wise
+// ops, and the Linears' own team (team.c). Concurrent callers each get an OpenMP team of this
+// size, so n * callers threads can compete for the cores; the team serves one caller at a
+// time and the others run their Linears alone.
 func SetThreads(n int) { C.nn_set_threads(C.int(n)) }
 
-// Threads is the thread count set by SetThreads (until then, OpenBLAS's default).
+// Threads is the thread count set by SetThreads (until then, OpenMP's: all cores).
 func Threads() int { return int(C.nn_get_threads()) }
 
 func fp(x []float32) *C.float {
@@ -140,10 +138,11 @@ func hp(x []uint16) *C.uint16_t {
 
 // Linear computes y[rows,out] = act(x[rows,in] * w^T + b[out]), where w is the [out,in]
 // matrix (PyTorch's Linear layout) packed as fp16 by PackHalf; products and sums are
-// float32. A few rows (a query) are dotted straight against the fp16 panels, reading half
-// the bytes of fp32 and each weight once; more rows go to one cblas_sgemm on a float32 copy
-// of w that lives for the call. b may be nil. With a Stop (WithStop) that is set, it returns
-// ErrStopped.
+// float32, each output one FMA chain over its inputs in order, so a row's output is the same
+// bits alone or in any batch (batch invariance; the reference level sums in float64). A few
+// rows (a query) are dotted straight against the fp16 panels, reading half the bytes of fp32
+// and each weight once; a batch first converts w to a float32 copy that lives for the call.
+// b may be nil. With a Stop (WithStop) that is set, it returns ErrStopped.
 func (o Ops) Linear(y, x []float32, w []uint16, b []float32, rows, in, out int, act Act) error {
 	if err := firstErr(need("Linear", "y", len(y), rows*out), need("Linear", "x", len(x), rows*in),
 		need("Linear", "w", len(w), PackedLen(out, in)), optional("Linear", "b", b, out)); err != nil {
@@ -155,7 +154,7 @@ func (o Ops) Linear(y, x []float32, w []uint16, b []float32, rows, in, out int, 
 	case C.NN_STOPPED:
 		return ErrStopped
 	}
-	return fmt.Errorf("nn.Linear: no memory for a %d x %d float32 copy of the weights", out, in)
+	return fmt.Errorf("nn.Linear: no memory for the scratch of %d rows x %d inputs (%d outputs)", rows, in, out)
 }
 
 // PackedLen is the length of PackHalf's output for an [out,in] matrix: panels of 16
@@ -495,3 +494,10 @@ func (o Ops) Pool(dst, x []float32, start []int32, n int, mode Pooling, normaliz
 	C.nn_pool(C.int(o.level), fp(dst), fp(x), ip(start), C.int32_t(nseq), C.int64_t(n), C.int(mode), C.int(norm))
 	return nil
 }
+
+// The fp16 Linear's task rows and conversion threshold (nn.h), for tests that check what a
+// stop leaves and both sides of the threshold.
+const (
+	LinearTaskRows  = C.NN_LINEAR_ROWS
+	ConvertRows = C.NN_CONVERT_ROWS
+)

@@ -73,11 +73,12 @@ typedef struct {
 	void (*scale)(float *x, int64_t n, float s);
 	// sum of x[i]^2, accumulated in at least float32 lanes
 	float (*sumsq)(const float *x, int64_t n);
-	// y[r*out + o] = dot(x[r*in:], w[o, :]) for r < rows and the outputs o < out of panels
-	// [p0, p1) of the packed fp16 w: the few-rows GEMM, which reads each weight once. xt is
-	// x in the NN_XT_ROWS layout (the vector kernels read it, the reference reads x).
-	void (*dot_panels)(const float *x, const float *xt, const uint16_t *w, float *y, int64_t rows,
-	                   int64_t in, int64_t p0, int64_t p1, int64_t out);
+	// y[r*out + o] = act(dot(x[r*in:], w[o, :]) + b[o]) for r < rows and the outputs o < out of
+	// panels [p0, p1) of the packed fp16 w (wf NULL) or of wf, the same panels as float32: the
+	// fp16 Linear's GEMM. xt is x in the NN_XT_ROWS layout (the vector kernels read it, the
+	// reference reads x). b may be NULL. Each output's bits depend only on its row and w (nn_linear).
+	void (*dot_panels)(const float *x, const float *xt, const uint16_t *w, const float *wf, const float *b, float *y,
+	                   int64_t rows, int64_t in, int64_t p0, int64_t p1, int64_t out, int act);
 	// dst[i] = the exact float value of the binary16 src[i].
 	void (*half_to_float)(float *dst, const uint16_t *src, int64_t n);
 	// dst[i] = src[i] rounded to binary16, ties to even (|x| >= 65520 -> inf; NaN stays NaN).
@@ -112,11 +113,16 @@ typedef struct {
 
 extern const nn_ops nn_ops_ref, nn_ops_avx2, nn_ops_avx512, nn_ops_avx512vnni, nn_ops_avx512bf16;
 
-// y[rows,out] = act(x[rows,in] * w[out,in]^T + b[out]) with packed fp16 w: dot_panels for a
-// few rows, else one cblas_sgemm on a float32 copy of w made for the call; then one fused
-// bias/act pass. Returns 0, -1 when the float32 copy cannot be allocated, or NN_STOPPED when
-// *stop was found set (stop may be NULL: never; see nn.c): y is then partly written.
+// y[rows,out] = act(x[rows,in] * w[out,in]^T + b[out]) with packed fp16 w, on the team: tasks
+// of up to NN_LINEAR_ROWS rows by 4 panels (64 outputs), bias and act fused. A batch of
+// NN_CONVERT_ROWS rows or more first converts w to float32 for the call (a few rows, a query,
+// read the fp16 panels once instead). Batch invariance: every output is one FMA chain over
+// its inputs in order, so a row gets the same bits alone or in any batch, at every level
+// that has FMA (the reference sums in double), whatever BLAS the process loads. Returns 0,
+// -1 when the scratch cannot be allocated, or NN_STOPPED when *stop was found set (stop may
+// be NULL: never), checked between tasks: y is then partly written, whole tasks in order.
 enum { NN_STOPPED = 1 };
+enum { NN_LINEAR_ROWS = 192, NN_CONVERT_ROWS = 48 };
 int nn_linear(int level, const float *x, const uint16_t *w, const float *b, float *y,
               int64_t rows, int64_t in, int64_t out, int act, const int32_t *stop);
 // dst (ceil(out/16)*16*in halves) = w[out,in] rounded to binary16 and packed in panels;
@@ -173,7 +179,7 @@ void nn_attention(int level, const float *qkv, float *ctx, const int32_t *start,
 // then L2-normalized if normalize != 0.
 void nn_pool(int level, float *dst, const float *x, const int32_t *start, int32_t nseq, int64_t n,
              int mode, int normalize);
-// OpenBLAS + OpenMP thread count for GEMMs and the parallel loops here.
+// The thread count of the team (GEMMs) and of the OpenMP loops here.
 void nn_set_threads(int threads);
 int nn_get_threads(void);
 #endif

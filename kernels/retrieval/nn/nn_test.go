@@ -232,8 +232,8 @@ func TestLinearConcurrent(t *testing.T) {
 }
 
 // TestLinearStopUnsetIsExact: a Linear given a Stop that is never set (the serving encoder's
-// case) gives the same bits as one without, on both paths: the sgemm path then runs in chunks
-// of 128 rows, at 1 and 2 threads, with row counts around the chunk size.
+// case) gives the same bits as one without, at 1 and 2 threads, with row counts around the
+// task and conversion sizes.
 func TestLinearStopUnsetIsExact(t *testing.T) {
 	r := rand.New(rand.NewSource(9))
 	ops, err := Selected()
@@ -264,10 +264,64 @@ func TestLinearStopUnsetIsExact(t *testing.T) {
 	}
 }
 
+// TestLinearBatchInvariant: every row of a batch gets the bits it gets alone, at every level
+// and thread count, on both sides of the conversion threshold and of the task rows, for
+// Linear, LinearInt8 and LinearBF16 (where the level has it).
+func TestLinearBatchInvariant(t *testing.T) {
+	r := rand.New(rand.NewSource(21))
+	defer SetThreads(1)
+	const in, out = 200, 100 // neither a multiple of the panels nor of the int8 groups
+	wf, b := randVec(r, out*in, 0.1), randVec(r, out, 0.1)
+	w, _ := halves(t, wf, out, in)
+	wq, err := PackInt8(wf, out, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wb, err := PackBF16(wf, out, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, level := range cpu.Levels() {
+		ops := New(level)
+		linears := map[string]func(y, x []float32, rows int) error{
+			"fp16": func(y, x []float32, rows int) error { return ops.Linear(y, x, w, b, rows, in, out, GELU) },
+			"int8": func(y, x []float32, rows int) error { return ops.LinearInt8(y, x, wq, b, rows, GELU) },
+		}
+		if ops.HasBF16() {
+			linears["bf16"] = func(y, x []float32, rows int) error { return ops.LinearBF16(y, x, wb, b, rows, GELU) }
+		}
+		for name, linear := range linears {
+			for _, threads := range []int{1, 2} {
+				SetThreads(threads)
+				for _, rows := range []int{2, 13, ConvertRows - 1, ConvertRows, LinearTaskRows + 5, 700} {
+					x := randVec(r, rows*in, 1)
+					batch := make([]float32, rows*out)
+					if err := linear(batch, x, rows); err != nil {
+						t.Fatal(err)
+					}
+					for _, row := range []int{0, rows / 2, rows - 1} {
+						alone := make([]float32, out)
+						if err := linear(alone, x[row*in:(row+1)*in], 1); err != nil {
+							t.Fatal(err)
+						}
+						for o, v := range alone {
+							if got := batch[row*out+o]; math.Float32bits(got) != math.Float32bits(v) {
+								t.Fatalf("%v %s, %d threads: row %d of %d, output %d: %g in the batch, %g alone",
+									level, name, threads, row, rows, o, got, v)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
 // TestLinearStops: a set Stop makes Linear return ErrStopped. Set before the call, nothing is
-// written; set during it (from another goroutine, at a moment the test cannot choose), the
-// work done is whole team tasks (64 outputs of every row) or whole 128-row sgemm chunks, in
-// order: a finished prefix, exact, and the rest untouched.
+// written; set during it (from another goroutine, at a moment the test cannot choose: any
+// number of units may be done, all of them included), the work done is whole team tasks
+// (up to LinearTaskRows rows by 64 outputs) in task order: a finished prefix, exact, and the
+// rest untouched.
 func TestLinearStops(t *testing.T) {
 	r := rand.New(rand.NewSource(10))
 	ops, err := Selected()
@@ -280,12 +334,12 @@ func TestLinearStops(t *testing.T) {
 	for _, c := range []struct {
 		name          string
 		rows, in, out int
-		unit          func(row, col int) int // the task or chunk that writes y[row, col]
-		after         time.Duration          // when to set the Stop: most likely part way
 	}{
-		{"team", 64, 256, 16384, func(_, col int) int { return col / 64 }, time.Millisecond},
-		{"sgemm", 4096, 384, 1536, func(row, _ int) int { return row / 128 }, 20 * time.Millisecond},
+		{"query", 64, 256, 16384},
+		{"batch", 4096, 384, 1536},
 	} {
+		groups := (c.out + 63) / 64
+		unit := func(row, col int) int { return row/LinearTaskRows*groups + col/64 } // the task that writes y[row, col]
 		x := randVec(r, c.rows*c.in, 1)
 		w, _ := halves(t, randVec(r, c.out*c.in, 0.2), c.out, c.in)
 		want := make([]float32, c.rows*c.out)
@@ -306,14 +360,14 @@ func TestLinearStops(t *testing.T) {
 		}
 
 		stop = new(Stop)
-		time.AfterFunc(c.after, stop.Set)
+		time.AfterFunc(time.Millisecond, stop.Set)
 		err := ops.WithStop(stop).Linear(y, x, w, nil, c.rows, c.in, c.out, NoAct)
 		if err != nil && err != ErrStopped {
 			t.Fatal(err)
 		}
 		done := map[int]bool{} // unit -> finished (exact) or untouched
 		for i := range y {
-			u, exact := c.unit(i/c.out, i%c.out), math.Float32bits(y[i]) == math.Float32bits(want[i])
+			u, exact := unit(i/c.out, i%c.out), math.Float32bits(y[i]) == math.Float32bits(want[i])
 			if !exact && !math.IsNaN(float64(y[i])) {
 				t.Fatalf("%s: stopped Linear wrote y[%d] = %g, want %g or nothing", c.name, i, y[i], want[i])
 			}
@@ -549,9 +603,8 @@ func TestEmbedAndPool(t *testing.T) {
 	}
 }
 
-// benchLinear times MiniLM's FFN-in GEMM (384 -> 1536, GELU) on rows rows with ops.
-func benchLinear(b *testing.B, ops Ops, rows int) {
-	const in, out = 384, 1536
+// benchLinear times an FFN GEMM (in -> out, GELU) on rows rows with ops.
+func benchLinear(b *testing.B, ops Ops, rows, in, out int) {
 	r := rand.New(rand.NewSource(5))
 	x, bias := randVec(r, rows*in, 1), randVec(r, out, 0.1)
 	w, _ := halves(b, randVec(r, out*in, 0.05), out, in)
@@ -571,18 +624,20 @@ func BenchmarkLinearFewRows(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	benchLinear(b, ops, 12)
+	benchLinear(b, ops, 12, 384, 1536)
 }
 
-// BenchmarkLinearBatch is the FFN-in GEMM of a 64-query batch (1,000 tokens): one sgemm, and
-// the 128-row chunks a Stop (WithStop) makes it run in.
+// BenchmarkLinearBatch is the FFN GEMMs of a 64-query batch (1,000 tokens): MiniLM's FFN-in
+// (384 -> 1536) without and with a Stop, and e5-base's FFN-out (3072 -> 768), whose rows of
+// 3,072 inputs do not fit L1.
 func BenchmarkLinearBatch(b *testing.B) {
 	ops, err := Selected()
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Run("sgemm", func(b *testing.B) { benchLinear(b, ops, 1000) })
-	b.Run("chunked", func(b *testing.B) { benchLinear(b, ops.WithStop(new(Stop)), 1000) })
+	b.Run("minilm", func(b *testing.B) { benchLinear(b, ops, 1000, 384, 1536) })
+	b.Run("minilm-stop", func(b *testing.B) { benchLinear(b, ops.WithStop(new(Stop)), 1000, 384, 1536) })
+	b.Run("e5-ffn-out", func(b *testing.B) { benchLinear(b, ops, 1000, 3072, 768) })
 }
 
 // BenchmarkAttentionQuery is one layer's attention of a 12-token query (12 heads of 32).

@@ -183,13 +183,42 @@ static float F(sumsq)(const float *x, int64_t n) {
 	return hsum(s);
 }
 
-// The few-rows GEMM on packed fp16 panels (nn.h): a block is DOT_VECS vectors of adjacent
-// outputs (two panels of 16 at 16 lanes, one at 8) by up to DOT_ROWS input rows. For each
-// input column i, the block's weights are loaded and converted once and serve every row,
-// whose x[r, i] is broadcast straight from xt (x transposed by nn_linear, so one pointer
-// reaches all rows): no horizontal sums, no shuffles, and the accumulators fill the registers
-// (24 of 32 zmm, 12 of 16 ymm).
-#define DOT_VECS 2
+// vfma is a * b + c with one rounding: every GEMM here accumulates by FMA chains written out,
+// never by `acc += a * b` left to the compiler's contraction, so that each output's bits
+// depend only on its own row and the weights (batch invariance, nn.h).
+#if VW == 16
+static inline vf vfma(vf a, vf b, vf c) { return (vf)_mm512_fmadd_ps((__m512)a, (__m512)b, (__m512)c); }
+#else
+static inline vf vfma(vf a, vf b, vf c) { return (vf)_mm256_fmadd_ps((__m256)a, (__m256)b, (__m256)c); }
+#endif
+
+// A GEMM block is BLOCK_VECS vectors of VW adjacent outputs (two panels of 16 at 16 lanes, one
+// at 8) by a few rows; its accumulators fill the registers.
+#define BLOCK_VECS 2
+
+// store_block stores act(acc * xs[r] + b) (one rounding; xs NULL: acc + b) of a block's
+// accumulators for the outputs below out.
+static inline __attribute__((always_inline)) void F(store_block)(vf acc[][BLOCK_VECS], const float *xs, const float *b,
+		float *y, int nr, int nv, int64_t o0, int64_t out, int act) {
+	for (int v = 0; v < nv; v++) {
+		const int64_t o = o0 + v * VW, rem = out - o;
+		if (rem <= 0) continue; // padding outputs
+		const vf bv = b ? loadp(b + o, rem, 0) : splat(0);
+		for (int r = 0; r < nr; r++) {
+			vf f = xs ? vfma(acc[r][v], splat(xs[r]), bv) : acc[r][v] + bv;
+			storep(y + r * out + o, act == NN_ACT_GELU ? vgelu(f) : f, rem);
+		}
+	}
+}
+
+// The fp16 Linear's GEMM on packed panels (nn.h): a block is BLOCK_VECS vectors of adjacent
+// outputs by up to DOT_ROWS input rows. For each input column i, the block's weights are
+// loaded once (binary16 converted on the fly, or the float32 copy nn_linear makes for a
+// batch) and serve every row, whose x[r, i] is broadcast straight from xt (x transposed by
+// nn_linear, so one pointer reaches all rows): no horizontal sums, no shuffles. Each output
+// is one FMA chain over i = 0..in-1 from +0, then + b and act: the same bits for a row alone
+// or among any others, whatever block it falls in, and whether the weights were converted
+// before or on the fly.
 #if VW == 16
 #define DOT_ROWS 12
 #else
@@ -206,31 +235,33 @@ static inline vf bcast(const float *p) {
 }
 
 // dot_block writes y[r*out + o] for the nr rows whose transposed columns start at xt (stride
-// NN_XT_ROWS) and the nv vectors of outputs at w, the first being output o0 (outputs at or
-// past out are padding and are not stored). Inlined with constant nr and nv, the
-// accumulators stay in registers.
-static inline __attribute__((always_inline)) void F(dot_block)(const float *xt, const uint16_t *w, float *y,
-		int nr, int nv, int64_t in, int64_t o0, int64_t out) {
-	const uint16_t *wv[DOT_VECS]; // vector v: panel (v*VW)/16, lanes from (v*VW)%16
-	for (int v = 0; v < nv; v++) wv[v] = w + (v * VW / NN_PANEL) * in * NN_PANEL + (v * VW) % NN_PANEL;
-	vf acc[DOT_ROWS][DOT_VECS];
+// NN_XT_ROWS) and the nv vectors of outputs at panel offset 0 of w (half != 0: binary16) or
+// wf (float32), the first being output o0 (outputs at or past out are padding and are not
+// stored). Inlined with constant nr, nv and half, the accumulators stay in registers.
+static inline __attribute__((always_inline)) void F(dot_block)(const float *xt, const uint16_t *w, const float *wf,
+		int half, const float *b, float *y, int nr, int nv, int64_t in, int64_t o0, int64_t out, int act) {
+	int64_t off[BLOCK_VECS]; // vector v: panel (v*VW)/16, lanes from (v*VW)%16
+	for (int v = 0; v < nv; v++) off[v] = (v * VW / NN_PANEL) * in * NN_PANEL + (v * VW) % NN_PANEL;
+	vf acc[DOT_ROWS][BLOCK_VECS];
 	for (int r = 0; r < nr; r++)
 		for (int v = 0; v < nv; v++) acc[r][v] = splat(0);
 	for (int64_t i = 0; i < in; i++) {
-		vf wi[DOT_VECS];
+		vf wi[BLOCK_VECS];
 		for (int v = 0; v < nv; v++) {
-			wi[v] = loadh(wv[v] + i * NN_PANEL);
-			__builtin_prefetch(wv[v] + (i + 32) * NN_PANEL);
+			if (half) {
+				wi[v] = loadh(w + off[v] + i * NN_PANEL);
+				__builtin_prefetch(w + off[v] + (i + 32) * NN_PANEL);
+			} else {
+				wi[v] = load(wf + off[v] + i * NN_PANEL);
+			}
 		}
 		const float *xi = xt + i * NN_XT_ROWS;
 		for (int r = 0; r < nr; r++) {
 			vf xb = bcast(xi + r);
-			for (int v = 0; v < nv; v++) acc[r][v] += xb * wi[v];
+			for (int v = 0; v < nv; v++) acc[r][v] = vfma(xb, wi[v], acc[r][v]);
 		}
 	}
-	for (int r = 0; r < nr; r++)
-		for (int v = 0; v < nv; v++)
-			if (out - o0 - v * VW > 0) storep(y + r * out + o0 + v * VW, acc[r][v], out - o0 - v * VW);
+	F(store_block)(acc, NULL, b, y, nr, nv, o0, out, act);
 }
 
 // ROW_CASES(n, C) is C(k) for every row count k = 1..n of a block (n a literal): the cases of
@@ -242,10 +273,10 @@ static inline __attribute__((always_inline)) void F(dot_block)(const float *xt, 
 #define ROW_CASES2(n, C) ROWS_##n(C)
 #define ROW_CASES(n, C) ROW_CASES2(n, C)
 
-// dot_rows_of runs the blocks of nv vectors at w over all rows, DOT_ROWS at a time.
-#define DOT_CASE(n) case n: F(dot_block)(xb, w, y + r * out, n, nv, in, o0, out); break;
-static inline __attribute__((always_inline)) void F(dot_rows_of)(const float *xt, const uint16_t *w, float *y,
-		int64_t rows, int nv, int64_t in, int64_t o0, int64_t out) {
+// dot_rows_of runs the blocks of nv vectors at panel offset po over all rows, DOT_ROWS at a time.
+#define DOT_CASE(n) case n: F(dot_block)(xb, w + po, wf ? wf + po : 0, half, b, y + r * out, n, nv, in, o0, out, act); break;
+static inline __attribute__((always_inline)) void F(dot_rows_of)(const float *xt, const uint16_t *w, const float *wf,
+		int half, const float *b, float *y, int64_t rows, int nv, int64_t in, int64_t po, int64_t o0, int64_t out, int act) {
 	for (int64_t r = 0; r < rows; r += DOT_ROWS) {
 		const float *xb = xt + (r / NN_XT_ROWS) * in * NN_XT_ROWS + r % NN_XT_ROWS;
 		switch (rows - r < DOT_ROWS ? rows - r : DOT_ROWS) { ROW_CASES(DOT_ROWS, DOT_CASE) }
@@ -253,13 +284,21 @@ static inline __attribute__((always_inline)) void F(dot_rows_of)(const float *xt
 }
 #undef DOT_CASE
 
-static void F(dot_panels)(const float *x, const float *xt, const uint16_t *w, float *y, int64_t rows,
-                          int64_t in, int64_t p0, int64_t p1, int64_t out) {
-	(void)x; // the vector kernels read xt
-	const int64_t block = DOT_VECS * VW / NN_PANEL; // panels per block
+static inline __attribute__((always_inline)) void F(dot_panels_of)(const float *xt, const uint16_t *w, const float *wf,
+		int half, const float *b, float *y, int64_t rows, int64_t in, int64_t p0, int64_t p1, int64_t out, int act) {
+	const int64_t block = BLOCK_VECS * VW / NN_PANEL; // panels per block
 	int64_t p = p0;
-	for (; p + block <= p1; p += block) F(dot_rows_of)(xt, w + p * in * NN_PANEL, y, rows, DOT_VECS, in, p * NN_PANEL, out);
-	for (; p < p1; p++) F(dot_rows_of)(xt, w + p * in * NN_PANEL, y, rows, NN_PANEL / VW, in, p * NN_PANEL, out);
+	for (; p + block <= p1; p += block)
+		F(dot_rows_of)(xt, w, wf, half, b, y, rows, BLOCK_VECS, in, p * in * NN_PANEL, p * NN_PANEL, out, act);
+	for (; p < p1; p++)
+		F(dot_rows_of)(xt, w, wf, half, b, y, rows, NN_PANEL / VW, in, p * in * NN_PANEL, p * NN_PANEL, out, act);
+}
+
+static void F(dot_panels)(const float *x, const float *xt, const uint16_t *w, const float *wf, const float *b,
+                          float *y, int64_t rows, int64_t in, int64_t p0, int64_t p1, int64_t out, int act) {
+	(void)x; // the vector kernels read xt
+	if (wf) F(dot_panels_of)(xt, w, wf, 0, b, y, rows, in, p0, p1, out, act);
+	else F(dot_panels_of)(xt, w, NULL, 1, b, y, rows, in, p0, p1, out, act);
 }
 
 static void F(half_to_float)(float *dst, const uint16_t *src, int64_t n) {
@@ -304,14 +343,13 @@ static void F(quantize_row)(int16_t *a, const float *x, int64_t n, float *scale)
 }
 
 // The pair GEMMs (nn.h): int8 weights on int16 activations (dot_q8) and bf16 weights on bf16
-// activations (dot_bf16) share one blocking. A block is PAIR_VECS vectors of VW outputs by up to
+// activations (dot_bf16) share one blocking. A block is BLOCK_VECS vectors of VW outputs by up to
 // Q8_ROWS or BF_ROWS rows; per pair of inputs the block's weights are loaded once (int8:
 // sign-extended to int16) and serve every row, whose pair of activations is broadcast to every
 // lane: one vpdpwssd (AVX512_VNNI; else vpmaddwd + vpaddd, the same exact int32 sums) or
 // vdpbf16ps per row and vector. int8 sums each group of NN_Q8_GROUP inputs in int32, then adds
 // it, scaled, into a float accumulator. The epilogue dequantizes (int8), adds the bias and
 // applies GELU on the accumulators before the store.
-#define PAIR_VECS 2
 // Rows per block: the accumulators (int8: int32 and float ones), the block's weights (and
 // int8's group scales), one broadcast and one product fit the 32 zmm registers. AVX2's 16 ymm
 // cannot hold int8's 4 rows; measured on Zen 4 (1 thread, FFN-in shape), 4 rows with spills
@@ -332,13 +370,11 @@ static inline vi q_dot(vi acc, vq a, vq w) { return (vi)_mm512_dpwssd_epi32((__m
 #else
 static inline vi q_dot(vi acc, vq a, vq w) { return acc + (vi)_mm512_madd_epi16(a, w); }
 #endif
-static inline vf vfma(vf a, vf b, vf c) { return (vf)_mm512_fmadd_ps((__m512)a, (__m512)b, (__m512)c); }
 #else
 typedef __m256i vq;
 static inline vq q_load(const int8_t *p) { return _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)p)); }
 static inline vq pair_bcast(const uint16_t *p) { int32_t v; memcpy(&v, p, 4); return _mm256_set1_epi32(v); }
 static inline vi q_dot(vi acc, vq a, vq w) { return acc + (vi)_mm256_madd_epi16(a, w); }
-static inline vf vfma(vf a, vf b, vf c) { return (vf)_mm256_fmadd_ps((__m256)a, (__m256)b, (__m256)c); }
 #endif
 #ifdef __AVX512BF16__
 static inline vq bf_load(const uint16_t *p) { return _mm512_loadu_si512(p); }
@@ -351,41 +387,26 @@ static inline const char *F(pair_vec)(const void *w, int v, int64_t k, int size)
 	return (const char *)w + ((v * VW / NN_PANEL) * k * NN_PANEL + (v * VW) % NN_PANEL * 2) * size;
 }
 
-// store_block stores act(acc * xs[r] + b) (one rounding; xs NULL: acc + b) of a block's
-// accumulators for the outputs below out.
-static inline __attribute__((always_inline)) void F(store_block)(vf acc[][PAIR_VECS], const float *xs, const float *b,
-		float *y, int nr, int nv, int64_t o0, int64_t out, int act) {
-	for (int v = 0; v < nv; v++) {
-		const int64_t o = o0 + v * VW, rem = out - o;
-		if (rem <= 0) continue; // padding outputs
-		const vf bv = b ? loadp(b + o, rem, 0) : splat(0);
-		for (int r = 0; r < nr; r++) {
-			vf f = xs ? vfma(acc[r][v], splat(xs[r]), bv) : acc[r][v] + bv;
-			storep(y + r * out + o, act == NN_ACT_GELU ? vgelu(f) : f, rem);
-		}
-	}
-}
-
 // q8_block writes y[r*out + o] for nr rows of a (k values each) and the nv vectors of outputs
 // at w, the first being output o0, with the group scales ws of w's panels; inlined with
 // constant nr and nv, the accumulators stay in registers.
 static inline __attribute__((always_inline)) void F(q8_block)(const int16_t *a, const float *xs, const int8_t *w,
 		const float *ws, const float *b, float *y, int nr, int nv, int64_t k, int64_t o0, int64_t out, int act) {
-	const char *wv[PAIR_VECS];
-	const float *sv[PAIR_VECS]; // the scales of vector v's outputs, group 0
+	const char *wv[BLOCK_VECS];
+	const float *sv[BLOCK_VECS]; // the scales of vector v's outputs, group 0
 	for (int v = 0; v < nv; v++) {
 		wv[v] = F(pair_vec)(w, v, k, 1);
 		sv[v] = ws + (v * VW / NN_PANEL) * (k / NN_Q8_GROUP) * NN_PANEL + (v * VW) % NN_PANEL;
 	}
-	vf acc[Q8_ROWS][PAIR_VECS];
+	vf acc[Q8_ROWS][BLOCK_VECS];
 	for (int r = 0; r < nr; r++)
 		for (int v = 0; v < nv; v++) acc[r][v] = splat(0);
 	for (int64_t g0 = 0; g0 < k; g0 += NN_Q8_GROUP) {
-		vi sum[Q8_ROWS][PAIR_VECS];
+		vi sum[Q8_ROWS][BLOCK_VECS];
 		for (int r = 0; r < nr; r++)
 			for (int v = 0; v < nv; v++) sum[r][v] = (vi){0};
 		for (int64_t g = g0; g < g0 + NN_Q8_GROUP; g += 2) {
-			vq wg[PAIR_VECS];
+			vq wg[BLOCK_VECS];
 			for (int v = 0; v < nv; v++) wg[v] = q_load((const int8_t *)wv[v] + g * NN_PANEL);
 			for (int r = 0; r < nr; r++) {
 				vq ab = pair_bcast((const uint16_t *)a + r * k + g);
@@ -404,13 +425,13 @@ static inline __attribute__((always_inline)) void F(q8_block)(const int16_t *a, 
 // bf16_block is q8_block for bf16 weights and activations: float accumulators, no scales.
 static inline __attribute__((always_inline)) void F(bf16_block)(const uint16_t *a, const uint16_t *w, const float *b,
 		float *y, int nr, int nv, int64_t k, int64_t o0, int64_t out, int act) {
-	const char *wv[PAIR_VECS];
+	const char *wv[BLOCK_VECS];
 	for (int v = 0; v < nv; v++) wv[v] = F(pair_vec)(w, v, k, 2);
-	vf acc[BF_ROWS][PAIR_VECS];
+	vf acc[BF_ROWS][BLOCK_VECS];
 	for (int r = 0; r < nr; r++)
 		for (int v = 0; v < nv; v++) acc[r][v] = splat(0);
 	for (int64_t g = 0; g < k; g += 2) {
-		vq wg[PAIR_VECS];
+		vq wg[BLOCK_VECS];
 		for (int v = 0; v < nv; v++) wg[v] = bf_load((const uint16_t *)wv[v] + g * NN_PANEL);
 		for (int r = 0; r < nr; r++) {
 			vq ab = pair_bcast(a + r * k + g);
@@ -433,10 +454,10 @@ static inline __attribute__((always_inline)) void F(q8_rows_of)(const int16_t *a
 
 static void F(dot_q8)(const int16_t *a, const float *xs, const int8_t *w, const float *ws, const float *b,
                       float *y, int64_t rows, int64_t k, int64_t p0, int64_t p1, int64_t out, int act) {
-	const int64_t block = PAIR_VECS * VW / NN_PANEL, wp = k * NN_PANEL, sp = k / NN_Q8_GROUP * NN_PANEL; // per panel
+	const int64_t block = BLOCK_VECS * VW / NN_PANEL, wp = k * NN_PANEL, sp = k / NN_Q8_GROUP * NN_PANEL; // per panel
 	int64_t p = p0;
 	for (; p + block <= p1; p += block)
-		F(q8_rows_of)(a, xs, w + p * wp, ws + p * sp, b, y, rows, PAIR_VECS, k, p * NN_PANEL, out, act);
+		F(q8_rows_of)(a, xs, w + p * wp, ws + p * sp, b, y, rows, BLOCK_VECS, k, p * NN_PANEL, out, act);
 	for (; p < p1; p++)
 		F(q8_rows_of)(a, xs, w + p * wp, ws + p * sp, b, y, rows, NN_PANEL / VW, k, p * NN_PANEL, out, act);
 }
@@ -453,9 +474,9 @@ static inline __attribute__((always_inline)) void F(bf16_rows_of)(const uint16_t
 
 static void F(dot_bf16)(const uint16_t *a, const uint16_t *w, const float *b, float *y, int64_t rows, int64_t k,
                         int64_t p0, int64_t p1, int64_t out, int act) {
-	const int64_t block = PAIR_VECS * VW / NN_PANEL, wp = k * NN_PANEL;
+	const int64_t block = BLOCK_VECS * VW / NN_PANEL, wp = k * NN_PANEL;
 	int64_t p = p0;
-	for (; p + block <= p1; p += block) F(bf16_rows_of)(a, w + p * wp, b, y, rows, PAIR_VECS, k, p * NN_PANEL, out, act);
+	for (; p + block <= p1; p += block) F(bf16_rows_of)(a, w + p * wp, b, y, rows, BLOCK_VECS, k, p * NN_PANEL, out, act);
 	for (; p < p1; p++) F(bf16_rows_of)(a, w + p * wp, b, y, rows, NN_PANEL / VW, k, p * NN_PANEL, out, act);
 }
 

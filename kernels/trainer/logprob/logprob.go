@@ -13,8 +13,8 @@ package logprob
 // do), so fp32 math runs exactly as written. The kernels need that: y = x * inv_t fused into
 // y - m gives an unrounded difference that can exceed 0 and overflow exp. Wanted FMAs are
 // explicit intrinsics. (cgo rejects -ffp-contract=off; CMake passes it, see CMakeLists.txt.)
-#cgo CFLAGS: -O3 -std=c11 -I/usr/include/x86_64-linux-gnu/openblas-openmp
-#cgo LDFLAGS: -lopenblas -lgomp -lpthread -lm
+#cgo CFLAGS: -O3 -std=c11 -fopenmp -Wno-psabi
+#cgo LDFLAGS: -fopenmp -lpthread -lm
 #include "logprob.h"
 
 // go_logprob and go_linear build the argument struct on the C side: a Go struct holding Go
@@ -52,7 +52,6 @@ import (
 	"sync"
 	"unsafe"
 
-	_ "needle/kernels/platform/blascore" // the fused op's sgemm: this ISA's kernels
 	"needle/kernels/platform/cpu"
 )
 
@@ -206,8 +205,9 @@ func checkArgs(x Logits, labels []int64, opt Options, out Output) error {
 }
 
 // LinearCompute fills out from hidden [rows, h] and lmHead [vocab, h] (fp32, row-major) without
-// holding the [rows, vocab] logits: chunks of NL_LINEAR_CHUNK_ROWS x NL_LINEAR_CHUNK_VOCAB go
-// through OpenBLAS sgemm (threaded by OpenBLAS itself: OMP_NUM_THREADS; opt.Threads is unused).
+// holding the [rows, vocab] logits: chunks of rows x 1,024 vocabulary rows of batch-invariant
+// dot products (kernels/linalg/dotmm) on OpenMP's threads (OMP_NUM_THREADS; opt.Threads is
+// unused), whatever BLAS the process loads.
 func LinearCompute(hidden []float32, rows, h int, lmHead []float32, vocab int, labels []int64, opt Options, out Output) error {
 	level, err := cpu.Selected()
 	if err != nil {

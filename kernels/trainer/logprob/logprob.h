@@ -45,11 +45,18 @@ int nl_logprob_run(const nl_logprob_args* a, int32_t level, int32_t threads, cha
                    size_t errlen);
 
 // nl_linear_logprob_run is the fused op: logits = hidden[n,h] . lm_head[v,h]^T are produced in
-// chunks of rows x vocab by cblas_sgemm (OpenBLAS, its own threads) into a scratch buffer of at
-// most NL_LINEAR_CHUNK_ROWS * NL_LINEAR_CHUNK_VOCAB floats and combined online, so [n,v] is never
-// held. Outputs and errors as nl_logprob_run (a->logits and a->dtype are unused).
-#define NL_LINEAR_CHUNK_ROWS 256
-#define NL_LINEAR_CHUNK_VOCAB 4096
+// chunks of nl_linear_chunk_rows(h) rows x NL_LINEAR_CHUNK_VOCAB vocabulary rows by dotmm into a
+// scratch buffer per thread and combined online, so [n,v] is never held; the row chunks run on
+// OpenMP's threads. A row's results do not depend on the other rows (dotmm is batch-invariant).
+// Outputs and errors as nl_logprob_run (a->logits and a->dtype are unused), and -1 when a
+// thread's scratch cannot be allocated (the outputs are then partly written).
+#define NL_LINEAR_CHUNK_VOCAB 1024
+// nl_linear_chunk_rows: the chunk's hidden rows take about 256 KB (they stay in L2 while the
+// lm_head rows stream by), 8 to 256 rows.
+static inline int64_t nl_linear_chunk_rows(int64_t h) {
+  const int64_t r = (256 << 10) / 4 / h;
+  return r < 8 ? 8 : r > 256 ? 256 : r;
+}
 int nl_linear_logprob_run(const float* hidden, int64_t h, const float* lm_head,
                           const nl_logprob_args* a, int32_t level, char* err, size_t errlen);
 

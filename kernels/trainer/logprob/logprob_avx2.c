@@ -92,4 +92,10 @@ void nl_stats_avx2(const void* row, int32_t dtype, int64_t len, float inv_t, nl_
     default: stats8(row, NL_F32, len, inv_t, st);
   }
 }
+
+// The fused op's logits (logprob_linear.c): dotmm at 8 lanes.
+#define VW 8
+#define SUFFIX avx2
+#define DOTMM_NAME logprob
+#include "../../linalg/dotmm/dotmm_vec.h"
 #endif

@@ -102,4 +102,10 @@ void nl_stats_avx512(const void* row, int32_t dtype, int64_t len, float inv_t, n
     default: stats(row, NL_F32, len, inv_t, st);
   }
 }
+
+// The fused op's logits (logprob_linear.c): dotmm at 16 lanes.
+#define VW 16
+#define SUFFIX avx512
+#define DOTMM_NAME logprob
+#include "../../linalg/dotmm/dotmm_vec.h"
 #endif
