@@ -16,7 +16,7 @@
 package faissgo
 
 /*
-#cgo CFLAGS: -O2
+#cgo CFLAGS: -O2 -fopenmp
 #cgo CXXFLAGS: -O2 -std=c++17
 #cgo LDFLAGS: -L${SRCDIR}/../build/native -lfaiss_c -lfaiss -lopenblas -lgomp -lstdc++ -lm
 #include <stdlib.h>

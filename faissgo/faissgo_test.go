@@ -294,6 +294,31 @@ func TestConcurrentSearchMatchesSerial(t *testing.T) {
 	}
 }
 
+// TestSearchBatchInvariant: but for a flat index (one sgemm pass, as FAISS does it), a
+// query's results are the same bits searched alone or among 99 others: FAISS is called one
+// query at a time (needle_search), because its batched coarse assignment and PCA or OPQ transform
+// round with the batch.
+func TestSearchBatchInvariant(t *testing.T) {
+	const dim, n, nq, k = 32, 2000, 100, 10
+	db, q := randomVectors(n, dim, 41), randomVectors(nq, dim, 42)
+	for _, c := range []struct{ factory, param string }{{"HNSW32", "efSearch"}, {"IVF64,Flat", "nprobe"}, {"PCAR16,IVF64,SQ8", "nprobe"}} {
+		factory := c.factory
+		x := mustBuild(t, dim, factory, IP, db)
+		if err := x.SetSearchParam(c.param, 8); err != nil {
+			t.Fatal(err)
+		}
+		bd, bl := search(t, x, q, k)
+		for _, i := range []int{0, 37, 99} {
+			ad, al := search(t, x, q[i*dim:(i+1)*dim], k)
+			for j := range k {
+				if al[j] != bl[i*k+j] || math.Float32bits(ad[j]) != math.Float32bits(bd[i*k+j]) {
+					t.Fatalf("%s: query %d result %d: (%d, %g) alone, (%d, %g) among %d", factory, i, j, al[j], ad[j], bl[i*k+j], bd[i*k+j], nq)
+				}
+			}
+		}
+	}
+}
+
 func TestSearchDoesNotAllocate(t *testing.T) {
 	x := mustBuild(t, 16, "Flat", IP, randomVectors(100, 16, 8))
 	q := randomVectors(4, 16, 9)

@@ -79,7 +79,22 @@ int needle_add(FaissIndex* idx, int64_t n, const float* x, char* err, size_t err
 int needle_search(const FaissIndex* idx, int64_t n, const float* x, int64_t k, float* distances,
                   int64_t* labels, char* err, size_t errlen) {
     apply_threads();
-    return finish(faiss_Index_search(idx, n, x, k, distances, labels), err, errlen);
+    if (n == 1 || needle_index_is_flat(idx)) {
+        return finish(faiss_Index_search(idx, n, x, k, distances, labels), err, errlen);
+    }
+    const int64_t d = faiss_Index_d(idx);
+    int status = 0;
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int64_t i = 0; i < n; i++) {
+        int st = faiss_Index_search(idx, 1, x + i * d, k, distances + i * k, labels + i * k);
+        if (st != 0) {
+#pragma omp critical
+            if (status == 0) { // the message is this thread's, read right after its call
+                status = finish(st, err, errlen);
+            }
+        }
+    }
+    return status;
 }
 
 int needle_set_param(FaissIndex* idx, const char* name, double value, char* err, size_t errlen) {

@@ -28,11 +28,17 @@ int needle_read_index(const char* path, int io_flags, FaissIndex** out, char* er
 int needle_write_index_fd(const FaissIndex* idx, int fd, char* err, size_t errlen);
 int needle_train(FaissIndex* idx, int64_t n, const float* x, char* err, size_t errlen);
 int needle_add(FaissIndex* idx, int64_t n, const float* x, char* err, size_t errlen);
-// needle_search writes n*k distances and labels into the caller's buffers.
+// needle_search writes n*k distances and labels into the caller's buffers. A flat index
+// (IndexFlat) is searched in one call for all n queries (one pass over its vectors); any other
+// index one query per call, the queries on the OpenMP threads, so that a query's results do
+// not depend on the others (FAISS computes a batch's coarse assignments and transforms by
+// sgemm, whose rounding follows the batch). On an error, the first failing query's message.
 int needle_search(const FaissIndex* idx, int64_t n, const float* x, int64_t k, float* distances,
                   int64_t* labels, char* err, size_t errlen);
 // needle_set_param sets a search-time parameter (nprobe, efSearch, ...) through ParameterSpace.
 int needle_set_param(FaissIndex* idx, const char* name, double value, char* err, size_t errlen);
+// needle_index_is_flat reports whether idx is an IndexFlat (IP or L2); typename.cpp.
+int needle_index_is_flat(const FaissIndex* idx);
 // needle_index_type_name writes the C++ class name of idx (e.g. "IndexHNSWFlat"); typename.cpp.
 void needle_index_type_name(const FaissIndex* idx, char* out, size_t outlen);
 

@@ -8,6 +8,7 @@
 #include <typeinfo>
 
 #include <faiss/Index.h>
+#include <faiss/IndexFlat.h>
 
 #include "shim.h"
 
@@ -22,4 +23,8 @@ extern "C" void needle_index_type_name(const FaissIndex* idx, char* out, size_t 
     }
     std::snprintf(out, outlen, "%s", shown);
     std::free(name);
+}
+
+extern "C" int needle_index_is_flat(const FaissIndex* idx) {
+    return dynamic_cast<const faiss::IndexFlat*>(reinterpret_cast<const faiss::Index*>(idx)) != nullptr;
 }
