@@ -50,7 +50,7 @@ func TestIndexReportOfAFlatFile(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
 		t.Fatal(err)
 	}
-	if r.Rows != n || r.Dim != dim || len(r.Batches) != 3 || r.RecallAt10 != 1 || r.FaissLabelDiffs != 0 || r.FaissMaxScoreDif != 0 || r.QPS <= 0 {
+	if r.Rows != n || r.Dim != dim || len(r.Batches) != 3 || r.RecallAt10 != 1 || r.FaissLabelDiffs != 0 || r.FaissMaxScoreDif > 1e-6 || r.QPS <= 0 { // scores within ulps of FAISS's (flatscan.h)
 		t.Errorf("report %s", out.Bytes())
 	}
 	if err := Index(&out, IndexOptions{Index: index, Queries: gt, K: 10, Batch: 1, Batches: 1}); err == nil {
