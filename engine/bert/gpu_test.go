@@ -6,17 +6,17 @@ import (
 	"strings"
 	"testing"
 
-	"needle/cuda"
 	"needle/cuda/cudatest"
 	"needle/engine/wordpiece"
 	"needle/internal/testenv"
 )
 
-// The GPU encoder's tests: each needs a CUDA device and skips without one (saying why).
+// The GPU encoder's tests: each needs a CUDA device and cuBLAS and skips without them (saying
+// why), or fails under NEEDLE_REQUIRE_GPU=1 (the GPU check).
 
 func loadGPU(t *testing.T, opt Options) *Encoder {
 	t.Helper()
-	opt.Device = cudatest.Device(t)
+	opt.Device = cudatest.DeviceWithBLAS(t)
 	e, err := Load(testenv.MiniLMDir(t), opt)
 	if err != nil {
 		t.Fatal(err)
@@ -93,7 +93,7 @@ func TestGPUSplit(t *testing.T) {
 // TestGPURandomE5 runs the e5-base shape (head dim 64, 12 layers) with random weights on the
 // GPU and the CPU: cosine >= 0.9999 on texts of every length up to 512 tokens.
 func TestGPURandomE5(t *testing.T) {
-	dev := cudatest.Device(t)
+	dev := cudatest.DeviceWithBLAS(t)
 	tok, err := wordpiece.Load(testenv.MiniLMDir(t))
 	if err != nil {
 		t.Fatal(err)
@@ -132,13 +132,10 @@ func TestGPUInt8Refused(t *testing.T) {
 	}
 }
 
-// TestLoadOnFallsBack: without a GPU, LoadOn in auto mode says why in one line and returns the
+// TestLoadOnWithoutGPUFallsBack: without a GPU, LoadOn in auto mode says why in one line and returns the
 // CPU encoder; require fails with the reason; another mode is refused.
-func TestLoadOnFallsBack(t *testing.T) {
-	if dev, err := cuda.Open(0); err == nil {
-		dev.Close()
-		t.Skip("a GPU is present; this test covers machines without one")
-	}
+func TestLoadOnWithoutGPUFallsBack(t *testing.T) {
+	cudatest.WithoutDevice(t)
 	dir := testenv.MiniLMDir(t)
 	var log strings.Builder
 	e, err := LoadOn(dir, Options{}, GPUAuto, 0, &log)

@@ -1,7 +1,8 @@
 package gpuflat
 
-// GPU tests: they skip (saying why) without a CUDA device and cuBLAS. NEVER RUN ON A GPU so
-// far: written and compiled on a machine without one (see README "GPU flat index").
+// GPU tests: they skip (saying why) without a CUDA device and cuBLAS, or fail under
+// NEEDLE_REQUIRE_GPU=1 (the GPU check). NEVER RUN ON A GPU so far: written and compiled on a
+// machine without one (see README "GPU flat index").
 
 import (
 	"cmp"
@@ -16,18 +17,9 @@ import (
 	"testing"
 	"unsafe"
 
-	"needle/cuda"
 	"needle/cuda/cudatest"
 	"needle/faissgo"
 )
-
-// gpuOrSkip skips without a device or without cuBLAS.
-func gpuOrSkip(t testing.TB) {
-	cudatest.Device(t)
-	if _, err := cuda.CublasPath(); err != nil {
-		t.Skipf("runs only with cuBLAS; %v", err)
-	}
-}
 
 // half rounds f to fp16 and back (round to nearest even), as the device stores vectors:
 // an independent restatement for the reference, via float64 arithmetic.
@@ -94,7 +86,7 @@ func reference(db, q []float32, dim, k int, l2 bool) ([]int64, []float64) {
 // may differ only where scores tie that closely), a row of NaN is never a hit, and recall@10
 // against FAISS's fp32 search of the original vectors is reported and checked.
 func TestGPUParity(t *testing.T) {
-	gpuOrSkip(t)
+	cudatest.DeviceWithBLAS(t)
 	const n, dim, nq = 20011, 768, 37
 	db, q := randomVectors(7, n, dim), randomVectors(8, nq, dim)
 	for c := range dim {
@@ -188,10 +180,10 @@ func recall(got, want []int64, nq, k int) float64 {
 // TestGPUOutOfMemory: an index larger than the GPU is refused at load with what it needs and
 // what is free, and the device stays usable.
 func TestGPUOutOfMemory(t *testing.T) {
-	gpuOrSkip(t)
-	_, err := Synthetic(4_000_000_000, 4096, faissgo.IP, 1, Options{Devices: []int{0}})
+	cudatest.DeviceWithBLAS(t)
+	_, err := Synthetic(maxGridX, 8192, faissgo.IP, 1, Options{Devices: []int{0}})
 	if !errors.Is(err, ErrNoMemory) || !strings.Contains(err.Error(), "GiB free") {
-		t.Fatalf("a 30 TiB index: %v", err)
+		t.Fatalf("a 32 TiB index: %v", err)
 	}
 	x, err := Synthetic(1000, 64, faissgo.IP, 1, Options{Devices: []int{0}})
 	if err != nil {
@@ -209,7 +201,7 @@ func TestGPUTorchParity(t *testing.T) {
 	if dir == "" {
 		t.Skip("runs under the GPU check (NEEDLE_GPUFLAT_PARITY names its data folder)")
 	}
-	gpuOrSkip(t)
+	cudatest.DeviceWithBLAS(t)
 	x, err := Load(filepath.Join(dir, "index.faiss"), Options{})
 	if err != nil {
 		t.Fatal(err)

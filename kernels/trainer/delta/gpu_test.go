@@ -10,13 +10,14 @@ import (
 	"needle/cuda/cudatest"
 )
 
-// TestPTXEmbedded checks that the build embedded the PTX of delta.cu with every entry point.
+// TestPTXEmbedded checks that the build embedded the PTX and the fatbin of delta.cu with every
+// entry point.
 func TestPTXEmbedded(t *testing.T) {
 	var entries []string
 	for _, name := range []string{"count", "write", "apply"} {
 		entries = append(entries, "nl_cuda_delta_"+name+"16", "nl_cuda_delta_"+name+"32")
 	}
-	cudatest.CheckPTX(t, ptxFiles, ptxPath, entries...)
+	cudatest.CheckKernels(t, ptxFiles, kernelStem, entries...)
 }
 
 // TestGPUMatchesCPU runs delta.cu on a real GPU: its Encode must give the CPU Encode's bytes, and

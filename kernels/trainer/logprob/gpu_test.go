@@ -6,13 +6,14 @@ import (
 	"needle/cuda/cudatest"
 )
 
-// TestPTXEmbedded checks that the build embedded the PTX of logprob.cu with all three entry points.
+// TestPTXEmbedded checks that the build embedded the PTX and the fatbin of logprob.cu with all
+// three entry points.
 func TestPTXEmbedded(t *testing.T) {
 	var entries []string
 	for _, name := range cudaKernels {
 		entries = append(entries, name)
 	}
-	cudatest.CheckPTX(t, ptxFiles, ptxPath, entries...)
+	cudatest.CheckKernels(t, ptxFiles, kernelStem, entries...)
 }
 
 // TestGPUMatchesReference runs logprob.cu on a real GPU against the float64 reference. Without
