@@ -26,6 +26,7 @@ typedef void* CUstream;
 static struct {
   CUresult (*init)(unsigned);
   CUresult (*device_get_count)(int*);
+  CUresult (*device_get)(int*, int);
   CUresult (*primary_ctx_retain)(CUcontext*, int);
   CUresult (*ctx_push)(CUcontext);
   CUresult (*ctx_pop)(CUcontext*);
@@ -56,6 +57,7 @@ static void load_driver(void) {
   } syms[] = {
       {(void**)&drv.init, "cuInit"},
       {(void**)&drv.device_get_count, "cuDeviceGetCount"},
+      {(void**)&drv.device_get, "cuDeviceGet"},
       {(void**)&drv.primary_ctx_retain, "cuDevicePrimaryCtxRetain"},
       {(void**)&drv.ctx_push, "cuCtxPushCurrent_v2"},
       {(void**)&drv.ctx_pop, "cuCtxPopCurrent_v2"},
@@ -158,11 +160,11 @@ static int enter(int32_t device, char* err, size_t n_err) {
   pthread_mutex_lock(&devices_mu);
   int ok = devices[device].ready;
   if (!ok) {
+    int dev;
     CUcontext ctx;
-    rc = drv.primary_ctx_retain(&ctx, device);
-    if (rc != 0) {
+    if ((rc = drv.device_get(&dev, device)) != 0 || (rc = drv.primary_ctx_retain(&ctx, dev)) != 0) {
       pthread_mutex_unlock(&devices_mu);
-      return cuda_fail(rc, "cuDevicePrimaryCtxRetain", err, n_err);
+      return cuda_fail(rc, "cuDeviceGet/cuDevicePrimaryCtxRetain", err, n_err);
     }
     devices[device].ctx = ctx;
   }

@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -118,4 +120,40 @@ func CheckKernels(t *testing.T, fsys fs.FS, stem string, entries ...string) {
 		}
 	}
 	t.Logf("%s: %s", cuda.FatbinPath(stem), strings.Trim(fmt.Sprint(images), "[]"))
+}
+
+// EmulatedDriver is the path of libcudaemu_driver.so (`make native`: the CUDA driver API emulated on
+// the CPU over the trainer kernels, kernels/testkit/cudaemu/driver.cpp); not built is
+// testenv.Missing.
+func EmulatedDriver(t *testing.T) string {
+	t.Helper()
+	dir, _ := os.Getwd()
+	for ; dir != filepath.Dir(dir); dir = filepath.Dir(dir) { // up to the module's root
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			break
+		}
+	}
+	lib := filepath.Join(dir, "build", "native", "kernels", "testkit", "cudaemu", "libcudaemu_driver.so")
+	if _, err := os.Stat(lib); err != nil {
+		testenv.Missing(t, "the emulated CUDA driver "+lib)
+	}
+	return lib
+}
+
+// RunEmulated runs test (a test of the calling package) in a child process whose CUDA driver and
+// cuBLAS are the emulated ones (NEEDLE_CUDA_LIB, NEEDLE_CUBLAS; NEEDLE_REQUIRE_GPU=1, so a skip
+// fails), with env added, and
+// returns its output; t fails unless the child passed. The driver is loaded once per process,
+// hence the child; it runs with -test.short, for tests to keep their emulated launches few.
+// For the tests named *WithoutGPU* (the GPU check leaves them out).
+func RunEmulated(t *testing.T, test string, env ...string) string {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run", "^"+test+"$", "-test.v", "-test.short")
+	lib := EmulatedDriver(t)
+	cmd.Env = append(os.Environ(), append([]string{cuda.LibraryEnv + "=" + lib, cuda.CublasEnv + "=" + lib, RequireEnv + "=1"}, env...)...)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: "+test) {
+		t.Fatalf("%s against the emulated driver (%v): %v\n%s", test, env, err, out)
+	}
+	return string(out)
 }

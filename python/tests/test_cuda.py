@@ -2,15 +2,19 @@
 path and verl's float64 definitions. The tests that need a GPU skip without torch or a CUDA
 device, saying why; under NEEDLE_REQUIRE_GPU=1 (the GPU check, on the GPU machine) they fail
 instead. NEVER RUN ON A GPU so far. The tests named *without_gpu run the C entry points here,
-without torch: arguments are refused before the driver, and a machine without a driver is told so."""
+without torch: arguments are refused before the driver, a machine without a driver is told so, and
+against the emulated driver (kernels/testkit/cudaemu/driver.cpp, host memory as device memory) the
+entry points compute what the CPU path computes."""
 import ctypes
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
 import needle_trainer as nt
-from needle_trainer._native import ERR_LEN, lib
+from needle_trainer._native import ERR_LEN, PATH, lib
 
 from conftest import assert_close, reference
 
@@ -148,3 +152,71 @@ def test_cuda_without_gpu():
     assert rc == -1 and msg.startswith("no CUDA device: cannot load the CUDA driver: "), msg
     lp = nt.logprobs_from_logits(np.zeros((1, 4), np.float32), np.zeros(1, np.int64))
     assert abs(lp[0] + np.log(4)) < 1e-6
+
+
+# Run in a child process (libneedle opens the driver once per process) against the emulated driver:
+# the entry points with host arrays as "device" memory, compared with the CPU path.
+EMULATED = """
+import ctypes, sys
+import numpy as np
+import needle_trainer as nt
+from needle_trainer._native import ERR_LEN, lib
+sys.path.insert(0, "tests")
+from conftest import assert_close, bf16_bits
+err = ctypes.create_string_buffer(ERR_LEN)
+rng = np.random.default_rng(4)
+n, v = 6, 1001
+x = rng.normal(0, 3, (n, v)).astype(np.float32)
+labels = rng.integers(0, v, n)
+labels[1] = -100
+for code, arr, bits in (("f32", x, None), ("f16", x.astype(np.float16).view(np.uint16), "float16"),
+                        ("bf16", bf16_bits(x)[0], "bfloat16")):
+    lp, ent, lse = (np.full(n, 7.0, np.float32) for _ in range(3))
+    rc = getattr(lib, "needle_cuda_logprob_" + code)(arr.ctypes.data, n, v, labels.ctypes.data, 0.8, -100, lp.ctypes.data,
+                                                     ent.ctypes.data, 0, 0, 0, err, ERR_LEN)
+    assert rc == 0, err.value.decode()
+    want_lp, want_ent = nt.logprobs_from_logits(arr, labels, temperature=0.8, return_entropy=True, bits=bits)
+    assert_close(lp, want_lp, 1e-5, code + " logprob")
+    assert_close(ent, want_ent, 1e-5, code + " entropy")
+    assert (lse == 7.0).all()  # out_lse 0: not written
+for dtype, size in ((np.uint16, 2), (np.uint32, 4)):
+    for count in (1, 2047, 2049, 10007):
+        old = rng.integers(0, 1 << 15, count).astype(dtype)
+        new = old.copy()
+        new[::97] += 1
+        wb = lib.needle_cuda_delta_work_bytes(count)
+        work = np.zeros(wb, np.uint8)
+        nnz = lib.needle_cuda_delta_count(old.ctypes.data, new.ctypes.data, count, size, work.ctypes.data, wb, 0, 0, err, ERR_LEN)
+        assert nnz >= 0, err.value.decode()
+        idx, vals = np.empty(nnz, np.uint32), np.empty(nnz, dtype)
+        rc = lib.needle_cuda_delta_write(old.ctypes.data, new.ctypes.data, count, size, work.ctypes.data, wb,
+                                         idx.ctypes.data, 4, vals.ctypes.data, 0, 0, err, ERR_LEN)
+        assert rc == 0, err.value.decode()
+        want = nt.delta_encode(old, new)
+        assert np.array_equal(idx, want.indices) and np.array_equal(vals, want.values), (size, count)
+rc = lib.needle_cuda_logprob_f32(x.ctypes.data, n, v, labels.ctypes.data, 1.0, -100, x.ctypes.data, 0, 0, 1, 0, err, ERR_LEN)
+assert rc == -1 and err.value.decode() == "no CUDA device 1 (1 visible)", err.value
+print("emulated: ok")
+"""
+
+
+def emulated(**env):
+    driver = os.path.join(os.path.dirname(PATH), "kernels", "testkit", "cudaemu", "libcudaemu_driver.so")
+    if not os.path.exists(driver):
+        if os.environ.get("NEEDLE_STRICT") == "1":
+            pytest.fail(f"the emulated CUDA driver {driver} is missing; `make native` builds it")
+        pytest.skip(f"the emulated CUDA driver {driver} is missing; `make native` builds it")
+    return subprocess.run([sys.executable, "-c", EMULATED], capture_output=True, text=True, timeout=600,
+                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                          env=dict(os.environ, NEEDLE_CUDA_LIB=driver, PYTHONPATH=".", **env))
+
+
+def test_cuda_emulated_driver_without_gpu():
+    """The entry points against the emulated driver: fatbin, then the PTX fallback when the
+    driver refuses the fatbin; a refused PTX's error carries the JIT log."""
+    for env in ({}, {"CUDAEMU_REFUSE": "fatbin"}):
+        p = emulated(**env)
+        assert p.returncode == 0 and "emulated: ok" in p.stdout, (env, p.stdout, p.stderr)
+    p = emulated(CUDAEMU_REFUSE="ptx", NEEDLE_CUDA_IMAGE="ptx")
+    assert p.returncode != 0 and "load logprob_sm80.ptx: a PTX JIT compilation failed (CUDA error 218); JIT error log: " \
+        "ptxas application ptx input, line 1; fatal: cudaemu refuses" in p.stderr, p.stderr

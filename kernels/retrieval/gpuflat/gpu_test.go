@@ -19,6 +19,7 @@ import (
 
 	"needle/cuda/cudatest"
 	"needle/faissgo"
+	"needle/internal/testflat"
 )
 
 // half rounds f to fp16 and back (round to nearest even), as the device stores vectors:
@@ -87,13 +88,18 @@ func reference(db, q []float32, dim, k int, l2 bool) ([]int64, []float64) {
 // against FAISS's fp32 search of the original vectors is reported and checked.
 func TestGPUParity(t *testing.T) {
 	cudatest.DeviceWithBLAS(t)
-	const n, dim, nq = 20011, 768, 37
+	n, dim, nq := 20011, 768, 37
+	if testing.Short() { // the emulated driver: its GEMM and launches run on the CPU
+		n, dim, nq = 1001, 64, 3
+	}
 	db, q := randomVectors(7, n, dim), randomVectors(8, nq, dim)
 	for c := range dim {
 		db[123*dim+c] = float32(math.NaN())
 	}
 	for _, m := range []faissgo.Metric{faissgo.IP, faissgo.L2} {
-		path := writeIndex(t, "Flat", m, dim, db)
+		// Written directly: FAISS's Add (writeIndex) refuses the NaN row.
+		path := filepath.Join(t.TempDir(), "index.faiss")
+		testflat.WriteFlat(t, path, m, dim, int64(n), testflat.Rows(db, dim))
 		cpu, err := faissgo.Read(path, false)
 		if err != nil {
 			t.Fatal(err)
@@ -128,11 +134,12 @@ func TestGPUParity(t *testing.T) {
 						if labels[i] == 123 {
 							t.Fatalf("%s: the NaN row is a hit", name)
 						}
-						if labels[i] < 0 || labels[i] >= n {
+						if labels[i] < 0 || labels[i] >= int64(n) {
 							t.Fatalf("%s: hit %d has label %d", name, i, labels[i])
 						}
 						got := 0.0
-						row, qi := rdb[labels[i]*dim:(labels[i]+1)*dim], rq[(i/k)*dim:(i/k+1)*dim]
+						l := int(labels[i])
+						row, qi := rdb[l*dim:(l+1)*dim], rq[(i/k)*dim:(i/k+1)*dim]
 						for c := range dim {
 							if m == faissgo.L2 {
 								got += float64((qi[c] - row[c]) * (qi[c] - row[c]))
@@ -229,4 +236,13 @@ func TestGPUTorchParity(t *testing.T) {
 		write(fmt.Sprintf("labels_k%d.i64", k), unsafe.Pointer(&labels[0]), 8*len(labels))
 		write(fmt.Sprintf("dist_k%d.f32", k), unsafe.Pointer(&dist[0]), 4*len(dist))
 	}
+}
+
+// TestWithoutGPUEmulatedDriver runs TestGPUParity (small, -test.short) and TestGPUOutOfMemory
+// through package cuda against the emulated driver and cuBLAS (libcudaemu_driver.so: gpuflat.cu
+// under cudaemu, GemmEx as cuBLAS defines it): the GEMM operand layout and transposes, tiles,
+// segments, the shard merge and the launches' arguments, on the CPU; not the GPU.
+func TestWithoutGPUEmulatedDriver(t *testing.T) {
+	cudatest.RunEmulated(t, "TestGPUParity")
+	cudatest.RunEmulated(t, "TestGPUOutOfMemory")
 }
