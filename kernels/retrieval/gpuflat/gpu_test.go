@@ -90,7 +90,7 @@ func TestGPUParity(t *testing.T) {
 	cudatest.DeviceWithBLAS(t)
 	n, dim, nq := 20011, 768, 37
 	if testing.Short() { // the emulated driver: its GEMM and launches run on the CPU
-		n, dim, nq = 1001, 64, 3
+		n, dim, nq = 300, 64, 3
 	}
 	db, q := randomVectors(7, n, dim), randomVectors(8, nq, dim)
 	for c := range dim {
@@ -238,11 +238,29 @@ func TestGPUTorchParity(t *testing.T) {
 	}
 }
 
-// TestWithoutGPUEmulatedDriver runs TestGPUParity (small, -test.short) and TestGPUOutOfMemory
-// through package cuda against the emulated driver and cuBLAS (libcudaemu_driver.so: gpuflat.cu
-// under cudaemu, GemmEx as cuBLAS defines it): the GEMM operand layout and transposes, tiles,
-// segments, the shard merge and the launches' arguments, on the CPU; not the GPU.
+// TestWithoutGPUEmulatedDriver runs TestGPUParity (small, -test.short), TestGPUOutOfMemory and
+// TestGPUTorchParity (on a small folder of its data, as gpucheck.py writes it) through package
+// cuda against the emulated driver and cuBLAS (libcudaemu_driver.so: gpuflat.cu under cudaemu,
+// GemmEx as cuBLAS defines it): the GEMM operand layout and transposes, tiles, segments, the
+// shard merge, k = 8,192 past the rows, the launches' arguments, on the CPU; not the GPU.
 func TestWithoutGPUEmulatedDriver(t *testing.T) {
 	cudatest.RunEmulated(t, "TestGPUParity")
 	cudatest.RunEmulated(t, "TestGPUOutOfMemory")
+	const n, dim, nq = 300, 64, 3
+	dir := t.TempDir()
+	testflat.WriteFlat(t, filepath.Join(dir, "index.faiss"), faissgo.IP, dim, n, testflat.Rows(randomVectors(5, n, dim), dim))
+	q := randomVectors(6, nq, dim)
+	if err := os.WriteFile(filepath.Join(dir, "queries.f32"), unsafe.Slice((*byte)(unsafe.Pointer(&q[0])), 4*len(q)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cudatest.RunEmulated(t, "TestGPUTorchParity", "NEEDLE_GPUFLAT_PARITY="+dir)
+	for _, k := range []int{10, MaxK} {
+		labels, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("labels_k%d.i64", k)))
+		if err != nil || len(labels) != 8*nq*k {
+			t.Fatalf("k=%d: %d bytes of labels (%v), want %d", k, len(labels), err, 8*nq*k)
+		}
+		if k == MaxK && int64(binary.LittleEndian.Uint64(labels[8*n:])) != -1 { // past the rows: no hit
+			t.Errorf("k=%d: label %d of query 0 is %d, want -1", k, n, int64(binary.LittleEndian.Uint64(labels[8*n:])))
+		}
+	}
 }
