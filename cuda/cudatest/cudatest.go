@@ -25,13 +25,14 @@ import (
 // GPU test instead of skipping it (tools/gpucheck/gpucheck.py sets it).
 const RequireEnv = "NEEDLE_REQUIRE_GPU"
 
-// unavailable skips tb because of err (no device, no cuBLAS), or fails it under RequireEnv.
-func unavailable(tb testing.TB, what string, err error) {
+// unavailable skips tb, which runs only with need (a device, cuBLAS), because of err, or fails
+// it under RequireEnv.
+func unavailable(tb testing.TB, need string, err error) {
 	tb.Helper()
 	if os.Getenv(RequireEnv) == "1" {
-		tb.Fatalf("%s=1 and %s is not usable: %v", RequireEnv, what, err)
+		tb.Fatalf("%s=1, and this test runs only %s: %v", RequireEnv, need, err)
 	}
-	tb.Skipf("runs only on a CUDA device with %s; %v", what, err)
+	tb.Skipf("runs only %s; %v", need, err)
 }
 
 // Device opens device 0 for the test's duration (closed by tb.Cleanup), skips tb when there is
@@ -43,7 +44,7 @@ func Device(tb testing.TB) *cuda.Device {
 		if !errors.Is(err, cuda.ErrNoDevice) {
 			tb.Fatalf("cuda.Open: %v, want ErrNoDevice", err)
 		}
-		unavailable(tb, "a device", err)
+		unavailable(tb, "on a CUDA device", err)
 	}
 	tb.Cleanup(func() { dev.Close() })
 	return dev
@@ -55,7 +56,7 @@ func DeviceWithBLAS(tb testing.TB) *cuda.Device {
 	tb.Helper()
 	dev := Device(tb)
 	if _, err := cuda.CublasPath(); err != nil {
-		unavailable(tb, "cuBLAS", err)
+		unavailable(tb, "with cuBLAS", err)
 	}
 	return dev
 }
