@@ -356,8 +356,10 @@ def pytest_cuda(out_dir):
                 t["reason"] = (bad[0].get("message") or "")[:500]
             tests.append(t)
     out = {"exit": code, "tests": tests}
-    if code != 0 or not tests:
-        fail(out, f"pytest exited {code}: {tail(text, 1500)}")
+    if not tests:
+        fail(out, f"pytest ran no test (exit {code}): {tail(text, 1500)}")
+    elif code != 0 and all(t["outcome"] == "PASS" for t in tests):
+        fail(out, f"pytest exited {code} after its tests passed: {tail(text, 1500)}")
     return out
 
 
