@@ -166,12 +166,29 @@ def system_library(soname):
     return None
 
 
-def defines_versions(path, versions):
-    """The versions (e.g. GLIBCXX_3.4.30) path's version definitions lack: names in .dynstr are
-    NUL-terminated, so a version the library defines appears as b"\\0NAME\\0" in its bytes."""
+def defined_versions(path):
+    """The symbol versions (e.g. GLIBCXX_3.4.30) an ELF64 library defines: the names of its
+    .gnu.version_d entries (read from the file: no binutils needed on the GPU machine)."""
+    import struct
     with open(path, "rb") as f:
-        data = f.read()
-    return [v for v in versions if b"\0" + v.encode() + b"\0" not in data]
+        elf = f.read()
+    if elf[:4] != b"\x7fELF" or elf[4] != 2:
+        raise ValueError(f"{path} is not a 64-bit ELF file")
+    shoff, = struct.unpack_from("<Q", elf, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", elf, 0x3A)
+    sections = [struct.unpack_from("<IIQQQQIIQQ", elf, shoff + i * shentsize) for i in range(shnum)]
+    names = set()
+    for _, sh_type, _, _, off, _, link, count, _, _ in sections:
+        if sh_type != 0x6FFFFFFD:  # SHT_GNU_verdef; sh_info (count) entries, names in section link
+            continue
+        strtab = sections[link][4]
+        for _ in range(count):
+            aux, nxt = struct.unpack_from("<II", elf, off + 12)
+            name_at, = struct.unpack_from("<I", elf, off + aux)
+            start = strtab + name_at
+            names.add(elf[start:elf.index(b"\0", start)].decode())
+            off += nxt
+    return names
 
 
 def glibc_tuple(v):
@@ -192,7 +209,7 @@ def libraries():
         changed = False
         for soname in sorted(set(packed) - ours):
             own = system_library(soname)
-            missing = defines_versions(own, sorted(need.get(soname, ()))) if own else None
+            missing = sorted(set(need.get(soname, ())) - defined_versions(own)) if own else None
             if own and not missing:
                 decisions[soname] = f"the machine's {own}"
                 continue

@@ -96,12 +96,10 @@ def test_libraries_prefer_the_machines_own(tmp_path, work, monkeypatch):
             "packed": {"libstdc++.so.6": {"libc.so.6": ["GLIBC_2.36"]}, "libopenblas.so.0": {"libgfortran.so.5": ["GFORTRAN_8"]},
                        "libgfortran.so.5": {}}}
     (here / "libs.json").write_text(json.dumps(spec))
-    system = tmp_path / "system"
-    system.mkdir()
-    (system / "libgfortran.so.5").write_bytes(b"\0GFORTRAN_7\0")  # too old for our openblas
-    new_stdcxx = b"\0GLIBCXX_3.4.29\0GLIBCXX_3.4.30\0GLIBCXX_3.4.32\0"
-    (system / "libstdc++.so.6").write_bytes(new_stdcxx)
-    monkeypatch.setattr(gc, "system_library", lambda s: str(system / s) if (system / s).exists() else None)
+    system = {"libgfortran.so.5": {"GFORTRAN_7"},  # too old for our openblas
+              "libstdc++.so.6": {"GLIBCXX_3.4.29", "GLIBCXX_3.4.30", "GLIBCXX_3.4.32"}}
+    monkeypatch.setattr(gc, "system_library", lambda s: "/sys/" + s if s in system else None)
+    monkeypatch.setattr(gc, "defined_versions", lambda path: system[os.path.basename(path)])
     monkeypatch.setattr(gc.platform, "libc_ver", lambda: ("glibc", "2.35"))
     rec = gc.libraries()
     d = rec["libraries"]
@@ -111,10 +109,22 @@ def test_libraries_prefer_the_machines_own(tmp_path, work, monkeypatch):
     assert sorted(os.listdir(gc.LIB_USED)) == ["libgfortran.so.5", "libopenblas.so.0"]
     assert rec.get("outcome") is None and rec["glibc_needed"] == "2.34"
     # An older machine: its libstdc++ lacks the version, so ours comes, and ours needs glibc 2.36.
-    (system / "libstdc++.so.6").write_bytes(b"\0GLIBCXX_3.4.28\0")
+    system["libstdc++.so.6"] = {"GLIBCXX_3.4.28"}
     rec = gc.libraries()
     assert rec["libraries"]["libstdc++.so.6"].endswith("lacks GLIBCXX_3.4.30")
     assert rec["outcome"] == "FAIL" and "need glibc 2.36, this machine has 2.35" in rec["reason"]
+
+
+def test_defined_versions_of_real_libraries():
+    """The machine's own libgomp and libstdc++ (needle links them): libgomp's OMP_1.0 is stored
+    as the tail of GOMP_1.0 in its string table, which a search of the file's bytes would miss."""
+    gomp, stdcxx = gc.system_library("libgomp.so.1"), gc.system_library("libstdc++.so.6")
+    if not gomp or not stdcxx:
+        pytest.skip("libgomp or libstdc++ is not installed here")
+    assert {"OMP_1.0", "OMP_3.0", "GOMP_4.5"} <= gc.defined_versions(gomp)
+    assert {"GLIBCXX_3.4.30", "CXXABI_1.3.13"} <= gc.defined_versions(stdcxx)
+    with pytest.raises(ValueError, match="not a 64-bit ELF"):
+        gc.defined_versions(__file__)
 
 
 def test_unpack_leaves_the_folder_as_built(tmp_path, work, monkeypatch):
