@@ -342,11 +342,11 @@ func (dev *Device) LoadModule(image []byte) (*Module, error) {
 	m := &Module{dev: dev}
 	errLog, infoLog := make([]byte, jitLogBytes), make([]byte, jitLogBytes)
 	const (
-		jitInfoLogBuffer      = 3 // CU_JIT_INFO_LOG_BUFFER
-		jitInfoLogBufferSize  = 4 // CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES
-		jitErrorLogBuffer     = 5 // CU_JIT_ERROR_LOG_BUFFER
-		jitErrorLogBufferSize = 6 // CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES
-		jitLogVerbose         = 12
+		jitInfoLogBuffer      = 3  // CU_JIT_INFO_LOG_BUFFER
+		jitInfoLogBufferSize  = 4  // CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES
+		jitErrorLogBuffer     = 5  // CU_JIT_ERROR_LOG_BUFFER
+		jitErrorLogBufferSize = 6  // CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES
+		jitLogVerbose         = 12 // CU_JIT_LOG_VERBOSE
 	)
 	opts := []int32{jitErrorLogBuffer, jitErrorLogBufferSize, jitInfoLogBuffer, jitInfoLogBufferSize, jitLogVerbose}
 	// The driver reads each value as a pointer-sized word: buffers as pointers, sizes and flags
