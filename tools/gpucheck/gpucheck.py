@@ -264,8 +264,10 @@ def unpack():
 
 
 def find_cuda_tool(name):
-    """A CUDA toolkit program (ptxas, compute-sanitizer): PATH, CUDA_HOME, /usr/local/cuda*, then
-    the nvidia/cu13 folders of this Python's site-packages (pip's nvidia-cuda-nvcc)."""
+    """A CUDA toolkit program (ptxas, compute-sanitizer): PATH, CUDA_HOME, /usr/local/cuda*, the
+    nvidia/cu13 folders of this Python's site-packages (pip's nvidia-cuda-nvcc), then the nvcc
+    `make setup` installs on a development machine (NEEDLE_CACHE)."""
+    cache = os.environ.get("NEEDLE_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "needle")
     cands = [shutil.which(name)]
     for root in [os.environ.get("CUDA_HOME", "")] + sorted(glob.glob("/usr/local/cuda*"), reverse=True):
         if root:
@@ -274,6 +276,7 @@ def find_cuda_tool(name):
     for sp in site.getsitepackages() + [site.getusersitepackages()]:
         cands += glob.glob(os.path.join(sp, "nvidia", "cu1*", "bin", name))
         cands += glob.glob(os.path.join(sp, "nvidia", "cu1*", name, name))
+    cands += sorted(glob.glob(os.path.join(cache, "nvcc-*", "nvidia", "cu1*", "bin", name)))
     for c in cands:
         if c and os.access(c, os.X_OK):
             return c
@@ -284,7 +287,7 @@ def ptxas():
     tool = find_cuda_tool("ptxas")
     files = sorted(glob.glob(os.path.join(WORK, "ptx", "*.ptx")))
     if not tool:
-        return {"outcome": "FAIL", "reason": "no ptxas on PATH, CUDA_HOME, /usr/local/cuda* or pip's nvidia/cu13/bin"}
+        return {"outcome": "FAIL", "reason": "no ptxas on PATH, CUDA_HOME, /usr/local/cuda*, pip's nvidia/cu13/bin or NEEDLE_CACHE"}
     version = subprocess.run([tool, "--version"], capture_output=True, text=True, timeout=30).stdout.strip().splitlines()
     tests = []
     for f in files:
