@@ -53,21 +53,28 @@ clean:
 
 # The GPU check (../shared/GPU.md): everything a GPU machine without Go, FAISS or OpenBLAS needs,
 # in one ignored folder to carry there; run it with `python3 gpucheck/gpucheck.py OUTDIR`.
-# The binaries (stripped), MiniLM (fp16) and the libraries travel xz-compressed: 64 MiB at most.
+# Everything but the scripts travels xz-compressed (60 MiB at most; gpucheck.py unpacks it);
+# pack_libs.py records which symbol versions they need, so that gpucheck.py uses the machine's
+# own libraries where they have them. The clang PTX travels for ptxas, needle_trainer with its
+# tests and libneedle.so for the Python CUDA path, pytest (from the venv, pinned) to run them.
 GPUCHECK_LD := -ldflags='-s -w'
+GPUCHECK_TESTS := cuda kernels/trainer/logprob kernels/trainer/delta kernels/retrieval/gpuflat engine/bert
+VENV_PY := $(NEEDLE_CACHE)/venv/bin/python
 gpucheck: native
-	rm -rf gpucheck && mkdir -p gpucheck/lib
-	$(GO) test -c $(GPUCHECK_LD) -o gpucheck/cuda.test ./cuda
-	$(GO) test -c $(GPUCHECK_LD) -o gpucheck/logprob.test ./kernels/trainer/logprob
-	$(GO) test -c $(GPUCHECK_LD) -o gpucheck/delta.test ./kernels/trainer/delta
-	$(GO) test -c $(GPUCHECK_LD) -o gpucheck/gpuflat.test ./kernels/retrieval/gpuflat
-	$(GO) test -c $(GPUCHECK_LD) -o gpucheck/bert.test ./engine/bert
-	mkdir -p gpucheck/bert && cp -r engine/bert/testdata gpucheck/bert/
-	$(NEEDLE_CACHE)/venv/bin/python tools/gpucheck/half_model.py $(NEEDLE_MODEL) gpucheck/cache/models/all-MiniLM-L6-v2
-	head -c 3000000 /usr/share/wordnet/data.noun | xz -9 -T2 -c > gpucheck/data.noun.xz
+	rm -rf gpucheck && mkdir -p gpucheck/ptx gpucheck/python gpucheck/pylib gpucheck/bert
+	for p in $(GPUCHECK_TESTS); do $(GO) test -c $(GPUCHECK_LD) -o gpucheck/$$(basename $$p).test ./$$p || exit 1; done
 	$(GO) build $(GPUCHECK_LD) -o gpucheck/needle ./cmd/needle
-	ldd gpucheck/*.test gpucheck/needle | awk '$$3 ~ /^\// && $$1 !~ /^(libc|libm|ld-linux)/ {print $$3}' | sort -u | \
-	  while read lib; do xz -9 -T2 -c $$lib > gpucheck/lib/$$(basename $$lib).xz; done
+	cp -r engine/bert/testdata gpucheck/bert/
+	$(VENV_PY) tools/gpucheck/half_model.py $(NEEDLE_MODEL) gpucheck/cache/models/all-MiniLM-L6-v2
+	head -c 3000000 /usr/share/wordnet/data.noun | xz -9 -T2 -c > gpucheck/data.noun.xz
+	cp kernels/*/*/ptx/*_sm80.ptx gpucheck/ptx/
+	cp $(NATIVE)/libneedle.so gpucheck/
+	tar -C python --exclude __pycache__ -cf - needle_trainer tests | tar -C gpucheck/python -xf -
+	sp=$$($(VENV_PY) -c 'import pytest, os; print(os.path.dirname(os.path.dirname(pytest.__file__)))') && \
+	  tar -C $$sp --exclude __pycache__ -cf - pytest _pytest pluggy iniconfig packaging py.py | tar -C gpucheck/pylib -xf -
+	python3 tools/gpucheck/pack_libs.py gpucheck gpucheck/*.test gpucheck/needle gpucheck/libneedle.so
 	cp tools/gpucheck/gpucheck.py gpucheck/
-	xz -6 -T2 gpucheck/*.test gpucheck/needle gpucheck/cache/models/all-MiniLM-L6-v2/model.safetensors
+	xz --x86 --lzma2=preset=6 -T2 gpucheck/*.test gpucheck/needle gpucheck/libneedle.so  # BCJ: 6% smaller code
+	xz -6 -T2 gpucheck/ptx/* gpucheck/bert/testdata/* gpucheck/cache/models/all-MiniLM-L6-v2/{model.safetensors,tokenizer.json,vocab.txt}
+	find gpucheck/pylib gpucheck/python -type f -exec xz -6 {} +
 	du -sh gpucheck

@@ -15,7 +15,7 @@
 extern "C" {
 #endif
 
-#define NEEDLE_ABI_VERSION 1
+#define NEEDLE_ABI_VERSION 2 /* 2: the needle_cuda_* entry points */
 
 /* needle_abi_version returns NEEDLE_ABI_VERSION of the library (check it against the header). */
 int32_t needle_abi_version(void);
@@ -82,6 +82,53 @@ int32_t needle_delta_apply(void* base, int64_t n, int32_t elem_size, const void*
  * out_sum (it keeps the reads from being dropped). One thread; time it to get read bandwidth. */
 int32_t needle_membw_read(const void* buf, int64_t bytes, uint64_t* out_sum, char* err,
                           int64_t err_len);
+
+/* ---- CUDA: the same ops on device memory (a trainer's torch CUDA tensors) --------------------
+ * Never run on a GPU yet (README "What has never run on a GPU"). The CUDA driver (libcuda.so.1,
+ * or NEEDLE_CUDA_LIB) is opened at the first call: without it these return -1 saying so, and the
+ * library works as before. Device addresses cross as uint64_t. Work runs on GPU `device` (an
+ * ordinal among CUDA_VISIBLE_DEVICES) in its primary context, the CUDA runtime's and PyTorch's,
+ * queued on `stream` (a CUstream handle, e.g. torch.cuda.current_stream().cuda_stream; 0 is the
+ * legacy default stream); a call returns once the work is queued, unless said otherwise. Buffers
+ * must stay alive until the stream has run it. The kernels are logprob.cu and delta.cu, linked
+ * in as nvcc's fatbin (sm_80/sm_90 machine code + PTX) when the build had nvcc, else clang's PTX
+ * (NEEDLE_CUDA_IMAGE=ptx|fatbin picks one).
+ *
+ * needle_cuda_logprob_*: needle_logprob_*'s outputs from logits [n, v] and labels [n] in device
+ * memory into device buffers (out_entropy and out_lse may be 0), one block of 256 threads per
+ * row, n <= 2^31 - 1. A label outside [0, v) that is not ignore_index gives NaN for its row
+ * (device-resident labels are not checked on the host; that would wait for the stream). */
+int32_t needle_cuda_logprob_f32(uint64_t logits, int64_t n, int64_t v, uint64_t labels,
+                                float temperature, int64_t ignore_index, uint64_t out_logprob,
+                                uint64_t out_entropy, uint64_t out_lse, int32_t device,
+                                uint64_t stream, char* err, int64_t err_len);
+int32_t needle_cuda_logprob_f16(uint64_t logits, int64_t n, int64_t v, uint64_t labels,
+                                float temperature, int64_t ignore_index, uint64_t out_logprob,
+                                uint64_t out_entropy, uint64_t out_lse, int32_t device,
+                                uint64_t stream, char* err, int64_t err_len);
+int32_t needle_cuda_logprob_bf16(uint64_t logits, int64_t n, int64_t v, uint64_t labels,
+                                 float temperature, int64_t ignore_index, uint64_t out_logprob,
+                                 uint64_t out_entropy, uint64_t out_lse, int32_t device,
+                                 uint64_t stream, char* err, int64_t err_len);
+
+/* Delta encode of two device tensors of n elements of elem_size bytes, in two calls around the
+ * caller's allocation of the outputs (their size is known only after the first):
+ * needle_cuda_delta_work_bytes(n) is the size of the work buffer (device memory) both calls take;
+ * needle_cuda_delta_count counts the changed elements into it and returns how many (>= 0), or -1;
+ * it waits for the stream (the count comes back to the host);
+ * needle_cuda_delta_write then writes their indices (idx_size 4: u32, n <= 2^32 - 1; or 8) to idx
+ * and their new bits to vals (device buffers of count entries), in increasing order, exactly as
+ * needle_delta_encode does. Call write with the same tensors and work buffer, before anything
+ * changes them. Applying a delta on the device is not built (its indices would have to be checked
+ * there first); apply on the host with needle_delta_apply. */
+int64_t needle_cuda_delta_work_bytes(int64_t n);
+int64_t needle_cuda_delta_count(uint64_t old_bits, uint64_t new_bits, int64_t n, int32_t elem_size,
+                                uint64_t work, int64_t work_bytes, int32_t device, uint64_t stream,
+                                char* err, int64_t err_len);
+int32_t needle_cuda_delta_write(uint64_t old_bits, uint64_t new_bits, int64_t n, int32_t elem_size,
+                                uint64_t work, int64_t work_bytes, uint64_t idx, int32_t idx_size,
+                                uint64_t vals, int32_t device, uint64_t stream, char* err,
+                                int64_t err_len);
 
 #ifdef __cplusplus
 }

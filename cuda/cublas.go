@@ -1,10 +1,14 @@
 package cuda
 
 // cuBLAS, opened at run time like the driver. Most GPU machines have it only as a pip package
-// of a Python environment (nvidia-cublas-cu12: site-packages/nvidia/cublas/lib), so besides an
-// explicit path, CUDA_HOME and the loader path, it is looked for in the Python environments a
-// user has: VIRTUAL_ENV, CONDA_PREFIX, those of every python3 on PATH, and ~/.local. Python
-// itself is never run: the places are found from the environment and the file system.
+// of a Python environment, in one of two layouts: CUDA 13 wheels (nvidia-cublas 13.x, what torch
+// +cu130 pulls in) put libcublas.so.13 in site-packages/nvidia/cu13/lib, CUDA 12 wheels
+// (nvidia-cublas-cu12) put libcublas.so.12 in site-packages/nvidia/cublas/lib. So besides an
+// explicit path, CUDA_HOME, the loader path and /usr/local/cuda, it is looked for in both layouts
+// of every Python environment a user may have: VIRTUAL_ENV, CONDA_PREFIX, those of every python3
+// on PATH, ~/.local, and the system's /usr/local and /usr (root's pip installs into
+// /usr/local/lib/python3.X/dist-packages on Debian and Ubuntu, site-packages elsewhere).
+// Python itself is never run: the places are found from the environment and the file system.
 
 import (
 	"errors"
@@ -43,20 +47,24 @@ var (
 	cublasErr  error
 )
 
-// cublasCandidates lists, in search order, the files (absolute paths) and loader names
-// (bare sonames, resolved by dlopen through LD_LIBRARY_PATH and ld.so.cache) to try. getenv
-// reads the environment and home is the user's home folder ("" to skip ~/.local).
-func cublasCandidates(getenv func(string) string, home string) []string {
+// cublasWheelDirs are the folders under site-packages (or dist-packages) where the CUDA 13
+// and the CUDA 12 wheels put cuBLAS.
+var cublasWheelDirs = []string{"nvidia/cu13/lib", "nvidia/cublas/lib"}
+
+// cublasSearch lists, in search order, the files (absolute paths) and loader names (bare
+// sonames, resolved by dlopen through LD_LIBRARY_PATH and ld.so.cache) to try, and the places
+// they come from in words (for the error when none loads). getenv reads the environment and
+// home is the user's home folder ("" to skip ~/.local). In each place .so.13 comes before .so.12.
+func cublasSearch(getenv func(string) string, home string) (cands, places []string) {
 	if p := getenv(CublasEnv); p != "" {
-		return []string{p}
+		return []string{p}, []string{CublasEnv + "=" + p}
 	}
-	var out []string
 	seen := map[string]bool{}
 	add := func(paths ...string) {
 		for _, p := range paths {
 			if !seen[p] {
 				seen[p] = true
-				out = append(out, p)
+				cands = append(cands, p)
 			}
 		}
 	}
@@ -69,28 +77,44 @@ func cublasCandidates(getenv func(string) string, home string) []string {
 	}
 	if h := getenv("CUDA_HOME"); h != "" {
 		inDirs(filepath.Join(h, "lib64"), filepath.Join(h, "lib"))
+		places = append(places, "CUDA_HOME="+h)
 	}
 	add(cublasSonames...)
+	places = append(places, fmt.Sprintf("the loader path (LD_LIBRARY_PATH=%q, ld.so.cache)", getenv("LD_LIBRARY_PATH")))
 	inDirs("/usr/local/cuda/lib64")
-	for _, prefix := range pythonPrefixes(getenv, home) {
+	places = append(places, "/usr/local/cuda/lib64")
+	prefixes := pythonPrefixes(getenv, home)
+	for _, prefix := range prefixes {
 		for _, so := range cublasSonames {
 			for _, pkgs := range []string{"site-packages", "dist-packages"} {
-				matches, _ := filepath.Glob(filepath.Join(prefix, "lib", "python3*", pkgs, "nvidia", "cublas", "lib", so))
-				add(matches...)
+				for _, dir := range cublasWheelDirs {
+					matches, _ := filepath.Glob(filepath.Join(prefix, "lib", "python3*", pkgs, dir, so))
+					add(matches...)
+				}
 			}
 		}
 	}
-	return out
+	places = append(places, fmt.Sprintf("{%s}/lib/python3*/{site,dist}-packages/{%s}",
+		strings.Join(prefixes, ","), strings.Join(cublasWheelDirs, ",")))
+	return cands, places
 }
 
 // pythonPrefixes are the install prefixes of the user's Python environments, in search
 // order: VIRTUAL_ENV, CONDA_PREFIX, the prefix of each python3 on PATH (the folder above its
-// bin/, before and after resolving links), then ~/.local (pip install --user).
+// bin/, before and after resolving links), ~/.local (pip install --user), then /usr/local and
+// /usr (the system's pip, whichever python3 is on PATH), each once.
 func pythonPrefixes(getenv func(string) string, home string) []string {
 	var prefixes []string
+	seen := map[string]bool{}
+	add := func(p string) {
+		if !seen[p] {
+			seen[p] = true
+			prefixes = append(prefixes, p)
+		}
+	}
 	for _, v := range []string{"VIRTUAL_ENV", "CONDA_PREFIX"} {
 		if p := getenv(v); p != "" {
-			prefixes = append(prefixes, p)
+			add(p)
 		}
 	}
 	for _, dir := range filepath.SplitList(getenv("PATH")) {
@@ -101,22 +125,29 @@ func pythonPrefixes(getenv func(string) string, home string) []string {
 		if _, err := os.Stat(exe); err != nil {
 			continue
 		}
-		prefixes = append(prefixes, filepath.Dir(filepath.Clean(dir)))
+		add(filepath.Dir(filepath.Clean(dir)))
 		if real, err := filepath.EvalSymlinks(exe); err == nil {
-			prefixes = append(prefixes, filepath.Dir(filepath.Dir(real)))
+			add(filepath.Dir(filepath.Dir(real)))
 		}
 	}
 	if home != "" {
-		prefixes = append(prefixes, filepath.Join(home, ".local"))
+		add(filepath.Join(home, ".local"))
+	}
+	for _, p := range systemPrefixes {
+		add(p)
 	}
 	return prefixes
 }
+
+// systemPrefixes are where the system's own pip installs (a variable so that tests can point
+// them into a fake tree).
+var systemPrefixes = []string{"/usr/local", "/usr"}
 
 // findCublas dlopens the first candidate that loads. A missing file is passed over; a file
 // that exists but does not load (wrong architecture, missing libcublasLt) is an error of its
 // own in the final message, so the user sees why their cuBLAS was not taken.
 func findCublas(getenv func(string) string, home string) (uintptr, string, error) {
-	cands := cublasCandidates(getenv, home)
+	cands, places := cublasSearch(getenv, home)
 	var failed []string
 	for _, c := range cands {
 		if filepath.IsAbs(c) || strings.ContainsRune(c, '/') {
@@ -135,10 +166,10 @@ func findCublas(getenv func(string) string, home string) (uintptr, string, error
 			failed = append(failed, fmt.Sprintf("dlopen %s: %v", c, err))
 		}
 	}
-	msg := fmt.Sprintf("%s or %s not found in CUDA_HOME, the loader path, /usr/local/cuda or a Python environment's nvidia/cublas/lib (set %s to its path, or pip install nvidia-cublas-cu12)",
-		cublasSonames[0], cublasSonames[1], CublasEnv)
+	msg := fmt.Sprintf("%s or %s not found; looked in %s (pip install nvidia-cublas for CUDA 13 or nvidia-cublas-cu12 for CUDA 12, or set %s to the library's path)",
+		cublasSonames[0], cublasSonames[1], strings.Join(places, ", "), CublasEnv)
 	if len(failed) > 0 {
-		msg = strings.Join(failed, "; ")
+		msg = strings.Join(failed, "; ") + "; looked in " + strings.Join(places, ", ")
 	}
 	return 0, "", fmt.Errorf("%w: %s", ErrNoCublas, msg)
 }

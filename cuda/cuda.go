@@ -12,6 +12,7 @@
 package cuda
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -41,7 +42,7 @@ type driver struct {
 	cuDevicePrimaryCtxRelease func(dev int32) int32
 	cuCtxSetCurrent           func(ctx uintptr) int32
 	cuCtxSynchronize          func() int32
-	cuModuleLoadData          func(mod *uintptr, image unsafe.Pointer) int32
+	cuModuleLoadDataEx        func(mod *uintptr, image unsafe.Pointer, n uint32, opts *int32, vals *uintptr) int32
 	cuModuleUnload            func(mod uintptr) int32
 	cuModuleGetFunction       func(fn *uintptr, mod uintptr, name *byte) int32
 	cuMemAlloc                func(dptr *uint64, size uint64) int32
@@ -83,7 +84,7 @@ func load() (*driver, error) {
 			{&d.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain"},
 			{&d.cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2"},
 			{&d.cuCtxSetCurrent, "cuCtxSetCurrent"}, {&d.cuCtxSynchronize, "cuCtxSynchronize"},
-			{&d.cuModuleLoadData, "cuModuleLoadData"}, {&d.cuModuleUnload, "cuModuleUnload"},
+			{&d.cuModuleLoadDataEx, "cuModuleLoadDataEx"}, {&d.cuModuleUnload, "cuModuleUnload"},
 			{&d.cuModuleGetFunction, "cuModuleGetFunction"}, {&d.cuMemAlloc, "cuMemAlloc_v2"},
 			{&d.cuMemFree, "cuMemFree_v2"}, {&d.cuMemcpyHtoD, "cuMemcpyHtoD_v2"},
 			{&d.cuMemcpyDtoH, "cuMemcpyDtoH_v2"}, {&d.cuLaunchKernel, "cuLaunchKernel"},
@@ -258,6 +259,16 @@ func (dev *Device) Close() error {
 	return nil
 }
 
+// A kernel package embeds its ptx/ folder, where `make native` writes, for its .cu file <stem>.cu,
+// <stem>_sm80.ptx (clang-16, always) and <stem>.fatbin (nvcc, where `make setup` installed it:
+// sm_80 and sm_90 machine code + compute_80 PTX); see kernels/CMakeLists.txt.
+
+// PTXPath is the path of the clang PTX of stem in a kernel package's embedded ptx/ folder.
+func PTXPath(stem string) string { return "ptx/" + stem + "_sm80.ptx" }
+
+// FatbinPath is the path of the nvcc fatbin of stem in a kernel package's embedded ptx/ folder.
+func FatbinPath(stem string) string { return "ptx/" + stem + ".fatbin" }
+
 // ReadPTX returns the PTX file path of fsys, the ptx/ folder a kernel package embeds (what
 // `make native` generated there before go build), or an error saying to run `make native`.
 func ReadPTX(fsys fs.FS, path string) ([]byte, error) {
@@ -268,32 +279,123 @@ func ReadPTX(fsys fs.FS, path string) ([]byte, error) {
 	return b, nil
 }
 
-// LoadPTX JIT-loads the embedded PTX file path of fsys (ReadPTX).
-func (dev *Device) LoadPTX(fsys fs.FS, path string) (*Module, error) {
-	ptx, err := ReadPTX(fsys, path)
-	if err != nil {
-		return nil, err
+// ImageEnv names the environment variable that picks which kernel image LoadKernels loads:
+// "fatbin" or "ptx" only that one (the GPU check runs the kernel tests once with each, so the
+// fallback is tested too); unset, the fatbin when there is one, else the PTX.
+const ImageEnv = "NEEDLE_CUDA_IMAGE"
+
+// LoadKernels loads the kernels of stem from a kernel package's embedded ptx/ folder: the
+// fatbin when there is one (machine code: no JIT on sm_80/sm_90), else, or when the driver
+// refuses it, the clang PTX (JIT-compiled by the driver); ImageEnv can ask for one of them.
+// The error of a refused image carries the driver's JIT log; Module.Image says which loaded.
+func (dev *Device) LoadKernels(fsys fs.FS, stem string) (*Module, error) {
+	want := os.Getenv(ImageEnv)
+	if want != "" && want != "fatbin" && want != "ptx" {
+		return nil, fmt.Errorf("cuda: %s=%q: want fatbin or ptx", ImageEnv, want)
 	}
-	return dev.LoadModule(ptx)
+	var errs []error
+	if want != "ptx" {
+		fat, err := fs.ReadFile(fsys, FatbinPath(stem))
+		if err == nil {
+			var m *Module
+			if m, err = dev.LoadModule(fat); err == nil {
+				m.Image = FatbinPath(stem)
+				return m, nil
+			}
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", FatbinPath(stem), err))
+		if want == "fatbin" {
+			return nil, errors.Join(errs...)
+		}
+	}
+	ptx, err := ReadPTX(fsys, PTXPath(stem))
+	if err != nil {
+		return nil, errors.Join(append(errs, err)...)
+	}
+	m, err := dev.LoadModule(append(ptx, 0)) // PTX is read as a NUL-terminated string
+	if err != nil {
+		return nil, errors.Join(append(errs, fmt.Errorf("%s: %w", PTXPath(stem), err))...)
+	}
+	m.Image = PTXPath(stem)
+	return m, nil
 }
 
-// Module is loaded PTX (JIT-compiled by the driver for the device).
+// Module is a loaded fatbin or PTX (JIT-compiled by the driver for the device).
 type Module struct {
 	dev *Device
 	h   uintptr
+	// Image names what was loaded (LoadKernels: the fatbin or the PTX file).
+	Image string
 }
 
-// LoadModule JIT-loads PTX text.
-func (dev *Device) LoadModule(ptx []byte) (*Module, error) {
-	image := append(append([]byte(nil), ptx...), 0) // the driver reads a NUL-terminated string
+// jitLogBytes is the size of each of the driver's JIT logs (error and info) a load keeps.
+const jitLogBytes = 16 << 10
+
+// LoadModule loads a module image: a fatbin, a cubin or NUL-terminated PTX text. When the
+// driver refuses it, the error carries the JIT compiler's error and info logs (ptxas's
+// messages: the line, the instruction, the missing feature), and the device stays usable (a
+// refused image is a property of the image, not a failing device).
+func (dev *Device) LoadModule(image []byte) (*Module, error) {
+	if len(image) == 0 {
+		return nil, errors.New("cuda load module: empty image")
+	}
 	m := &Module{dev: dev}
-	err := dev.do("load module", func(d *driver) int32 {
-		return d.cuModuleLoadData(&m.h, unsafe.Pointer(&image[0]))
+	errLog, infoLog := make([]byte, jitLogBytes), make([]byte, jitLogBytes)
+	const (
+		jitInfoLogBuffer      = 3  // CU_JIT_INFO_LOG_BUFFER
+		jitInfoLogBufferSize  = 4  // CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES
+		jitErrorLogBuffer     = 5  // CU_JIT_ERROR_LOG_BUFFER
+		jitErrorLogBufferSize = 6  // CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES
+		jitLogVerbose         = 12 // CU_JIT_LOG_VERBOSE
+	)
+	opts := []int32{jitErrorLogBuffer, jitErrorLogBufferSize, jitInfoLogBuffer, jitInfoLogBufferSize, jitLogVerbose}
+	// The driver reads each value as a pointer-sized word: buffers as pointers, sizes and flags
+	// as integers; it writes the logs' lengths back into the size slots.
+	vals := []uintptr{uintptr(unsafe.Pointer(&errLog[0])), jitLogBytes, uintptr(unsafe.Pointer(&infoLog[0])), jitLogBytes, 1}
+	var pin runtime.Pinner // vals hides the logs' addresses from the garbage collector
+	defer pin.Unpin()
+	pin.Pin(&errLog[0])
+	pin.Pin(&infoLog[0])
+	var rc int32
+	err := dev.call("load module", func() error {
+		rc = dev.d.cuModuleLoadDataEx(&m.h, unsafe.Pointer(&image[0]), uint32(len(opts)), &opts[0], &vals[0])
+		if rc != 0 && !refusedImage(rc) {
+			return fmt.Errorf("cuda load module: %s", dev.d.describe(rc))
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
+	if rc != 0 {
+		return nil, fmt.Errorf("cuda load module: %s; JIT error log: %q; JIT info log: %q", dev.d.describe(rc),
+			cString(errLog, vals[1]), cString(infoLog, vals[3]))
+	}
 	return m, nil
+}
+
+// refusedImage reports whether a load's CUresult means the image does not suit this device
+// or driver (the device itself is fine).
+func refusedImage(rc int32) bool {
+	switch rc {
+	case 200, // CUDA_ERROR_INVALID_IMAGE
+		209, // CUDA_ERROR_NO_BINARY_FOR_GPU
+		218, // CUDA_ERROR_INVALID_PTX
+		221, // CUDA_ERROR_JIT_COMPILER_NOT_FOUND
+		222: // CUDA_ERROR_UNSUPPORTED_PTX_VERSION
+		return true
+	}
+	return false
+}
+
+// cString is the text of a log buffer the driver filled: up to n bytes (what it reports
+// written) and the first NUL.
+func cString(b []byte, n uintptr) string {
+	b = b[:min(int(n), len(b))]
+	if i := bytes.IndexByte(b, 0); i >= 0 {
+		b = b[:i]
+	}
+	return string(b)
 }
 
 // Unload frees the module.

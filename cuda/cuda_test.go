@@ -8,9 +8,10 @@ import (
 	"testing"
 )
 
-// TestOpenWithoutDriver runs where no NVIDIA driver is installed (it skips where one is): Open
-// must fail cleanly with ErrNoDevice and a reason, every time, without touching the process.
-func TestOpenWithoutDriver(t *testing.T) {
+// TestOpenWithoutGPU runs where no NVIDIA driver is installed (it skips where one is, and the
+// GPU check leaves it out): Open must fail cleanly with ErrNoDevice and a reason, every time,
+// without touching the process.
+func TestOpenWithoutGPU(t *testing.T) {
 	if _, err := os.Stat("/proc/driver/nvidia"); err == nil {
 		t.Skip("an NVIDIA driver is present; this test covers machines without one")
 	}
@@ -62,5 +63,34 @@ func TestParamValues(t *testing.T) {
 	}
 	if _, err := paramValues([]any{1.5}); err == nil || !strings.Contains(err.Error(), "argument 0 has unsupported type float64") {
 		t.Errorf("float64 argument: %v", err)
+	}
+}
+
+// TestLoadKernelsArguments: what LoadKernels and LoadModule refuse before any driver call (the
+// loads themselves run on the GPU machine, where the check runs every kernel test once with
+// NEEDLE_CUDA_IMAGE=fatbin and once with =ptx).
+func TestLoadKernelsArguments(t *testing.T) {
+	t.Setenv(ImageEnv, "cubin")
+	if _, err := (&Device{}).LoadKernels(nil, "logprob"); err == nil || !strings.Contains(err.Error(), `NEEDLE_CUDA_IMAGE="cubin": want fatbin or ptx`) {
+		t.Errorf("%s=cubin: %v", ImageEnv, err)
+	}
+	if _, err := (&Device{}).LoadModule(nil); err == nil || !strings.Contains(err.Error(), "empty image") {
+		t.Errorf("empty image: %v", err)
+	}
+}
+
+// TestJITLog: the driver's log buffers read up to the length it reports and the first NUL.
+func TestJITLog(t *testing.T) {
+	b := append([]byte("ptxas fatal : Unresolved extern function 'f'\x00junk"), make([]byte, 8)...)
+	for _, c := range []struct {
+		n    uintptr
+		want string
+	}{{uintptr(len(b)), "ptxas fatal : Unresolved extern function 'f'"}, {5, "ptxas"}, {0, ""}, {1 << 20, "ptxas fatal : Unresolved extern function 'f'"}} {
+		if got := cString(b, c.n); got != c.want {
+			t.Errorf("cString(%d) = %q, want %q", c.n, got, c.want)
+		}
+	}
+	if !refusedImage(218) || !refusedImage(209) || refusedImage(2) || refusedImage(700) {
+		t.Error("refusedImage: 218 (invalid PTX) and 209 (no binary for GPU) are refusals; 2 (out of memory) and 700 (launch failed) are not")
 	}
 }

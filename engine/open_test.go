@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"needle/cuda"
+	"needle/cuda/cudatest"
 	"needle/engine"
 	"needle/engine/bert"
 	"needle/engine/compact"
@@ -229,11 +229,8 @@ func TestOpenServesRealParts(t *testing.T) {
 // --gpu on a machine without a GPU: Open serves the CPU index and encodes queries on the CPU
 // after a line for each saying why;
 // --gpu=require fails with that reason; a non-flat index is named as the reason.
-func TestOpenGPUFallsBackToCPU(t *testing.T) {
-	if dev, err := cuda.Open(0); err == nil {
-		dev.Close()
-		t.Skip("a GPU is present; this test covers machines without one")
-	}
+func TestOpenWithoutGPUFallsBackToCPU(t *testing.T) {
+	cudatest.WithoutDevice(t)
 	texts := passages
 	model, dir, _, vecs := realParts(t, texts)
 	corpusPath, flatPath, hnswPath := filepath.Join(dir, "corpus.jsonl"), filepath.Join(dir, "flat.index"), filepath.Join(dir, "hnsw.index")

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Idempotent machine setup for needle: system packages, Debian's faiss source (for the C API),
-# a pinned Python venv for reference/interop scripts, the MiniLM test model and the Milvus server.
+# a pinned Python venv for reference/interop scripts, the MiniLM test model, the Milvus server and
+# NVIDIA's CUDA compiler (nvcc, from PyPI).
 # Called by `make setup`; every step is skipped when its result is already present.
 set -euo pipefail
 
@@ -112,6 +113,22 @@ for name in ("config.yaml.template", "glog.conf"):
 PY
   rm -rf "$MILVUS"
   mv "$tmp/server" "$MILVUS"
+  rm -rf "$tmp"
+fi
+# 7. NVIDIA's nvcc and ptxas, CUDA 13.0 as the GPU machines' driver (580), from PyPI's CUDA 13
+#    wheels (nvcc, cicc, the CUDA headers; 101 MB download, 253 MB unpacked): `make native`
+#    compiles the kernels with it into fatbins of sm_80/sm_90 machine code + PTX and checks
+#    clang's PTX with ptxas (kernels/CMakeLists.txt). No GPU is needed for either.
+NVCC_VERSION=13.0.88
+NVCC="$CACHE/nvcc-$NVCC_VERSION"
+if [ ! -x "$NVCC/nvidia/cu13/bin/nvcc" ]; then  # the folder is moved in whole, last
+  echo "setup: fetching nvidia-cuda-nvcc==$NVCC_VERSION from PyPI" >&2
+  tmp="$(mktemp -d "$CACHE/nvcc-dl.XXXX")"
+  "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps --only-binary=:all: --target "$tmp/nvcc" \
+    "nvidia-cuda-nvcc==$NVCC_VERSION" "nvidia-nvvm==$NVCC_VERSION" "nvidia-cuda-crt==$NVCC_VERSION" \
+    "nvidia-cuda-runtime==$NVCC_VERSION"
+  rm -rf "$NVCC"
+  mv "$tmp/nvcc" "$NVCC"
   rm -rf "$tmp"
 fi
 echo "setup: ok ($CACHE)" >&2

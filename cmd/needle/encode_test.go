@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"needle/cuda"
+	"needle/cuda/cudatest"
 	"needle/internal/testenv"
 	"needle/kernels/retrieval/nn"
 )
@@ -82,11 +82,8 @@ func TestEncodeJSONLinesAndNpyAgree(t *testing.T) {
 }
 
 // --gpu without a GPU encodes on the CPU (the same vectors); --gpu=require fails.
-func TestEncodeGPUFallback(t *testing.T) {
-	if dev, err := cuda.Open(0); err == nil {
-		dev.Close()
-		t.Skip("a GPU is present; this test covers machines without one")
-	}
+func TestEncodeWithoutGPUFallsBack(t *testing.T) {
+	cudatest.WithoutDevice(t)
 	model := testenv.MiniLMDir(t)
 	in := filepath.Join(t.TempDir(), "in.jsonl")
 	os.WriteFile(in, []byte("\"hello world\"\n\"\"\n"), 0o644)

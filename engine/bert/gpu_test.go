@@ -6,17 +6,17 @@ import (
 	"strings"
 	"testing"
 
-	"needle/cuda"
 	"needle/cuda/cudatest"
 	"needle/engine/wordpiece"
 	"needle/internal/testenv"
 )
 
-// The GPU encoder's tests: each needs a CUDA device and skips without one (saying why).
+// The GPU encoder's tests: each needs a CUDA device and cuBLAS and skips without them (saying
+// why), or fails under NEEDLE_REQUIRE_GPU=1 (the GPU check).
 
 func loadGPU(t *testing.T, opt Options) *Encoder {
 	t.Helper()
-	opt.Device = cudatest.Device(t)
+	opt.Device = cudatest.DeviceWithBLAS(t)
 	e, err := Load(testenv.MiniLMDir(t), opt)
 	if err != nil {
 		t.Fatal(err)
@@ -93,20 +93,33 @@ func TestGPUSplit(t *testing.T) {
 // TestGPURandomE5 runs the e5-base shape (head dim 64, 12 layers) with random weights on the
 // GPU and the CPU: cosine >= 0.9999 on texts of every length up to 512 tokens.
 func TestGPURandomE5(t *testing.T) {
-	dev := cudatest.Device(t)
+	texts := []string{"", "a", "what is the capital of france", strings.Repeat("long passage words ", 200)}
+	randomParity(t, E5Base, append(texts, readJSONL[string](t, "golden_texts.jsonl")[:60]...))
+}
+
+// TestGPURandomSmall runs a one-layer encoder of head dim 32 with random weights on the GPU and
+// the CPU (cosine >= 0.9999): every kernel, GEMM and packing step of the forward pass at a size
+// the emulated driver runs in seconds (TestWithoutGPUEmulatedDriver).
+func TestGPURandomSmall(t *testing.T) {
+	cfg := Config{Layers: 1, Hidden: 64, Heads: 2, Intermediate: 128, MaxPositions: 512, VocabSize: 30522, TypeVocabSize: 2, Eps: 1e-12}
+	randomParity(t, cfg, []string{"", "a", "what is the capital of france", "long passage words long passage words long passage"})
+}
+
+// randomParity encodes texts with random weights of shape cfg on the GPU and on the CPU and
+// wants every cosine >= 0.9999.
+func randomParity(t *testing.T, cfg Config, texts []string) {
+	dev := cudatest.DeviceWithBLAS(t)
 	tok, err := wordpiece.Load(testenv.MiniLMDir(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	texts := []string{"", "a", "what is the capital of france", strings.Repeat("long passage words ", 200)}
-	texts = append(texts, readJSONL[string](t, "golden_texts.jsonl")[:60]...)
 	opt := Options{MaxLength: 512}
-	cpuEnc, err := NewRandom(E5Base, 3, tok, opt)
+	cpuEnc, err := NewRandom(cfg, 3, tok, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
 	opt.Device = dev
-	gpuEnc, err := NewRandom(E5Base, 3, tok, opt)
+	gpuEnc, err := NewRandom(cfg, 3, tok, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,9 +132,19 @@ func TestGPURandomE5(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c, at := minCosine(got, want, E5Base.Hidden); c < 0.9999 {
+	if c, at := minCosine(got, want, cfg.Hidden); c < 0.9999 {
 		t.Errorf("text %d: GPU vs CPU cosine %.8f < 0.9999", at, c)
+	} else {
+		t.Logf("GPU vs CPU: min cosine %.8f over %d texts", c, len(texts))
 	}
+}
+
+// TestWithoutGPUEmulatedDriver runs TestGPURandomSmall through package cuda against the emulated
+// driver and cuBLAS (libcudaemu_driver.so: nngpu.cu under cudaemu, GemmEx as cuBLAS defines it):
+// gpu.go's weight upload and fp16 conversion, GEMM operand layouts and transposes, the kernels'
+// arguments and the packed batch, on the CPU; not the GPU.
+func TestWithoutGPUEmulatedDriver(t *testing.T) {
+	cudatest.RunEmulated(t, "TestGPURandomSmall")
 }
 
 // TestGPUInt8Refused: int8 is a CPU precision.
@@ -132,13 +155,10 @@ func TestGPUInt8Refused(t *testing.T) {
 	}
 }
 
-// TestLoadOnFallsBack: without a GPU, LoadOn in auto mode says why in one line and returns the
+// TestLoadOnWithoutGPUFallsBack: without a GPU, LoadOn in auto mode says why in one line and returns the
 // CPU encoder; require fails with the reason; another mode is refused.
-func TestLoadOnFallsBack(t *testing.T) {
-	if dev, err := cuda.Open(0); err == nil {
-		dev.Close()
-		t.Skip("a GPU is present; this test covers machines without one")
-	}
+func TestLoadOnWithoutGPUFallsBack(t *testing.T) {
+	cudatest.WithoutDevice(t)
 	dir := testenv.MiniLMDir(t)
 	var log strings.Builder
 	e, err := LoadOn(dir, Options{}, GPUAuto, 0, &log)

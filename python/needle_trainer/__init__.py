@@ -1,6 +1,7 @@
 """needle_trainer: needle's trainer-side tensor ops (token log-probs, weight deltas) for Python,
 on the C kernels of libneedle.so (`make native`) through ctypes. NumPy arrays and torch CPU
-tensors are used in place; this build has no GPU path (CUDA tensors raise GPUNotBuiltError)."""
+tensors are used in place; torch CUDA tensors run needle's CUDA kernels on their device, on torch's
+current stream (log-probs and delta encode; delta_apply of a CUDA tensor raises GPUNotBuiltError)."""
 from ._arrays import GPUNotBuiltError
 from ._native import PATH as library_path
 from ._native import simd_level

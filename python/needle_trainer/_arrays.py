@@ -11,7 +11,7 @@ import numpy as np
 
 
 class GPUNotBuiltError(NotImplementedError):
-    """A CUDA tensor reached a function whose GPU path is not in this build."""
+    """A CUDA tensor reached a function that has no GPU path (delta_apply)."""
 
 
 def torch_module():
@@ -23,12 +23,13 @@ def is_torch(x):
     return t is not None and isinstance(x, t.Tensor)
 
 
-def check_devices(**named):
-    """Raises ValueError when the torch tensors among named sit on different devices, and
-    GPUNotBuiltError when they sit on a GPU (NumPy arrays count as CPU)."""
+def on_cuda(**named):
+    """Whether the tensors among named sit on a CUDA device (False: all on the CPU; NumPy arrays
+    count as CPU). Raises ValueError when they sit on different devices, or on a device that is
+    neither the CPU nor CUDA."""
     if all(x is None or isinstance(x, np.ndarray) or (is_torch(x) and x.is_cpu)
            for x in named.values()):
-        return  # all on the CPU (the common case: no device objects built)
+        return False  # all on the CPU (the common case: no device objects built)
     # torch.device objects compare cheaply; strings are built for messages only.
     devices = [(name, x.device if is_torch(x) else None) for name, x in named.items()
                if x is not None]
@@ -37,11 +38,11 @@ def check_devices(**named):
         if dev != first_dev:
             raise ValueError(f"{name} is on {dev or 'cpu'} but {first} is on {first_dev or 'cpu'}: "
                              "all inputs must be on one device")
-    if first_dev is not None and first_dev.type != "cpu":
-        raise GPUNotBuiltError(
-            f"{first} is on {first_dev}: this build of needle_trainer runs on CPU tensors only "
-            f"(needle's CUDA kernels exist as PTX but have never run on a GPU and are not wired "
-            f"to Python); pass CPU tensors (.cpu())")
+    if first_dev is None:
+        return False  # not tensors: the type checks that follow name them
+    if first_dev.type != "cuda":
+        raise ValueError(f"{first} is on {first_dev}: needle_trainer runs on CPU and CUDA tensors")
+    return True
 
 
 def _plain(x):

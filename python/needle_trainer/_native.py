@@ -11,12 +11,14 @@ No compiler is involved: `make native` builds the library.
 import ctypes
 import os
 
-ABI_VERSION = 1  # NEEDLE_ABI_VERSION of capi/needle.h this package was written against
+ABI_VERSION = 2  # NEEDLE_ABI_VERSION of capi/needle.h this package was written against
 ERR_LEN = 512
 
-_vp, _i64, _i32, _f32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32, ctypes.c_float
+_vp, _i64, _i32, _f32, _u64 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32, ctypes.c_float, ctypes.c_uint64
 _err = ctypes.c_char_p
 _LOGPROB_ARGS = [_vp, _i64, _i64, _vp, _f32, _i64, _i32, _vp, _vp, _vp, _err, _i64]
+# The CUDA entry points take device addresses (uint64), a device ordinal and a CUstream handle.
+_CUDA_LOGPROB_ARGS = [_u64, _i64, _i64, _u64, _f32, _i64, _u64, _u64, _u64, _i32, _u64, _err, _i64]
 _SIGNATURES = {
     "needle_abi_version": (_i32, []),
     "needle_simd_level": (_i32, [_err, _i64]),
@@ -28,6 +30,13 @@ _SIGNATURES = {
     "needle_delta_encode": (_i64, [_vp, _vp, _i64, _i32, _vp, _i32, _vp, _err, _i64]),
     "needle_delta_apply": (_i32, [_vp, _i64, _i32, _vp, _i32, _vp, _i64, _err, _i64]),
     "needle_membw_read": (_i32, [_vp, _i64, ctypes.POINTER(ctypes.c_uint64), _err, _i64]),
+    "needle_cuda_logprob_f32": (_i32, _CUDA_LOGPROB_ARGS),
+    "needle_cuda_logprob_f16": (_i32, _CUDA_LOGPROB_ARGS),
+    "needle_cuda_logprob_bf16": (_i32, _CUDA_LOGPROB_ARGS),
+    "needle_cuda_delta_work_bytes": (_i64, [_i64]),
+    "needle_cuda_delta_count": (_i64, [_u64, _u64, _i64, _i32, _u64, _i64, _i32, _u64, _err, _i64]),
+    "needle_cuda_delta_write": (_i32, [_u64, _u64, _i64, _i32, _u64, _i64, _u64, _i32, _u64, _i32, _u64,
+                                       _err, _i64]),
 }
 
 
@@ -55,12 +64,13 @@ def _load():
     else:
         raise ImportError("libneedle.so not found; run `make native` in the needle checkout or set "
                           "NEEDLE_LIB to its path. Tried: " + "; ".join(tried))
-    for name, (restype, argtypes) in _SIGNATURES.items():
-        fn = getattr(lib, name)
-        fn.restype, fn.argtypes = restype, argtypes
+    lib.needle_abi_version.restype = _i32  # first: an older library lacks newer functions
     if lib.needle_abi_version() != ABI_VERSION:
         raise ImportError(f"{lib._name} has C ABI version {lib.needle_abi_version()}, "
                           f"this package needs {ABI_VERSION}: rebuild with `make native`")
+    for name, (restype, argtypes) in _SIGNATURES.items():
+        fn = getattr(lib, name)
+        fn.restype, fn.argtypes = restype, argtypes
     return lib
 
 

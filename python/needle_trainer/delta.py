@@ -5,7 +5,9 @@ changes), so apply reproduces the new tensor bit for bit. 2-byte (bf16, fp16) an
 (fp32) elements; indices are u32, or u64 past 2^32 - 1 elements (AstraFlow's rule).
 
 Each function takes a pair of tensors (NumPy arrays or torch CPU tensors), a pair of state
-dicts (name -> tensor), or a pair of safetensors file paths (read through mmap)."""
+dicts (name -> tensor), or a pair of safetensors file paths (read through mmap). delta_encode
+also takes torch CUDA tensors (encoded on their device, the Delta's arrays are CUDA tensors);
+delta_apply runs on the CPU only."""
 import ctypes
 import json
 import os
@@ -14,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _arrays
+from . import _arrays, _cuda
 from ._native import ERR_LEN, lib
 
 _U32_MAX = (1 << 32) - 1
@@ -24,7 +26,8 @@ _U32_MAX = (1 << 32) - 1
 class Delta:
     """The changed elements of one tensor of numel elements: strictly increasing indices
     (uint32, or uint64 when numel > 2^32 - 1) and the new raw bits of those elements (uint16
-    for bf16/fp16, uint32 for fp32). Exactly the payload of an AstraFlow delta record."""
+    for bf16/fp16, uint32 for fp32). Exactly the payload of an AstraFlow delta record. NumPy
+    arrays, or torch CUDA tensors of those dtypes when encoded from CUDA tensors."""
     numel: int
     indices: np.ndarray
     values: np.ndarray
@@ -75,12 +78,14 @@ def _encode_one(old, new, name):
     o_name, n_name = ("old", "new") if name is None else (f"old[{name!r}]", f"new[{name!r}]")
     if old is None:
         raise KeyError(f"{n_name} has no tensor of that name in old; deltas need both versions")
-    _arrays.check_devices(**{o_name: old, n_name: new})
+    cuda = _arrays.on_cuda(**{o_name: old, n_name: new})
     o, w = _arrays.raw(old, o_name), _arrays.raw(new, n_name)
     if (old.dtype != new.dtype or old.shape != new.shape
             or getattr(old, "st_dtype", None) != getattr(new, "st_dtype", None)):
         raise ValueError(f"{n_name} is {_dtype(new)} {tuple(new.shape)} but {o_name} is "
                          f"{_dtype(old)} {tuple(old.shape)}: a delta needs the same dtype and shape")
+    if cuda:
+        return _cuda.delta_encode(new, o, w, Delta)
     n = o.size
     idx = np.empty(n, np.uint32 if n <= _U32_MAX else np.uint64)
     vals = np.empty(n, o.bits_dtype)  # room for every element
@@ -114,7 +119,10 @@ def _check_sizes(base, d, name):
 
 
 def _apply_one(base, d, name):
-    _arrays.check_devices(**{name: base})
+    if _arrays.on_cuda(**{name: base}):
+        raise _arrays.GPUNotBuiltError(f"{name} is on {base.device}: delta_apply runs on the CPU only "
+                                       "(on the device its indices would have to be checked there first); "
+                                       "apply to a CPU copy, or use `needle delta apply`")
     b = _check_sizes(base, d, name)
     if not b.writable:
         raise ValueError(f"{name} is read-only; delta_apply writes into it")

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from . import _arrays
+from . import _arrays, _cuda
 from ._native import ERR_LEN, lib
 
 _LOGPROB = {"f32": lib.needle_logprob_f32, "f16": lib.needle_logprob_f16,
@@ -52,9 +52,12 @@ def logprobs_from_logits(logits, labels, temperature=1.0, ignore_index=-100,
     tensor when logits is one), and with return_entropy=True also the entropy
     lse - sum(softmax * y) of y = logits / temperature. threads: CPU threads over the rows
     (at most 256 are used).
-    CPU only in this build: CUDA tensors raise GPUNotBuiltError.
+    CUDA tensors: computed on their device, queued on torch's current stream (threads unused;
+    a label outside [0, V) that is not ignore_index gives NaN there instead of an error).
     """
-    _arrays.check_devices(logits=logits, labels=labels)
+    if _arrays.on_cuda(logits=logits, labels=labels):
+        t, ig, _ = _scalars(temperature, ignore_index, threads)
+        return _cuda.logprobs(logits, labels, t, ig, return_entropy)
     lptr, lshape, code, lkeep = _arrays.float_tensor(logits, "logits", bits)
     yptr, yshape, ykeep = _arrays.int64_tensor(labels, "labels")
     if len(lshape) < 1 or tuple(lshape[:-1]) != tuple(yshape):
@@ -78,9 +81,13 @@ def linear_logprobs(hidden, weight, labels, temperature=1.0, ignore_index=-100,
     hidden: [..., H], weight: [V, H] (the lm_head), labels: [...]. The C kernel is fp32
     (OpenBLAS sgemm over chunks of 256 rows x 4096 vocab, folded online): float16/bfloat16
     hidden or weight are converted to a float32 copy first (the weight copy is V x H x 4 bytes).
-    OpenBLAS picks its own thread count (OPENBLAS_NUM_THREADS). CPU only in this build.
+    OpenBLAS picks its own thread count (OPENBLAS_NUM_THREADS).
+    CUDA tensors (hidden and weight of one dtype): per chunk of tokens (256 MiB of logits), the
+    logits by torch's matmul in that dtype, as the model computes them, then needle's kernel.
     """
-    _arrays.check_devices(hidden=hidden, weight=weight, labels=labels)
+    if _arrays.on_cuda(hidden=hidden, weight=weight, labels=labels):
+        t, ig, _ = _scalars(temperature, ignore_index, 1)
+        return _cuda.linear_logprobs(hidden, weight, labels, t, ig, return_entropy)
     hptr, hshape, hkeep = _fp32(hidden, "hidden")
     wptr, wshape, wkeep = _fp32(weight, "weight")
     yptr, yshape, ykeep = _arrays.int64_tensor(labels, "labels")

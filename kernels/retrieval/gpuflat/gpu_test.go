@@ -1,7 +1,8 @@
 package gpuflat
 
-// GPU tests: they skip (saying why) without a CUDA device and cuBLAS. NEVER RUN ON A GPU so
-// far: written and compiled on a machine without one (see README "GPU flat index").
+// GPU tests: they skip (saying why) without a CUDA device and cuBLAS, or fail under
+// NEEDLE_REQUIRE_GPU=1 (the GPU check). NEVER RUN ON A GPU so far: written and compiled on a
+// machine without one (see README "GPU flat index").
 
 import (
 	"cmp"
@@ -16,18 +17,10 @@ import (
 	"testing"
 	"unsafe"
 
-	"needle/cuda"
 	"needle/cuda/cudatest"
 	"needle/faissgo"
+	"needle/internal/testflat"
 )
-
-// gpuOrSkip skips without a device or without cuBLAS.
-func gpuOrSkip(t testing.TB) {
-	cudatest.Device(t)
-	if _, err := cuda.CublasPath(); err != nil {
-		t.Skipf("runs only with cuBLAS; %v", err)
-	}
-}
 
 // half rounds f to fp16 and back (round to nearest even), as the device stores vectors:
 // an independent restatement for the reference, via float64 arithmetic.
@@ -94,14 +87,19 @@ func reference(db, q []float32, dim, k int, l2 bool) ([]int64, []float64) {
 // may differ only where scores tie that closely), a row of NaN is never a hit, and recall@10
 // against FAISS's fp32 search of the original vectors is reported and checked.
 func TestGPUParity(t *testing.T) {
-	gpuOrSkip(t)
-	const n, dim, nq = 20011, 768, 37
+	cudatest.DeviceWithBLAS(t)
+	n, dim, nq := 20011, 768, 37
+	if testing.Short() { // the emulated driver: its GEMM and launches run on the CPU
+		n, dim, nq = 300, 64, 3
+	}
 	db, q := randomVectors(7, n, dim), randomVectors(8, nq, dim)
 	for c := range dim {
 		db[123*dim+c] = float32(math.NaN())
 	}
 	for _, m := range []faissgo.Metric{faissgo.IP, faissgo.L2} {
-		path := writeIndex(t, "Flat", m, dim, db)
+		// Written directly: FAISS's Add (writeIndex) refuses the NaN row.
+		path := filepath.Join(t.TempDir(), "index.faiss")
+		testflat.WriteFlat(t, path, m, dim, int64(n), testflat.Rows(db, dim))
 		cpu, err := faissgo.Read(path, false)
 		if err != nil {
 			t.Fatal(err)
@@ -136,11 +134,12 @@ func TestGPUParity(t *testing.T) {
 						if labels[i] == 123 {
 							t.Fatalf("%s: the NaN row is a hit", name)
 						}
-						if labels[i] < 0 || labels[i] >= n {
+						if labels[i] < 0 || labels[i] >= int64(n) {
 							t.Fatalf("%s: hit %d has label %d", name, i, labels[i])
 						}
 						got := 0.0
-						row, qi := rdb[labels[i]*dim:(labels[i]+1)*dim], rq[(i/k)*dim:(i/k+1)*dim]
+						l := int(labels[i])
+						row, qi := rdb[l*dim:(l+1)*dim], rq[(i/k)*dim:(i/k+1)*dim]
 						for c := range dim {
 							if m == faissgo.L2 {
 								got += float64((qi[c] - row[c]) * (qi[c] - row[c]))
@@ -188,10 +187,10 @@ func recall(got, want []int64, nq, k int) float64 {
 // TestGPUOutOfMemory: an index larger than the GPU is refused at load with what it needs and
 // what is free, and the device stays usable.
 func TestGPUOutOfMemory(t *testing.T) {
-	gpuOrSkip(t)
-	_, err := Synthetic(4_000_000_000, 4096, faissgo.IP, 1, Options{Devices: []int{0}})
+	cudatest.DeviceWithBLAS(t)
+	_, err := Synthetic(maxGridX, 8192, faissgo.IP, 1, Options{Devices: []int{0}})
 	if !errors.Is(err, ErrNoMemory) || !strings.Contains(err.Error(), "GiB free") {
-		t.Fatalf("a 30 TiB index: %v", err)
+		t.Fatalf("a 32 TiB index: %v", err)
 	}
 	x, err := Synthetic(1000, 64, faissgo.IP, 1, Options{Devices: []int{0}})
 	if err != nil {
@@ -209,7 +208,7 @@ func TestGPUTorchParity(t *testing.T) {
 	if dir == "" {
 		t.Skip("runs under the GPU check (NEEDLE_GPUFLAT_PARITY names its data folder)")
 	}
-	gpuOrSkip(t)
+	cudatest.DeviceWithBLAS(t)
 	x, err := Load(filepath.Join(dir, "index.faiss"), Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -236,5 +235,32 @@ func TestGPUTorchParity(t *testing.T) {
 		}
 		write(fmt.Sprintf("labels_k%d.i64", k), unsafe.Pointer(&labels[0]), 8*len(labels))
 		write(fmt.Sprintf("dist_k%d.f32", k), unsafe.Pointer(&dist[0]), 4*len(dist))
+	}
+}
+
+// TestWithoutGPUEmulatedDriver runs TestGPUParity (small, -test.short), TestGPUOutOfMemory and
+// TestGPUTorchParity (on a small folder of its data, as gpucheck.py writes it) through package
+// cuda against the emulated driver and cuBLAS (libcudaemu_driver.so: gpuflat.cu under cudaemu,
+// GemmEx as cuBLAS defines it): the GEMM operand layout and transposes, tiles, segments, the
+// shard merge, k = 8,192 past the rows, the launches' arguments, on the CPU; not the GPU.
+func TestWithoutGPUEmulatedDriver(t *testing.T) {
+	cudatest.RunEmulated(t, "TestGPUParity")
+	cudatest.RunEmulated(t, "TestGPUOutOfMemory")
+	const n, dim, nq = 300, 64, 3
+	dir := t.TempDir()
+	testflat.WriteFlat(t, filepath.Join(dir, "index.faiss"), faissgo.IP, dim, n, testflat.Rows(randomVectors(5, n, dim), dim))
+	q := randomVectors(6, nq, dim)
+	if err := os.WriteFile(filepath.Join(dir, "queries.f32"), unsafe.Slice((*byte)(unsafe.Pointer(&q[0])), 4*len(q)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cudatest.RunEmulated(t, "TestGPUTorchParity", "NEEDLE_GPUFLAT_PARITY="+dir)
+	for _, k := range []int{10, MaxK} {
+		labels, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("labels_k%d.i64", k)))
+		if err != nil || len(labels) != 8*nq*k {
+			t.Fatalf("k=%d: %d bytes of labels (%v), want %d", k, len(labels), err, 8*nq*k)
+		}
+		if k == MaxK && int64(binary.LittleEndian.Uint64(labels[8*n:])) != -1 { // past the rows: no hit
+			t.Errorf("k=%d: label %d of query 0 is %d, want -1", k, n, int64(binary.LittleEndian.Uint64(labels[8*n:])))
+		}
 	}
 }

@@ -31,13 +31,13 @@ import (
 	"needle/internal/progress"
 )
 
-// ptxFiles is the ptx/ folder, where `make native` writes gpuflat.cu compiled by clang-16 for
-// sm_80 (kernels/CMakeLists.txt) before go build embeds it.
+// ptxFiles is the ptx/ folder, where `make native` writes gpuflat.cu compiled by clang-16 to
+// sm_80 PTX and by nvcc to a fatbin (kernels/CMakeLists.txt) before go build embeds it.
 //
 //go:embed ptx
 var ptxFiles embed.FS
 
-const ptxPath = "ptx/gpuflat_sm80.ptx"
+const kernelStem = "gpuflat" // the images of gpuflat.cu in ptx/ (cuda.LoadKernels)
 
 // Launch shapes and work space sizes.
 const (
@@ -50,6 +50,7 @@ const (
 	busyBlocks   = 264       // blocks that keep a GPU busy (two per SM of an H100)
 	stagingBytes = 64 << 20  // pinned host and device staging for loading
 	maxQueries   = 4096      // queries per device pass (a longer batch is split)
+	maxGridX     = 1<<31 - 1 // gridDim.x limit (every GPU since sm_30): Synthetic launches a block per row
 )
 
 // ErrNoMemory is wrapped by the error of a load that does not fit a GPU's free memory.
@@ -169,10 +170,11 @@ func Load(path string, opt Options) (*Index, error) {
 }
 
 // Synthetic makes an index of rows seeded pseudo-random vectors (uniform in [-1, 1)) on the
-// GPUs themselves, for benchmarks at any size without a file.
+// GPUs themselves, for benchmarks without a file: up to 2^31 - 1 rows, as one launch fills a
+// shard with a block per row.
 func Synthetic(rows int64, dim int, metric faissgo.Metric, seed uint64, opt Options) (*Index, error) {
-	if rows < 0 || rows >= math.MaxUint32 || dim <= 0 {
-		return nil, fmt.Errorf("gpuflat: synthetic index of %d rows x %d: need 0 <= rows < 2^32 and dim > 0", rows, dim)
+	if rows < 0 || rows > maxGridX || dim <= 0 {
+		return nil, fmt.Errorf("gpuflat: synthetic index of %d rows x %d: need 0 <= rows <= %d (a block per row) and dim > 0", rows, dim, maxGridX)
 	}
 	return build(dim, rows, metric, opt, func(x *Index, s *shard) error {
 		var dst16, dst32, norms uint64
@@ -289,7 +291,7 @@ func (s *shard) reserve(x *Index, matrix int64) error {
 	if s.blas, err = s.dev.NewBLAS(); err != nil {
 		return err
 	}
-	if s.mod, err = s.dev.LoadPTX(ptxFiles, ptxPath); err != nil {
+	if s.mod, err = s.dev.LoadKernels(ptxFiles, kernelStem); err != nil {
 		return err
 	}
 	for _, f := range []struct {

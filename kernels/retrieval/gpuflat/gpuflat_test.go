@@ -15,7 +15,7 @@ import (
 )
 
 func TestPTX(t *testing.T) {
-	cudatest.CheckPTX(t, ptxFiles, ptxPath, "nl_topk_tile", "nl_topk_merge", "nl_topk_sort", "nl_rows_prepare", "nl_rows_random", "nl_read")
+	cudatest.CheckKernels(t, ptxFiles, kernelStem, "nl_topk_tile", "nl_topk_merge", "nl_topk_sort", "nl_rows_prepare", "nl_rows_random", "nl_read")
 }
 
 // randomVectors are n seeded vectors of dim values in [-1, 1).
@@ -99,9 +99,7 @@ func TestFlatFileRejects(t *testing.T) {
 // TestLoadWithoutGPU: on a machine without a GPU, Load says so with an error wrapping
 // cuda.ErrNoDevice (the server then falls back to the CPU index).
 func TestLoadWithoutGPU(t *testing.T) {
-	if _, err := cuda.Open(0); err == nil {
-		t.Skip("a GPU is present; this test covers machines without one")
-	}
+	cudatest.WithoutDevice(t)
 	path := writeIndex(t, "Flat", faissgo.IP, 8, randomVectors(3, 10, 8))
 	for _, opt := range []Options{{}, {Devices: []int{0}}} {
 		if _, err := Load(path, opt); !errors.Is(err, cuda.ErrNoDevice) {
@@ -110,6 +108,20 @@ func TestLoadWithoutGPU(t *testing.T) {
 	}
 	if _, err := Synthetic(100, 8, faissgo.IP, 1, Options{}); !errors.Is(err, cuda.ErrNoDevice) {
 		t.Errorf("Synthetic without a GPU: %v", err)
+	}
+}
+
+// TestSyntheticShape: a synthetic index is refused, before any device is opened, past the rows
+// one launch can fill (a block per row: gridDim.x <= 2^31 - 1) and for a dimension < 1.
+func TestSyntheticShape(t *testing.T) {
+	for _, c := range []struct {
+		rows int64
+		dim  int
+	}{{maxGridX + 1, 8}, {-1, 8}, {10, 0}} {
+		if _, err := Synthetic(c.rows, c.dim, faissgo.IP, 1, Options{}); err == nil || errors.Is(err, cuda.ErrNoDevice) ||
+			!strings.Contains(err.Error(), "need 0 <= rows <= 2147483647 (a block per row) and dim > 0") {
+			t.Errorf("Synthetic(%d rows x %d): %v", c.rows, c.dim, err)
+		}
 	}
 }
 

@@ -13,16 +13,6 @@
 
 #include <stdint.h>
 
-#if defined(__CUDA_ARCH__)
-// No libdevice (-nocudalib): the few intrinsics used are PTX instructions.
-__device__ inline uint16_t ng_to_half(float f) { return __nvvm_f2h_rn(f); }  // cvt.rn.f16.f32
-__device__ inline float ng_sqrt(float x) { return __nvvm_sqrt_rn_f(x); }       // sqrt.rn.f32
-#else
-#include <cmath>
-inline uint16_t ng_to_half(float f) { return __builtin_bit_cast(uint16_t, (_Float16)f); }
-inline float ng_sqrt(float x) { return std::sqrt(x); }
-#endif
-
 constexpr int NG_BLOCK = 256;                  // threads of the row kernels (a multiple of 32)
 constexpr int NG_MAX_HIDDEN = 16 * NG_BLOCK;   // row width the row kernels hold in registers
 constexpr int NG_ATT_QUERIES = 64;             // queries (threads) per attention block
@@ -49,11 +39,11 @@ __device__ inline void ng_layernorm_row(float* v, int n, float* x, uint16_t* xh,
   for (int i = 0, c = threadIdx.x; c < n; i++, c += blockDim.x) sum += v[i];
   float mean = ng_block_sum(sum, red) / (float)n, var = 0.0f;
   for (int i = 0, c = threadIdx.x; c < n; i++, c += blockDim.x) var += (v[i] - mean) * (v[i] - mean);
-  float rstd = 1.0f / ng_sqrt(ng_block_sum(var, red) / (float)n + eps);
+  float rstd = 1.0f / cuemu_sqrt_rn(ng_block_sum(var, red) / (float)n + eps);
   for (int i = 0, c = threadIdx.x; c < n; i++, c += blockDim.x) {
     float y = (v[i] - mean) * rstd * gamma[c] + beta[c];
     x[c] = y;
-    xh[c] = ng_to_half(y);
+    xh[c] = cuemu_f2h_rn(y);
   }
 }
 
@@ -101,7 +91,7 @@ extern "C" __global__ void ng_bias_gelu(uint16_t* __restrict__ out, const float*
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total;
        i += (long long)gridDim.x * blockDim.x) {
     float v = y[i] + bias[i % n];
-    out[i] = ng_to_half(0.5f * v * (1.0f + ng_erf(v * 0.70710678118654752f)));
+    out[i] = cuemu_f2h_rn(0.5f * v * (1.0f + ng_erf(v * 0.70710678118654752f)));
   }
 }
 
@@ -123,7 +113,7 @@ __device__ inline void ng_attention(uint16_t* __restrict__ ctx, const float* __r
   const int qi = q0 + threadIdx.x;
   const bool active = qi < L;
   // Scores in the log2 domain: q is pre-scaled by log2(e)/sqrt(HD), so p = 2^(s - max).
-  const float scale = 1.4426950408889634f / ng_sqrt((float)HD);
+  const float scale = 1.4426950408889634f / cuemu_sqrt_rn((float)HD);
   float q[HD], acc[HD], m = -3.0e38f, l = 0.0f;
   #pragma unroll
   for (int d = 0; d < HD; d++) {
@@ -161,7 +151,7 @@ __device__ inline void ng_attention(uint16_t* __restrict__ ctx, const float* __r
   if (!active) return;
   uint16_t* out = ctx + (long long)(first + qi) * hidden + h * HD;
   #pragma unroll
-  for (int d = 0; d < HD; d++) out[d] = ng_to_half(acc[d] / l);
+  for (int d = 0; d < HD; d++) out[d] = cuemu_f2h_rn(acc[d] / l);
 }
 
 extern "C" __global__ void ng_attention_hd32(uint16_t* ctx, const float* qkv, const float* bias,
@@ -191,7 +181,7 @@ extern "C" __global__ void ng_pool(float* __restrict__ out, const float* __restr
     ss += sum * sum;
   }
   if (!normalize) return;
-  const float norm = ng_sqrt(ng_block_sum(ss, red)), inv = 1.0f / (norm > 1e-12f ? norm : 1e-12f);
+  const float norm = cuemu_sqrt_rn(ng_block_sum(ss, red)), inv = 1.0f / (norm > 1e-12f ? norm : 1e-12f);
   for (int c = threadIdx.x; c < n; c += blockDim.x) o[c] *= inv;
 }
 
@@ -199,5 +189,5 @@ extern "C" __global__ void ng_pool(float* __restrict__ out, const float* __restr
 // read from a checkpoint become the fp16 GEMM operands on the device. A grid-stride loop.
 extern "C" __global__ void ng_to_half_rows(uint16_t* __restrict__ out, const float* __restrict__ in, long long n) {
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
-    out[i] = ng_to_half(in[i]);
+    out[i] = cuemu_f2h_rn(in[i]);
 }

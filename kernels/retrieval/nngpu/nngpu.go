@@ -15,13 +15,13 @@ import (
 	"needle/cuda"
 )
 
-// ptxFiles is the ptx/ folder, where `make native` writes nngpu.cu compiled by clang-16 for
-// sm_80 (kernels/CMakeLists.txt) before go build embeds it.
+// ptxFiles is the ptx/ folder, where `make native` writes nngpu.cu compiled by clang-16 to
+// sm_80 PTX and by nvcc to a fatbin (kernels/CMakeLists.txt) before go build embeds it.
 //
 //go:embed ptx
 var ptxFiles embed.FS
 
-const ptxPath = "ptx/nngpu_sm80.ptx"
+const kernelStem = "nngpu" // the images of nngpu.cu in ptx/ (cuda.LoadKernels)
 
 // Launch shapes of nngpu.cu (NG_BLOCK, NG_MAX_HIDDEN, NG_ATT_QUERIES).
 const (
@@ -43,9 +43,9 @@ type Kernels struct {
 	fn  map[string]*cuda.Function
 }
 
-// Load JIT-loads the embedded PTX on dev.
+// Load loads the embedded kernels on dev (the fatbin, else the PTX).
 func Load(dev *cuda.Device) (*Kernels, error) {
-	mod, err := dev.LoadPTX(ptxFiles, ptxPath)
+	mod, err := dev.LoadKernels(ptxFiles, kernelStem)
 	if err != nil {
 		return nil, err
 	}

@@ -6,14 +6,15 @@ import (
 	"needle/cuda/cudatest"
 )
 
-// TestPTX checks, without a GPU, that the embedded PTX targets sm_80 and has every kernel
-// the launchers name. The kernels' numbers are tested by ctest nngpu_cuda_emu (on the CPU) and
-// engine/bert's GPU parity test.
+// TestPTX checks, without a GPU, that the embedded PTX and fatbin hold every kernel the
+// launchers name for the GPUs needle targets. The kernels' numbers are tested by ctest
+// nngpu_cuda_emu (on the CPU) and engine/bert's GPU parity test.
 func TestPTX(t *testing.T) {
-	cudatest.CheckPTX(t, ptxFiles, ptxPath, Entries...)
+	cudatest.CheckKernels(t, ptxFiles, kernelStem, Entries...)
 }
 
-// TestLoad loads the kernels on a GPU (skips without one).
-func TestLoad(t *testing.T) {
-	cudatest.Open(t, Load)
+// TestGPULoad loads the kernels on a GPU (skips without one).
+func TestGPULoad(t *testing.T) {
+	k := cudatest.Open(t, Load)
+	t.Logf("loaded %s", k.mod.Image)
 }

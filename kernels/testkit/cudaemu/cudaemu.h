@@ -1,10 +1,12 @@
-// cudaemu.h: one CUDA source, two targets.
+// cudaemu.h: one CUDA source, three compilers.
 //
 // needle's .cu kernels include this header and nothing else from CUDA. It makes the same source
 //  1. compile to PTX with Debian's clang-16 and no CUDA toolkit
 //     (`-x cuda --cuda-device-only -nocudainc -nocudalib`, see kernels/CMakeLists.txt), using
-//     clang's NVPTX builtins; and
-//  2. compile as plain C++20 on the host (g++/clang++, no CUDA at all) and RUN there: the threads
+//     clang's NVPTX builtins;
+//  2. compile with NVIDIA's nvcc (`make setup` installs it from PyPI where it can) into a fatbin
+//     of machine code and PTX, using CUDA's own headers, which nvcc includes by itself; and
+//  3. compile as plain C++20 on the host (g++/clang++, no CUDA at all) and RUN there: the threads
 //     of a block are host threads, __syncthreads is a std::barrier, warp shuffles go through a
 //     per-block exchange array with per-warp barriers, atomics are std::atomic_ref. This is how
 //     `make test` runs every CUDA kernel of this project, with or without a GPU.
@@ -14,7 +16,10 @@
 // (32), __syncthreads(), __shfl_xor_sync/__shfl_down_sync/__shfl_sync (float, int, unsigned),
 // atomicAdd (int, unsigned, unsigned long long, float), atomicMax (int, unsigned), atomicCAS,
 // and the math helpers cuemu_exp2f / cuemu_log2f (device: ex2.approx / lg2.approx, ~2 ulp;
-// host: libm exp2f / log2f), cuemu_bits_to_float / cuemu_float_to_bits.
+// host: libm exp2f / log2f), cuemu_f2h_rn (fp32 -> fp16 bits, nearest even), cuemu_sqrt_rn
+// (correctly rounded), cuemu_bits_to_float / cuemu_float_to_bits. Both device compilers emit
+// the same PTX instructions for the helpers (inline asm under nvcc), so the two builds compute
+// the same bits.
 //
 // Emulation limits (host only): every thread of a warp must call a shuffle together (as with a
 // full mask; the mask argument is ignored); blocks run one after another, so __shared__ is a
@@ -26,7 +31,31 @@
 
 #include <stdint.h>
 
-#if defined(__CUDA_ARCH__)
+#if defined(__NVCC__)
+// ---------------------------------------------------------------- device (nvcc) side
+// CUDA's headers give the builtin variables, shuffles and atomics; only the helpers are ours.
+#define CUEMU_INLINE __device__ inline __attribute__((always_inline))
+
+CUEMU_INLINE float cuemu_exp2f(float x) {
+  float y;
+  asm("ex2.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+CUEMU_INLINE float cuemu_log2f(float x) {
+  float y;
+  asm("lg2.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+CUEMU_INLINE uint16_t cuemu_f2h_rn(float x) {
+  uint16_t h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(x));
+  return h;
+}
+CUEMU_INLINE float cuemu_sqrt_rn(float x) { return __fsqrt_rn(x); }
+CUEMU_INLINE float cuemu_bits_to_float(uint32_t u) { return __uint_as_float(u); }
+CUEMU_INLINE uint32_t cuemu_float_to_bits(float f) { return __float_as_uint(f); }
+
+#elif defined(__CUDA_ARCH__)
 // ---------------------------------------------------------------- device (clang NVPTX) side
 #include <__clang_cuda_builtin_vars.h>  // threadIdx & co. from clang's resource dir, not CUDA's
 
@@ -37,6 +66,8 @@
 
 CUEMU_INLINE float cuemu_exp2f(float x) { return __nvvm_ex2_approx_f(x); }
 CUEMU_INLINE float cuemu_log2f(float x) { return __nvvm_lg2_approx_f(x); }
+CUEMU_INLINE uint16_t cuemu_f2h_rn(float x) { return __nvvm_f2h_rn(x); }  // cvt.rn.f16.f32
+CUEMU_INLINE float cuemu_sqrt_rn(float x) { return __nvvm_sqrt_rn_f(x); }  // sqrt.rn.f32
 
 CUEMU_INLINE float __shfl_xor_sync(unsigned mask, float v, int lane_mask) {
   return __nvvm_shfl_sync_bfly_f32(mask, v, lane_mask, 0x1f);
@@ -252,11 +283,15 @@ inline unsigned long long atomicCAS(unsigned long long* p, unsigned long long cm
 
 inline float cuemu_exp2f(float x) { return std::exp2(x); }
 inline float cuemu_log2f(float x) { return std::log2(x); }
+inline uint16_t cuemu_f2h_rn(float x) { return __builtin_bit_cast(uint16_t, (_Float16)x); }
+inline float cuemu_sqrt_rn(float x) { return std::sqrt(x); }
 
-#endif  // __CUDA_ARCH__
+#endif  // __NVCC__, __CUDA_ARCH__
 
-// ---------------------------------------------------------------- both sides
+#if !defined(__NVCC__)
+// ---------------------------------------------------------------- clang device and host sides
 CUEMU_INLINE float cuemu_bits_to_float(uint32_t u) { return __builtin_bit_cast(float, u); }
 CUEMU_INLINE uint32_t cuemu_float_to_bits(float f) { return __builtin_bit_cast(uint32_t, f); }
+#endif
 
 #endif  // NEEDLE_CUDAEMU_H

@@ -9,13 +9,13 @@ import (
 	"needle/cuda"
 )
 
-// ptxFiles is the ptx/ folder, where `make native` writes delta.cu compiled by clang-16 for
-// sm_80 (kernels/CMakeLists.txt) before go build embeds it.
+// ptxFiles is the ptx/ folder, where `make native` writes delta.cu compiled by clang-16 to
+// sm_80 PTX and by nvcc to a fatbin (kernels/CMakeLists.txt) before go build embeds it.
 //
 //go:embed ptx
 var ptxFiles embed.FS
 
-const ptxPath = "ptx/delta_sm80.ptx"
+const kernelStem = "delta" // the images of delta.cu in ptx/ (cuda.LoadKernels)
 
 // cudaBlock is the threads per block of every launch; cudaTile the elements one block of the
 // count and write kernels owns (delta.cu: blockDim.x * NL_DELTA_ITEMS).
@@ -35,9 +35,9 @@ type GPU struct {
 	byLen map[int]gpuKernels // by element size: 2 (bf16/fp16 bits) or 4 (fp32 bits)
 }
 
-// NewGPU loads the embedded PTX on dev.
+// NewGPU loads the embedded kernels on dev (the fatbin, else the PTX).
 func NewGPU(dev *cuda.Device) (*GPU, error) {
-	mod, err := dev.LoadPTX(ptxFiles, ptxPath)
+	mod, err := dev.LoadKernels(ptxFiles, kernelStem)
 	if err != nil {
 		return nil, err
 	}

@@ -10,21 +10,27 @@ import (
 	"needle/cuda/cudatest"
 )
 
-// TestPTXEmbedded checks that the build embedded the PTX of delta.cu with every entry point.
+// TestPTXEmbedded checks that the build embedded the PTX and the fatbin of delta.cu with every
+// entry point.
 func TestPTXEmbedded(t *testing.T) {
 	var entries []string
 	for _, name := range []string{"count", "write", "apply"} {
 		entries = append(entries, "nl_cuda_delta_"+name+"16", "nl_cuda_delta_"+name+"32")
 	}
-	cudatest.CheckPTX(t, ptxFiles, ptxPath, entries...)
+	cudatest.CheckKernels(t, ptxFiles, kernelStem, entries...)
 }
 
 // TestGPUMatchesCPU runs delta.cu on a real GPU: its Encode must give the CPU Encode's bytes, and
 // its Apply must rebuild the new tensor bit for bit. Skips without a CUDA device.
 func TestGPUMatchesCPU(t *testing.T) {
 	g := cudatest.Open(t, NewGPU)
-	// Edge sizes around one tile and past several, beside the CPU tests' sizes.
+	t.Logf("kernels: %s", g.mod.Image)
+	// Edge sizes around one tile and past several, beside the CPU tests' sizes; -test.short (the
+	// emulated driver, whose launches are thousands of times slower) keeps the edges.
 	gpuSizes := append([]int{cudaTile - 1, cudaTile, cudaTile + 1, 5*cudaTile + 3, 1 << 20}, sizes...)
+	if testing.Short() {
+		gpuSizes = []int{0, 1, 33, cudaTile - 1, cudaTile, cudaTile + 1, 5*cudaTile + 3}
+	}
 	for _, es := range []int{2, 4} {
 		for _, n := range gpuSizes {
 			for _, frac := range []float64{0, 0.01, 1} {
@@ -100,4 +106,11 @@ func upload(tb testing.TB, dev *cuda.Device, b []byte) *cuda.Buffer {
 		}
 	}
 	return d
+}
+
+// TestWithoutGPUEmulatedDriver runs TestGPUMatchesCPU through package cuda against the emulated
+// driver (libcudaemu_driver.so: delta.cu under cudaemu on the CPU): the launches' argument
+// layouts, the tile counts and offsets, the copies; not the GPU (that is the GPU check's).
+func TestWithoutGPUEmulatedDriver(t *testing.T) {
+	cudatest.RunEmulated(t, "TestGPUMatchesCPU")
 }

@@ -8,13 +8,13 @@ import (
 	"needle/cuda"
 )
 
-// ptxFiles is the ptx/ folder, where `make native` writes logprob.cu compiled by clang-16 for
-// sm_80 (kernels/CMakeLists.txt) before go build embeds it.
+// ptxFiles is the ptx/ folder, where `make native` writes logprob.cu compiled by clang-16 to
+// sm_80 PTX and by nvcc to a fatbin (kernels/CMakeLists.txt) before go build embeds it.
 //
 //go:embed ptx
 var ptxFiles embed.FS
 
-const ptxPath = "ptx/logprob_sm80.ptx"
+const kernelStem = "logprob" // the images of logprob.cu in ptx/ (cuda.LoadKernels)
 
 // cudaBlock is the threads per block of the launch (logprob.cu NL_CUDA_BLOCK).
 const cudaBlock = 256
@@ -29,9 +29,9 @@ type GPU struct {
 	fns map[DType]*cuda.Function
 }
 
-// NewGPU loads the embedded PTX on dev.
+// NewGPU loads the embedded kernels on dev (the fatbin, else the PTX).
 func NewGPU(dev *cuda.Device) (*GPU, error) {
-	mod, err := dev.LoadPTX(ptxFiles, ptxPath)
+	mod, err := dev.LoadKernels(ptxFiles, kernelStem)
 	if err != nil {
 		return nil, err
 	}

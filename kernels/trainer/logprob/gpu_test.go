@@ -1,18 +1,20 @@
 package logprob
 
 import (
+	"strings"
 	"testing"
 
 	"needle/cuda/cudatest"
 )
 
-// TestPTXEmbedded checks that the build embedded the PTX of logprob.cu with all three entry points.
+// TestPTXEmbedded checks that the build embedded the PTX and the fatbin of logprob.cu with all
+// three entry points.
 func TestPTXEmbedded(t *testing.T) {
 	var entries []string
 	for _, name := range cudaKernels {
 		entries = append(entries, name)
 	}
-	cudatest.CheckPTX(t, ptxFiles, ptxPath, entries...)
+	cudatest.CheckKernels(t, ptxFiles, kernelStem, entries...)
 }
 
 // TestGPUMatchesReference runs logprob.cu on a real GPU against the float64 reference. Without
@@ -20,6 +22,7 @@ func TestPTXEmbedded(t *testing.T) {
 // a GPU is a supported setup, not a missing resource (cuda_test.go covers that path).
 func TestGPUMatchesReference(t *testing.T) {
 	g := cudatest.Open(t, NewGPU)
+	t.Logf("kernels: %s", g.mod.Image)
 	for ci, c := range shapeCases {
 		for _, dtype := range []DType{F32, F16, BF16} {
 			in, labels := c.build(dtype, int64(ci))
@@ -30,5 +33,18 @@ func TestGPUMatchesReference(t *testing.T) {
 			lp, ent, lse := reference(c.rows, c.vocab, in.vals, labels, 1, DefaultIgnoreIndex)
 			compare(t, "gpu/"+c.name+"/"+dtype.String(), out, lp, ent, lse)
 		}
+	}
+}
+
+// TestWithoutGPUEmulatedDriver runs TestGPUMatchesReference through package cuda against the
+// emulated driver (libcudaemu_driver.so: logprob.cu under cudaemu on the CPU), once loading the
+// fatbin and once with the fatbin refused, so the PTX fallback loads: the launch's argument
+// layout, sizes and copies, not the GPU (that is the GPU check's).
+func TestWithoutGPUEmulatedDriver(t *testing.T) {
+	if out := cudatest.RunEmulated(t, "TestGPUMatchesReference"); !strings.Contains(out, "kernels: ptx/logprob.fatbin") {
+		t.Errorf("the fatbin was not the image loaded:\n%s", out)
+	}
+	if out := cudatest.RunEmulated(t, "TestGPUMatchesReference", "CUDAEMU_REFUSE=fatbin"); !strings.Contains(out, "kernels: ptx/logprob_sm80.ptx") {
+		t.Errorf("a refused fatbin did not fall back to the PTX:\n%s", out)
 	}
 }

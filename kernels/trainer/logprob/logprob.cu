@@ -80,14 +80,18 @@ __device__ inline void logprob_row(const void* logits, long long v, const long l
     if (all.m == __builtin_inff()) all.s = __builtin_nanf("");  // a +inf logit: NaN row
     float log2_s = cuemu_log2f(all.s), lse = (all.m + log2_s) * NL_LN2;
     long long l = labels[row];
-    out_logprob[row] = l == ignore_index ? 0.0f : load<DTYPE>(base, l) * inv_t - lse;
+    // A label outside [0, v) (not ignore_index) reads nothing and gives NaN: the callers that
+    // pass device-resident labels (libneedle's needle_cuda_logprob_*) cannot check them first.
+    bool in_row = l >= 0 && l < v;
+    out_logprob[row] = l == ignore_index ? 0.0f
+                       : in_row          ? load<DTYPE>(base, l) * inv_t - lse
+                                         : __builtin_nanf("");
     if (out_entropy) out_entropy[row] = (log2_s - all.t / all.s) * NL_LN2;
     if (out_lse) out_lse[row] = lse;
   }
 }
 
-// Entry points, one per dtype; labels are pre-validated by the caller (gpu.go). out_entropy
-// and out_lse may be null.
+// Entry points, one per dtype. out_entropy and out_lse may be null.
 #define NL_CUDA_ENTRY(name, DT)                                                             \
   extern "C" __global__ void name(const void* logits, long long v, const long long* labels, \
                                   float inv_t, long long ignore_index, float* out_logprob,   \

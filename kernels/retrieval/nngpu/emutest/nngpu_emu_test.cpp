@@ -45,7 +45,7 @@ void check_rows(const char* what, const std::vector<float>& x, const std::vector
                 const std::vector<float>& want) {
   for (size_t i = 0; i < want.size(); i++) {
     expect(close32(x[i], want[i]), what, (long long)i, x[i], want[i]);
-    expect(xh[i] == ng_to_half(x[i]), what, (long long)i, half_value(xh[i]), x[i]);
+    expect(xh[i] == cuemu_f2h_rn(x[i]), what, (long long)i, half_value(xh[i]), x[i]);
   }
 }
 

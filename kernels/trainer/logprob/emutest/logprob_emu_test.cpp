@@ -94,6 +94,22 @@ int run_case(const Case& c, std::mt19937& rng) {
   return bad;
 }
 
+// bad_labels: a label outside [0, v) gives NaN for its row only, and is never read.
+int bad_labels() {
+  const int64_t n = 4, v = 5;
+  std::vector<float> logits(n * v, 1.0f);
+  std::vector<int64_t> labels = {-1, 5, 1LL << 40, 2};
+  std::vector<float> lp(n, 12345.0f);
+  cuemu::launch(dim3((unsigned)n), dim3(32), nl_cuda_logprob_f32, (const void*)logits.data(),
+                (long long)v, (const long long*)labels.data(), 1.0f, -100LL, lp.data(),
+                (float*)nullptr, (float*)nullptr);
+  int bad = 0;
+  for (int64_t i = 0; i < 3; i++) bad += !std::isnan(lp[i]);
+  bad += !close_enough(lp[3], -std::log(5.0f));
+  std::printf("%s bad labels (logprob %g %g %g %g)\n", bad ? "FAIL" : "ok  ", lp[0], lp[1], lp[2], lp[3]);
+  return bad;
+}
+
 }  // namespace
 
 int main() {
@@ -117,5 +133,6 @@ int main() {
                 (long long)c.v, c.block);
     failed += bad != 0;
   }
+  failed += bad_labels() != 0;
   return failed ? 1 : 0;
 }
