@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -230,14 +231,33 @@ func testDisconnectDropsQueries(t *testing.T, fx *fixture) {
 }
 
 // Search-R1's one POST of 2,560 queries is in flight when SIGTERM comes: it is answered in
-// full (the drain). On another server a second SIGTERM during the drain exits at once.
+// full (the drain), and the server's address file, one of two in the folder, is gone from the
+// moment the drain begins (before its port refuses connections), not at exit. On another
+// server a second SIGTERM during the drain exits at once.
 func testSignals(t *testing.T, fx *fixture) {
-	srv := fx.start(t, "--drain", "10m") // a shared 2-core machine may take minutes
+	addrDir := filepath.Join(t.TempDir(), "addresses")
+	other := fx.launch(t, addrDir, 0)
+	srv := fx.launch(t, addrDir, 0, "--drain", "10m") // a shared 2-core machine may take minutes
+	other.waitReady(t)
+	srv.waitReady(t)
 	c := postQueries(t, fx, srv.addr, 2560)
 	defer c.Close()
 	srv.waitMetric(t, "needle_batch_queries_count", func(v float64) bool { return v >= 1 })
 	exited := make(chan error, 1)
 	go func() { exited <- srv.signalExit(t, syscall.SIGTERM) }()
+	for deadline := time.Now().Add(time.Minute); !strings.Contains(srv.log.String(), "removed "+srv.addressFile); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the address file was not removed when the drain began\n%s", srv.log)
+		}
+	}
+	if _, err := os.Stat(srv.addressFile); !os.IsNotExist(err) {
+		t.Errorf("address file of the draining server: %v, want it gone", err)
+	}
+	// ... while the server still drains: no byte of the POST's answer has come yet.
+	c.SetReadDeadline(time.Now().Add(10 * time.Millisecond))
+	if n, err := c.Read(make([]byte, 1)); n != 0 || !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("the POST was answered (%v) before the address file was removed, want the file removed when the drain begins", err)
+	}
 	c.SetReadDeadline(time.Now().Add(5 * time.Minute))
 	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 	if err != nil {
@@ -252,6 +272,7 @@ func testSignals(t *testing.T, fx *fixture) {
 	if err := <-exited; err != nil {
 		t.Errorf("exit after the drain: %v\n%s", err, srv.log)
 	}
+	other.stop(t)
 
 	srv = fx.start(t, "--drain", "10m")
 	c2 := postQueries(t, fx, srv.addr, 2560)
