@@ -32,11 +32,11 @@ import (
 // The decision "last file or not" and the write are taken under an flock of lockName in the
 // folder, so servers stopped together (one SIGTERM to a whole job) cannot all see another's
 // file and all remove theirs. A folder where the lock cannot be taken (a file system without
-// flock) is used without it, as before.
+// flock) is used without it.
 // A needle stopped while its --replace successor is still loading withdraws its file too: the
 // kernel queues connections on the shared socket until the successor serves and writes its own.
 
-// leftPrefix starts the name of the marker of an address file needle left at exit.
+// leftPrefix starts the name of the marker of an address file a needle kept as the folder's last.
 const leftPrefix = ".needle-left-"
 
 // lockName is the folder's lock file (a dot file: the clients' glob does not see it).
