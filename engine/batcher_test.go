@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -326,8 +327,8 @@ func TestBatcherSkipsSearchesNoOneWaitsFor(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	gone, leave := context.WithCancel(context.Background())
-	abandoned := search(gone, 8)
-	for enc.Batches.Load() < base+2 { // its first batch is encoded and waits for the index
+	abandoned := search(gone, 4)      // a batch's worth: the same (interactive) lane as the live one
+	for enc.Batches.Load() < base+2 { // its batch is encoded and waits for the index
 		time.Sleep(time.Millisecond)
 	}
 	leave()
@@ -338,8 +339,8 @@ func TestBatcherSkipsSearchesNoOneWaitsFor(t *testing.T) {
 	if err := <-abandoned; !errors.Is(err, context.Canceled) {
 		t.Errorf("the abandoned request: %v, want context.Canceled", err)
 	}
-	if len(idx.sizes) != 1 || b.Dropped() != 8 {
-		t.Errorf("searches of %v queries, %d dropped; want only the live request's search and its 8 dropped", idx.sizes, b.Dropped())
+	if len(idx.sizes) != 1 || b.Dropped() != 4 {
+		t.Errorf("searches of %v queries, %d dropped; want only the live request's search and its 4 dropped", idx.sizes, b.Dropped())
 	}
 }
 
@@ -444,5 +445,160 @@ func TestBatcherDedupesWithinABatch(t *testing.T) {
 		if !slices.Equal(r.labels, wantL) || !slices.Equal(r.dist, wantD) {
 			t.Errorf("%q k %d: got %v %v, want %v %v", r.queries, r.k, r.labels, r.dist, wantL, wantD)
 		}
+	}
+}
+
+// recorder records every Encode call's first text and every Search call's query count, in
+// the order they happen, and holds the calls that hold selects until release is closed
+// (signalling each on held first).
+type recorder struct {
+	engine.Encoder
+	engine.Index
+	mu      sync.Mutex
+	events  []string
+	hold    func(texts []string, queries int) bool
+	held    chan struct{}
+	release chan struct{}
+}
+
+func newRecorder(hold func(texts []string, queries int) bool) *recorder {
+	enc := &enginetest.HashEncoder{Dimension: 16}
+	_, idx := enginetest.Corpus(enc, corpusTexts(40))
+	return &recorder{Encoder: enc, Index: idx, hold: hold, held: make(chan struct{}, 8), release: make(chan struct{})}
+}
+
+func (r *recorder) Dim() int { return r.Encoder.Dim() }
+
+func (r *recorder) log(event string) {
+	r.mu.Lock()
+	r.events = append(r.events, event)
+	r.mu.Unlock()
+}
+
+func (r *recorder) Encode(texts []string, prefix string) ([]float32, error) {
+	r.log("encode " + texts[0])
+	if r.hold(texts, 0) {
+		r.held <- struct{}{}
+		<-r.release
+	}
+	return r.Encoder.Encode(texts, prefix)
+}
+
+func (r *recorder) Search(q []float32, k int, dist []float32, labels []int64) error {
+	n := len(q) / r.Dim()
+	if r.hold(nil, n) {
+		r.held <- struct{}{}
+		<-r.release
+	}
+	r.log(fmt.Sprintf("search %d", n))
+	return r.Index.Search(q, k, dist, labels)
+}
+
+// texts returns n texts named prefix0, prefix1, ...
+func texts(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprint(prefix, i)
+	}
+	return out
+}
+
+// searchAsync runs b.Search(queries, k 2) on a goroutine and checks its answers against the
+// direct search of r once it returns; the channel gets its error.
+func searchAsync(t *testing.T, b *engine.Batcher, r *recorder, queries []string) chan error {
+	done := make(chan error, 1)
+	go func() {
+		dist, labels := make([]float32, 2*len(queries)), make([]int64, 2*len(queries))
+		err := b.Search(context.Background(), queries, 2, dist, labels)
+		if err == nil {
+			vecs, _ := r.Encoder.Encode(queries, "")
+			wantD, wantL := make([]float32, len(dist)), make([]int64, len(labels))
+			r.Index.Search(vecs, 2, wantD, wantL)
+			if !slices.Equal(labels, wantL) || !slices.Equal(dist, wantD) {
+				err = fmt.Errorf("%v: got %v %v, want %v %v", queries, labels, dist, wantL, wantD)
+			}
+		}
+		done <- err
+	}()
+	return done
+}
+
+// await returns what ch gives; a minute without is a hang (the order under test never came).
+func await[T any](t *testing.T, ch chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(time.Minute):
+		t.Fatalf("%s: still waiting after a minute", what)
+		panic("unreachable")
+	}
+}
+
+// Two big requests take turns, a batch each, from the moment the second arrives.
+func TestBatcherRoundRobinsBigRequests(t *testing.T) {
+	r := newRecorder(func(texts []string, _ int) bool { return len(texts) > 0 && texts[0] == "a0" })
+	b := engine.NewBatcher(r, r, "", engine.BatcherOptions{MaxBatch: 4})
+	defer b.Close()
+	a := searchAsync(t, b, r, texts("a", 12))
+	await(t, r.held, "the first batch of a") // a's first batch is being encoded; a is queued again for its turn
+	c := searchAsync(t, b, r, texts("c", 12))
+	for b.Queued() != 24 {
+		time.Sleep(time.Millisecond)
+	}
+	close(r.release)
+	for _, done := range []chan error{a, c} {
+		if err := await(t, done, "the answers"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var encoded []string
+	for _, e := range r.events {
+		if first, ok := strings.CutPrefix(e, "encode "); ok {
+			encoded = append(encoded, first)
+		}
+	}
+	if want := []string{"a0", "a4", "c0", "a8", "c4", "c8"}; !slices.Equal(encoded, want) {
+		t.Errorf("batches began with %v, want %v (a request that arrives behind a big one gets every other batch)", encoded, want)
+	}
+}
+
+// A single query is encoded and answered while a big request's batch is still being encoded:
+// the two are in different lanes, and the single one does not queue behind it.
+func TestBatcherSingleQueryOvertakesABigRequest(t *testing.T) {
+	r := newRecorder(func(texts []string, _ int) bool { return len(texts) > 0 && texts[0] == "a0" })
+	b := engine.NewBatcher(r, r, "", engine.BatcherOptions{MaxBatch: 4})
+	defer b.Close()
+	a := searchAsync(t, b, r, texts("a", 8))
+	await(t, r.held, "the first batch of a")
+	if err := await(t, searchAsync(t, b, r, []string{"s0"}), "the single query, while the big request's batch is held"); err != nil {
+		t.Fatal(err)
+	}
+	close(r.release)
+	if err := await(t, a, "the big request"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// While a single query waits (its search is held), the big request that arrives after it does
+// not start a batch: it waits at the gate until the single query is answered.
+func TestBatcherBigRequestWaitsForASingleQuery(t *testing.T) {
+	r := newRecorder(func(_ []string, queries int) bool { return queries == 1 })
+	b := engine.NewBatcher(r, r, "", engine.BatcherOptions{MaxBatch: 4})
+	defer b.Close()
+	s := searchAsync(t, b, r, []string{"s0"})
+	await(t, r.held, "the single query's search")
+	a := searchAsync(t, b, r, texts("a", 8))
+	for b.BulkPauses() == 0 { // a waits at the gate
+		time.Sleep(time.Millisecond)
+	}
+	close(r.release)
+	for _, done := range []chan error{s, a} {
+		if err := await(t, done, "the answers"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if want := []string{"encode s0", "search 1", "encode a0"}; !slices.Equal(r.events[:3], want) {
+		t.Errorf("events %v, want them to begin with %v", r.events, want)
 	}
 }

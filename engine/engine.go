@@ -169,6 +169,10 @@ func (r *Retriever) BadRowsSkipped() uint64 { return r.badRows.Load() }
 // ended first (the server ends it when the client disconnects).
 func (r *Retriever) DroppedQueries() int64 { return r.batcher.Dropped() }
 
+// BulkPauses counts the times work for a request of more than MaxBatch queries paused so that
+// smaller requests went first (Batcher.BulkPauses).
+func (r *Retriever) BulkPauses() int64 { return r.batcher.BulkPauses() }
+
 // HasPages reports whether a pages file was given (Access finds nothing without one).
 func (r *Retriever) HasPages() bool { return r.pages != nil }
 
