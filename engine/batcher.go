@@ -109,7 +109,7 @@ type Batcher struct {
 // lane is a queue of requests with its own encoder goroutines (Encoders) and search goroutine.
 type lane struct {
 	b    *Batcher
-	gate *gate.Gate // the gate the lane's work waits at (the bulk lane); nil: it never waits
+	bulk bool // its work gives way to the interactive lane's at b.gate
 
 	mu     sync.Mutex
 	queue  []*request // requests with jobs left, in turn order
@@ -124,13 +124,13 @@ type lane struct {
 func NewBatcher(enc Encoder, idx Index, prefix string, opt BatcherOptions) *Batcher {
 	opt = opt.withDefaults()
 	b := &Batcher{enc: enc, idx: idx, prefix: prefix, opt: opt}
-	b.interactive, b.bulk = b.startLane(nil), b.startLane(&b.gate)
+	b.interactive, b.bulk = b.startLane(false), b.startLane(true)
 	return b
 }
 
-// startLane starts a lane's goroutines; its work waits at g (nil: never).
-func (b *Batcher) startLane(g *gate.Gate) *lane {
-	ln := &lane{b: b, gate: g, wake: make(chan struct{}, 1),
+// startLane starts a lane's goroutines.
+func (b *Batcher) startLane(bulk bool) *lane {
+	ln := &lane{b: b, bulk: bulk, wake: make(chan struct{}, 1),
 		encoded: make(chan *batch, max(1, b.opt.MaxSearchBatch/b.opt.MaxBatch)), // a search's worth may wait
 		stopped: make(chan struct{})}
 	var encoders sync.WaitGroup
@@ -364,18 +364,22 @@ func (ln *lane) encodeLoop() {
 }
 
 // work runs f under a context that ends once every job's context has ended (no one waits for
-// the work any more) and that carries the lane's gate: f waits there first (a bulk lane's
-// unit of work gives way to held interactive work), and backends that take a context wait
-// there between their own units (engine/gate). Work that stopped because that context ended
-// counts its queries as dropped.
+// the work any more). Bulk work runs as units begun at the gate, after held interactive work:
+// f begins when it is bulk work's turn, and the context carries the gate, where backends that
+// take a context pause between their own units (engine/gate). Interactive work begins once no
+// bulk unit runs. Work that stopped because that context ended counts its queries as dropped.
 func (ln *lane) work(jobs []*job, f func(ctx context.Context) error) error {
 	ctx, release := untilAbandoned(jobs)
 	defer release()
-	if ln.gate != nil {
-		ctx = gate.With(ctx, ln.gate)
-	}
-	err := gate.Wait(ctx)
-	if err == nil {
+	g := &ln.b.gate
+	var err error
+	if ln.bulk {
+		ctx = gate.With(ctx, g)
+		if err = g.Begin(ctx); err == nil {
+			err = f(ctx)
+			g.End()
+		}
+	} else if err = g.Clear(ctx); err == nil {
 		err = f(ctx)
 	}
 	if err != nil && ctx.Err() != nil {

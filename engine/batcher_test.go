@@ -12,6 +12,7 @@ import (
 
 	"needle/engine"
 	"needle/engine/enginetest"
+	"needle/engine/gate"
 )
 
 // corpusTexts returns n distinct small documents.
@@ -448,11 +449,13 @@ func TestBatcherDedupesWithinABatch(t *testing.T) {
 	}
 }
 
-// recorder records every Encode call's first text and every Search call's query count, in
-// the order they happen, and holds the calls that hold selects until release is closed
-// (signalling each on held first).
+// recorder is an engine.ContextEncoder and engine.Index that records, in the order they
+// happen, the start of each "layer" of an encoder batch (two per batch, each after a pause
+// point, as engine/bert's ops) and each search's query count. It holds the first layer of
+// the batches, and the searches, that hold selects until release is closed, signalling each
+// on held first.
 type recorder struct {
-	engine.Encoder
+	*enginetest.HashEncoder
 	engine.Index
 	mu      sync.Mutex
 	events  []string
@@ -464,10 +467,10 @@ type recorder struct {
 func newRecorder(hold func(texts []string, queries int) bool) *recorder {
 	enc := &enginetest.HashEncoder{Dimension: 16}
 	_, idx := enginetest.Corpus(enc, corpusTexts(40))
-	return &recorder{Encoder: enc, Index: idx, hold: hold, held: make(chan struct{}, 8), release: make(chan struct{})}
+	return &recorder{HashEncoder: enc, Index: idx, hold: hold, held: make(chan struct{}, 8), release: make(chan struct{})}
 }
 
-func (r *recorder) Dim() int { return r.Encoder.Dim() }
+func (r *recorder) Dim() int { return r.HashEncoder.Dim() }
 
 func (r *recorder) log(event string) {
 	r.mu.Lock()
@@ -475,13 +478,18 @@ func (r *recorder) log(event string) {
 	r.mu.Unlock()
 }
 
-func (r *recorder) Encode(texts []string, prefix string) ([]float32, error) {
-	r.log("encode " + texts[0])
-	if r.hold(texts, 0) {
-		r.held <- struct{}{}
-		<-r.release
+func (r *recorder) EncodeContext(ctx context.Context, texts []string, prefix string) ([]float32, error) {
+	for layer := range 2 {
+		if err := gate.Wait(ctx); err != nil {
+			return nil, err
+		}
+		r.log(fmt.Sprintf("%s layer %d", texts[0], layer))
+		if layer == 0 && r.hold(texts, 0) {
+			r.held <- struct{}{}
+			<-r.release
+		}
 	}
-	return r.Encoder.Encode(texts, prefix)
+	return r.Encode(texts, prefix)
 }
 
 func (r *recorder) Search(q []float32, k int, dist []float32, labels []int64) error {
@@ -505,13 +513,13 @@ func texts(prefix string, n int) []string {
 
 // searchAsync runs b.Search(queries, k 2) on a goroutine and checks its answers against the
 // direct search of r once it returns; the channel gets its error.
-func searchAsync(t *testing.T, b *engine.Batcher, r *recorder, queries []string) chan error {
+func searchAsync(b *engine.Batcher, r *recorder, queries []string) chan error {
 	done := make(chan error, 1)
 	go func() {
 		dist, labels := make([]float32, 2*len(queries)), make([]int64, 2*len(queries))
 		err := b.Search(context.Background(), queries, 2, dist, labels)
 		if err == nil {
-			vecs, _ := r.Encoder.Encode(queries, "")
+			vecs, _ := r.Encode(queries, "")
 			wantD, wantL := make([]float32, len(dist)), make([]int64, len(labels))
 			r.Index.Search(vecs, 2, wantD, wantL)
 			if !slices.Equal(labels, wantL) || !slices.Equal(dist, wantD) {
@@ -523,15 +531,13 @@ func searchAsync(t *testing.T, b *engine.Batcher, r *recorder, queries []string)
 	return done
 }
 
-// await returns what ch gives; a minute without is a hang (the order under test never came).
-func await[T any](t *testing.T, ch chan T, what string) T {
+// answered checks that every Search of dones succeeded.
+func answered(t *testing.T, dones ...chan error) {
 	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(time.Minute):
-		t.Fatalf("%s: still waiting after a minute", what)
-		panic("unreachable")
+	for _, done := range dones {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
@@ -540,43 +546,45 @@ func TestBatcherRoundRobinsBigRequests(t *testing.T) {
 	r := newRecorder(func(texts []string, _ int) bool { return len(texts) > 0 && texts[0] == "a0" })
 	b := engine.NewBatcher(r, r, "", engine.BatcherOptions{MaxBatch: 4})
 	defer b.Close()
-	a := searchAsync(t, b, r, texts("a", 12))
-	await(t, r.held, "the first batch of a") // a's first batch is being encoded; a is queued again for its turn
-	c := searchAsync(t, b, r, texts("c", 12))
+	a := searchAsync(b, r, texts("a", 12))
+	<-r.held // a's first batch is being encoded; a is queued again for its next turn
+	c := searchAsync(b, r, texts("c", 12))
 	for b.Queued() != 24 {
 		time.Sleep(time.Millisecond)
 	}
 	close(r.release)
-	for _, done := range []chan error{a, c} {
-		if err := await(t, done, "the answers"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var encoded []string
+	answered(t, a, c)
+	var batches []string
 	for _, e := range r.events {
-		if first, ok := strings.CutPrefix(e, "encode "); ok {
-			encoded = append(encoded, first)
+		if first, ok := strings.CutSuffix(e, " layer 0"); ok {
+			batches = append(batches, first)
 		}
 	}
-	if want := []string{"a0", "a4", "c0", "a8", "c4", "c8"}; !slices.Equal(encoded, want) {
-		t.Errorf("batches began with %v, want %v (a request that arrives behind a big one gets every other batch)", encoded, want)
+	if want := []string{"a0", "a4", "c0", "a8", "c4", "c8"}; !slices.Equal(batches, want) {
+		t.Errorf("batches began with %v, want %v (a request that arrives behind a big one gets every other batch)", batches, want)
 	}
 }
 
-// A single query is encoded and answered while a big request's batch is still being encoded:
-// the two are in different lanes, and the single one does not queue behind it.
-func TestBatcherSingleQueryOvertakesABigRequest(t *testing.T) {
+// A single query that arrives while a big request's batch is encoded waits for the op in
+// flight, not for the batch: it is encoded and searched at the batch's next pause point, and
+// the batch goes on after it.
+func TestBatcherSingleQueryGoesAtTheNextPausePoint(t *testing.T) {
 	r := newRecorder(func(texts []string, _ int) bool { return len(texts) > 0 && texts[0] == "a0" })
 	b := engine.NewBatcher(r, r, "", engine.BatcherOptions{MaxBatch: 4})
 	defer b.Close()
-	a := searchAsync(t, b, r, texts("a", 8))
-	await(t, r.held, "the first batch of a")
-	if err := await(t, searchAsync(t, b, r, []string{"s0"}), "the single query, while the big request's batch is held"); err != nil {
-		t.Fatal(err)
+	a := searchAsync(b, r, texts("a", 8))
+	<-r.held
+	s := searchAsync(b, r, []string{"s0"})
+	for b.Queued() != 9 {
+		time.Sleep(time.Millisecond)
 	}
 	close(r.release)
-	if err := await(t, a, "the big request"); err != nil {
-		t.Fatal(err)
+	answered(t, s, a)
+	if want := []string{"a0 layer 0", "s0 layer 0", "s0 layer 1", "search 1", "a0 layer 1"}; !slices.Equal(r.events[:5], want) {
+		t.Errorf("events %v, want them to begin with %v", r.events, want)
+	}
+	if b.BulkPauses() == 0 {
+		t.Error("no bulk pause counted")
 	}
 }
 
@@ -586,19 +594,15 @@ func TestBatcherBigRequestWaitsForASingleQuery(t *testing.T) {
 	r := newRecorder(func(_ []string, queries int) bool { return queries == 1 })
 	b := engine.NewBatcher(r, r, "", engine.BatcherOptions{MaxBatch: 4})
 	defer b.Close()
-	s := searchAsync(t, b, r, []string{"s0"})
-	await(t, r.held, "the single query's search")
-	a := searchAsync(t, b, r, texts("a", 8))
+	s := searchAsync(b, r, []string{"s0"})
+	<-r.held // the single query's search
+	a := searchAsync(b, r, texts("a", 8))
 	for b.BulkPauses() == 0 { // a waits at the gate
 		time.Sleep(time.Millisecond)
 	}
 	close(r.release)
-	for _, done := range []chan error{s, a} {
-		if err := await(t, done, "the answers"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if want := []string{"encode s0", "search 1", "encode a0"}; !slices.Equal(r.events[:3], want) {
+	answered(t, s, a)
+	if want := []string{"s0 layer 0", "s0 layer 1", "search 1", "a0 layer 0"}; !slices.Equal(r.events[:4], want) {
 		t.Errorf("events %v, want them to begin with %v", r.events, want)
 	}
 }

@@ -48,6 +48,11 @@ func TestEncodeContextWaitsAtTheGate(t *testing.T) {
 		t.Fatal(err)
 	}
 	var g gate.Gate
+	ctx := gate.With(context.Background(), &g)
+	if err := g.Begin(ctx); err != nil { // as the server's batcher begins a bulk batch
+		t.Fatal(err)
+	}
+	defer g.End()
 	g.Enter()
 	type encoded struct {
 		vecs []float32
@@ -55,7 +60,7 @@ func TestEncodeContextWaitsAtTheGate(t *testing.T) {
 	}
 	done := make(chan encoded)
 	go func() {
-		vecs, err := e.EncodeContext(gate.With(context.Background(), &g), texts, "")
+		vecs, err := e.EncodeContext(ctx, texts, "")
 		done <- encoded{vecs, err}
 	}()
 	for g.Pauses() == 0 {

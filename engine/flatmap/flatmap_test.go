@@ -198,10 +198,14 @@ func TestSearchWaitsAtTheGate(t *testing.T) {
 	bulkQ, singleQ := unitGaussians(8, dim, 4), unitGaussians(1, dim, 5)
 	wantBulk, wantSingle := searchIndex(t, x, bulkQ, dim, k), searchIndex(t, x, singleQ, dim, k)
 	var g gate.Gate
+	ctx := gate.With(context.Background(), &g)
+	if err := g.Begin(ctx); err != nil { // as the server's batcher begins a bulk search
+		t.Fatal(err)
+	}
 	g.Enter() // a single query is waiting
 	bulk := result{make([]float32, 8*k), make([]int64, 8*k)}
 	done := make(chan error)
-	go func() { done <- x.SearchContext(gate.With(context.Background(), &g), bulkQ, k, bulk.dist, bulk.labels) }()
+	go func() { done <- x.SearchContext(ctx, bulkQ, k, bulk.dist, bulk.labels) }()
 	for g.Pauses() == 0 { // the bulk search waits at its first stripe
 		runtime.Gosched()
 	}
@@ -210,6 +214,7 @@ func TestSearchWaitsAtTheGate(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
+	g.End()
 	same(t, "the bulk search after it waited", bulk, wantBulk, true)
 }
 
