@@ -290,3 +290,38 @@ func testSignals(t *testing.T, fx *fixture) {
 		t.Errorf("second signal: exit %v after %v, want exit status 1 and a log line\n%s", err, time.Since(began), srv.log)
 	}
 }
+
+// A single query sent while a 2,560-query POST is being encoded is answered while most of the
+// POST is still to be encoded (fair batching: it goes at the POST's next pause point, not
+// behind it), and the POST is answered in full. Order only; the latency is logged.
+func testSingleQueryOvertakesAPost(t *testing.T, fx *fixture) {
+	srv := fx.start(t, "--cache-mb", "0")
+	c := postQueries(t, fx, srv.addr, 2560)
+	defer c.Close()
+	srv.waitMetric(t, "needle_batch_queries_count", func(v float64) bool { return v >= 2 }) // the POST is being encoded
+	began := time.Now()
+	resp, err := http.Post("http://"+srv.addr+"/retrieve", "application/json", strings.NewReader(`{"queries":["`+fx.queries[0]+`"],"topk":3}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	took := time.Since(began)
+	encoded, _ := strconv.ParseFloat(srv.metric(t, "needle_batch_queries_sum"), 64)
+	if resp.StatusCode != 200 || encoded-1 >= 2560/2 {
+		t.Errorf("single query: %d, answered when %v of the POST's 2,560 queries were encoded; want 200 before half of them", resp.StatusCode, encoded-1)
+	}
+	c.SetReadDeadline(time.Now().Add(5 * time.Minute))
+	post, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out struct{ Result [][]scored }
+	err = json.NewDecoder(post.Body).Decode(&out)
+	post.Body.Close()
+	if post.StatusCode != 200 || err != nil || len(out.Result) != 2560 {
+		t.Errorf("the POST: %d, %d lists (%v); want 200 with 2,560", post.StatusCode, len(out.Result), err)
+	}
+	t.Logf("single query answered in %v, when %v of the POST's queries were encoded; the POST's work paused %s times",
+		took, encoded-1, srv.metric(t, "needle_bulk_pauses_total"))
+	srv.stop(t)
+}
