@@ -31,8 +31,8 @@ type fairnessResult struct {
 }
 
 // fairness runs opt.Rounds rounds against l.URL and writes the report to w. The POST's texts
-// are the first Post queries (cycling); singles take the next ones in turn, so no single
-// repeats a text of the POST.
+// are the first Post queries (cycling); singles cycle through the ones after them (through all
+// of them when there are no more), so they do not repeat a text of the POST.
 func (l *RetrieveOptions) fairness(w io.Writer, queries []string) error {
 	f := *l.Fairness
 	if f.Post <= 0 || f.Rate <= 0 || f.Rounds <= 0 || f.Idle <= 0 {
@@ -48,7 +48,10 @@ func (l *RetrieveOptions) fairness(w io.Writer, queries []string) error {
 		post[i] = queries[i%len(queries)]
 	}
 	res := &fairnessResult{errors: map[string]int{}}
-	s := &singles{l: l, client: client, url: url, queries: queries, next: f.Post, res: res}
+	s := &singles{l: l, client: client, url: url, queries: queries, res: res}
+	if len(queries) > f.Post {
+		s.queries = queries[f.Post:]
+	}
 	for round := range f.Rounds {
 		res.idle = append(res.idle, s.send(nil, f.Idle)...)
 		for i := range 2 {
@@ -74,7 +77,7 @@ type singles struct {
 	client  *fasthttp.Client
 	url     string
 	queries []string
-	next    int // the query the next single asks (cycling)
+	next    int // the query the next single asks (cycling through queries)
 	res     *fairnessResult
 	mu      sync.Mutex // guards res.errors
 }

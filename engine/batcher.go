@@ -91,9 +91,10 @@ type batch struct {
 // the next batches. Across lanes, bulk work gives way to interactive work at a gate.Gate:
 // while an interactive request waits, bulk work pauses before its next batch and, inside a
 // batch, at the encoder's and index's own pause points (engine/gate: engine/bert before each
-// op, engine/flatmap before each stripe), so a single query waits for a unit of the big
-// request's work, not for all of it. Each interactive job answered lets paused bulk work run
-// one more unit: a steady stream of single queries slows a big request but never stops it.
+// op, engine/flatmap before each stripe), and interactive work starts once the bulk unit in
+// flight has ended: a single query waits for one unit of the big request's work, not for all
+// of it, and then has the cores to itself. Each interactive job answered lets paused bulk work
+// run one more unit: a steady stream of single queries slows a big request but never stops it.
 type Batcher struct {
 	enc    Encoder
 	idx    Index

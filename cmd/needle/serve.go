@@ -82,7 +82,7 @@ func parseServeFlags(args []string) (*serveFlags, error) {
 	fs.StringVar(&f.engine.Backend, "index-backend", "", "auto (the default): compact for needle convert folders, mapped for flat index files (IndexFlatIP/L2, e.g. e5_Flat.index), faiss for the rest; compact: FAISS codes in RAM, candidates re-ranked from the source file; mapped: the flat file's vectors mapped in place, ready in seconds with memory independent of the index size, one exact pass over the file per batch (FAISS's answers); faiss: FAISS loads the index into RAM (a flat file needs RAM = its size)")
 	fs.IntVar(&f.engine.Batcher.MaxBatch, "max-batch", 64, "most queries in one encoder batch and FAISS search (the batcher coalesces concurrent requests up to this)")
 	fs.DurationVar(&f.engine.Batcher.MaxWait, "batch-wait", 0, "how long a batch that is not full waits for more queries (0: take what is queued when the encoder is free)")
-	fs.IntVar(&f.engine.Batcher.Encoders, "encoders", 1, "encoder batches run at the same time (each also uses --threads BLAS threads; on 2 cores 2 encoders cost 3x the CPU per query, measured)")
+	fs.IntVar(&f.engine.Batcher.Encoders, "encoders", 1, "encoder batches run at the same time in each of the two lanes, requests of up to --max-batch queries and larger ones (each also uses --threads BLAS threads; on 2 cores 2 encoders cost 3x the CPU per query, measured)")
 	fs.IntVar(&f.engine.Batcher.MaxQueued, "max-queued", 16384, "most queries waiting or in progress; beyond it requests get 503 + Retry-After")
 	fs.IntVar(&f.cfg.MaxQueries, "max-queries", 8192, "most queries (or URLs) in one request; more get 422")
 	fs.IntVar(&f.cfg.MaxTopK, "max-topk", 1000, "topk above this (or above the index size) is capped")
