@@ -366,19 +366,20 @@ func (ln *lane) encodeLoop() {
 
 // work runs f under a context that ends once every job's context has ended (no one waits for
 // the work any more). Bulk work runs as units begun at the gate, after held interactive work:
-// f begins when it is bulk work's turn, and the context carries the gate, where backends that
-// take a context pause between their own units (engine/gate). Interactive work begins once no
-// bulk unit runs. Work that stopped because that context ended counts its queries as dropped.
-func (ln *lane) work(jobs []*job, f func(ctx context.Context) error) error {
+// f begins when it is bulk work's turn, and with pauses (f's backend takes a context) the
+// context carries its unit, which the backend pauses between its own units (engine/gate).
+// Interactive work begins once no bulk unit runs. Work that stopped because that context
+// ended counts its queries as dropped.
+func (ln *lane) work(jobs []*job, pauses bool, f func(ctx context.Context) error) error {
 	ctx, release := untilAbandoned(jobs)
 	defer release()
 	g := &ln.b.gate
 	var err error
 	if ln.bulk {
-		ctx = gate.With(ctx, g)
-		if err = g.Begin(ctx); err == nil {
-			err = f(ctx)
-			g.End()
+		var u *gate.Unit
+		if u, err = g.Begin(ctx, pauses); err == nil {
+			err = f(gate.With(ctx, u))
+			u.End()
 		}
 	} else if err = g.Clear(ctx); err == nil {
 		err = f(ctx)
@@ -394,8 +395,9 @@ func (ln *lane) work(jobs []*job, f func(ctx context.Context) error) error {
 // vectors).
 func (ln *lane) encode(jobs []*job, texts []string) ([]float32, error) {
 	var vecs []float32
-	err := ln.work(jobs, func(ctx context.Context) (err error) {
-		if ce, ok := ln.b.enc.(ContextEncoder); ok {
+	ce, pauses := ln.b.enc.(ContextEncoder)
+	err := ln.work(jobs, pauses, func(ctx context.Context) (err error) {
+		if pauses {
 			vecs, err = ce.EncodeContext(ctx, texts, ln.b.prefix)
 		} else {
 			vecs, err = ln.b.enc.Encode(texts, ln.b.prefix)
@@ -408,8 +410,9 @@ func (ln *lane) encode(jobs []*job, texts []string) ([]float32, error) {
 // search runs bt's index search into dist and labels (see work). A ContextIndex stops part way
 // once every job's context has ended.
 func (ln *lane) search(bt *batch, dist []float32, labels []int64) error {
-	return ln.work(bt.jobs, func(ctx context.Context) error {
-		if ci, ok := ln.b.idx.(ContextIndex); ok {
+	ci, pauses := ln.b.idx.(ContextIndex)
+	return ln.work(bt.jobs, pauses, func(ctx context.Context) error {
+		if pauses {
 			return ci.SearchContext(ctx, bt.vecs, bt.k, dist, labels)
 		}
 		return ln.b.idx.Search(bt.vecs, bt.k, dist, labels)

@@ -48,11 +48,12 @@ func TestEncodeContextWaitsAtTheGate(t *testing.T) {
 		t.Fatal(err)
 	}
 	var g gate.Gate
-	ctx := gate.With(context.Background(), &g)
-	if err := g.Begin(ctx); err != nil { // as the server's batcher begins a bulk batch
+	u, err := g.Begin(context.Background(), true) // as the server's batcher begins a bulk batch
+	if err != nil {
 		t.Fatal(err)
 	}
-	defer g.End()
+	defer u.End()
+	ctx := gate.With(context.Background(), u)
 	g.Enter()
 	type encoded struct {
 		vecs []float32

@@ -198,10 +198,11 @@ func TestSearchWaitsAtTheGate(t *testing.T) {
 	bulkQ, singleQ := unitGaussians(8, dim, 4), unitGaussians(1, dim, 5)
 	wantBulk, wantSingle := searchIndex(t, x, bulkQ, dim, k), searchIndex(t, x, singleQ, dim, k)
 	var g gate.Gate
-	ctx := gate.With(context.Background(), &g)
-	if err := g.Begin(ctx); err != nil { // as the server's batcher begins a bulk search
+	u, err := g.Begin(context.Background(), true) // as the server's batcher begins a bulk search
+	if err != nil {
 		t.Fatal(err)
 	}
+	ctx := gate.With(context.Background(), u)
 	g.Enter() // a single query is waiting
 	bulk := result{make([]float32, 8*k), make([]int64, 8*k)}
 	done := make(chan error)
@@ -214,7 +215,7 @@ func TestSearchWaitsAtTheGate(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	g.End()
+	u.End()
 	same(t, "the bulk search after it waited", bulk, wantBulk, true)
 }
 

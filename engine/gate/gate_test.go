@@ -7,47 +7,65 @@ import (
 	"testing"
 )
 
-// waitPauses yields until g counts n pauses (bulk work blocked), so a test acts only once the
-// bulk side waits.
-func waitPauses(g *Gate, n int64) {
-	for g.Pauses() < n {
+// until yields until cond holds, so a test acts only once the other side waits.
+func until(cond func() bool) {
+	for !cond() {
 		runtime.Gosched()
 	}
 }
 
+// begin is Begin that must succeed.
+func begin(t *testing.T, g *Gate) *Unit {
+	u, err := g.Begin(context.Background(), true)
+	if err != nil {
+		t.Error(err)
+	}
+	return u
+}
+
+// events collects what the goroutines of a test did, in order.
+type events chan string
+
+func (e events) next(n int) string {
+	got := ""
+	for i := range n {
+		if i > 0 {
+			got += ", "
+		}
+		got += <-e
+	}
+	return got
+}
+
 // Bulk units begin only when no interactive job is held, or one more per job answered. The
-// order of events proves the waits: the bulk side records only after Begin returns, and the
-// test records before it lets Begin return.
+// order of events proves the waits: the bulk side records only once it runs, and the test
+// records before it lets it run.
 func TestBulkWaitsForInteractiveWork(t *testing.T) {
 	var g Gate
-	ctx := context.Background()
-	if err := g.Begin(ctx); err != nil || g.Pauses() != 0 {
-		t.Fatalf("Begin with nothing held: %v, %d pauses; want nil at once", err, g.Pauses())
+	begin(t, &g).End()
+	if g.Pauses() != 0 {
+		t.Fatalf("%d pauses with nothing held", g.Pauses())
 	}
-	g.End()
-
-	events := make(chan string, 8)
+	ev := make(events, 8)
 	bulk := func() {
-		if err := g.Begin(ctx); err != nil {
-			t.Error(err)
-		}
-		events <- "bulk unit"
-		g.End()
+		u := begin(t, &g)
+		ev <- "bulk unit"
+		u.End()
 	}
 	g.Enter()
 	g.Enter()
 	go bulk()
-	waitPauses(&g, 1)
-	events <- "first interactive job answered"
+	until(func() bool { return g.Pauses() == 1 })
+	ev <- "first interactive job answered"
 	g.Leave() // one job is still held, but bulk work gets one unit per job answered
-	if got := <-events + ", " + <-events; got != "first interactive job answered, bulk unit" {
+	if got := ev.next(2); got != "first interactive job answered, bulk unit" {
 		t.Fatalf("events %q", got)
 	}
 	go bulk()
-	waitPauses(&g, 2)
-	events <- "second interactive job answered"
+	until(func() bool { return g.Pauses() == 2 })
+	ev <- "second interactive job answered"
 	g.Leave()
-	if got := <-events + ", " + <-events; got != "second interactive job answered, bulk unit" {
+	if got := ev.next(2); got != "second interactive job answered, bulk unit" {
 		t.Fatalf("events %q", got)
 	}
 }
@@ -56,64 +74,132 @@ func TestBulkWaitsForInteractiveWork(t *testing.T) {
 // pause point (Wait), which then waits for the interactive work.
 func TestInteractiveWaitsForTheBulkUnitInFlight(t *testing.T) {
 	var g Gate
-	ctx := With(context.Background(), &g)
 	if err := Wait(context.Background()); err != nil {
-		t.Fatalf("Wait without a gate: %v", err)
+		t.Fatalf("Wait without a unit: %v", err)
 	}
-	if err := g.Begin(ctx); err != nil {
-		t.Fatal(err)
-	}
+	u := begin(t, &g)
+	ctx := With(context.Background(), u)
 	if err := Wait(ctx); err != nil || g.Pauses() != 0 {
-		t.Fatalf("Wait with nothing held: %v, %d pauses; want nil at once", err, g.Pauses())
+		t.Fatalf("Wait with nothing waiting: %v, %d pauses; want nil at once", err, g.Pauses())
 	}
-	events := make(chan string, 8)
-	cleared := func() {
+	ev := make(events, 8)
+	interactive := func() {
 		if err := g.Clear(context.Background()); err != nil {
 			t.Error(err)
 		}
-		events <- "interactive batch"
+		ev <- "interactive batch"
 	}
 	g.Enter()
-	go cleared()
-	events <- "bulk unit ended"
-	g.End()
-	if got := <-events + ", " + <-events; got != "bulk unit ended, interactive batch" {
+	go interactive()
+	ev <- "bulk unit ended"
+	u.End()
+	if got := ev.next(2); got != "bulk unit ended, interactive batch" {
 		t.Fatalf("events %q", got)
 	}
 
 	g.Leave()
-	if err := g.Begin(ctx); err != nil {
-		t.Fatal(err)
-	}
+	u = begin(t, &g)
+	ctx = With(context.Background(), u)
 	g.Enter()
 	go func() {
 		if err := Wait(ctx); err != nil { // ends the unit, then waits for the job
 			t.Error(err)
 		}
-		events <- "next bulk unit"
-		g.End()
+		ev <- "next bulk unit"
+		u.End()
 	}()
-	cleared() // the unit in flight reached its pause point
-	if got := <-events; got != "interactive batch" {
+	interactive() // the unit in flight reached its pause point
+	if got := ev.next(1); got != "interactive batch" {
 		t.Fatalf("events %q", got)
 	}
 	g.Leave()
-	if got := <-events; got != "next bulk unit" {
+	if got := ev.next(1); got != "next bulk unit" {
 		t.Fatalf("events %q", got)
 	}
 }
 
-// Bulk work whose context ends while it waits gives up with the context's error.
+// Bulk units run one at a time, in the order they asked: a unit that reaches a pause point
+// while another waits lets that one run first.
+func TestBulkUnitsTakeTurns(t *testing.T) {
+	var g Gate
+	a := begin(t, &g)
+	ev := make(events, 8)
+	go func() {
+		b := begin(t, &g)
+		ev <- "b's unit"
+		b.End()
+	}()
+	until(func() bool { return g.waiting.Load() == 1 })
+	if err := Wait(With(context.Background(), a)); err != nil {
+		t.Fatal(err)
+	}
+	ev <- "a's next unit"
+	a.End()
+	if got := ev.next(2); got != "b's unit, a's next unit" {
+		t.Fatalf("events %q", got)
+	}
+	if g.Pauses() != 0 {
+		t.Errorf("%d pauses counted for bulk units waiting for each other, want 0", g.Pauses())
+	}
+
+	// Work that cannot pause (FAISS's search) runs beside the slot's, but not beside
+	// interactive work.
+	a = begin(t, &g)
+	shared, err := g.Begin(context.Background(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.End()
+	g.Enter()
+	defer g.Leave()
+	go func() {
+		if err := g.Clear(context.Background()); err != nil {
+			t.Error(err)
+		}
+		ev <- "interactive batch"
+	}()
+	ev <- "shared unit ended"
+	shared.End()
+	if got := ev.next(2); got != "shared unit ended, interactive batch" {
+		t.Fatalf("events %q", got)
+	}
+}
+
+// Bulk work whose context ends while it waits gives up with the context's error and leaves
+// its place: the unit behind it and interactive work go on.
 func TestWaitEndsWithItsContext(t *testing.T) {
 	var g Gate
 	g.Enter()
-	defer g.Leave()
-	ctx, cancel := context.WithCancel(With(context.Background(), &g))
-	done := make(chan error)
-	go func() { done <- g.Begin(ctx) }()
-	waitPauses(&g, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	gaveUp := make(chan error)
+	go func() {
+		_, err := g.Begin(ctx, true)
+		gaveUp <- err
+	}()
+	until(func() bool { return g.Pauses() == 1 })
+	next := make(chan *Unit)
+	go func() { next <- begin(t, &g) }()
+	until(func() bool { return g.waiting.Load() == 2 })
 	cancel()
-	if err := <-done; !errors.Is(err, context.Canceled) {
+	if err := <-gaveUp; !errors.Is(err, context.Canceled) {
 		t.Fatalf("Begin after its context ended: %v, want context.Canceled", err)
+	}
+	g.Leave()
+	(<-next).End()
+	if err := g.Clear(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+
+	u := begin(t, &g)
+	g.Enter()
+	defer g.Leave()
+	ctx, cancel = context.WithCancel(With(context.Background(), u))
+	cancel()
+	if err := Wait(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Wait after its context ended: %v, want context.Canceled", err)
+	}
+	u.End() // a no-op: the unit ended at the Wait
+	if err := g.Clear(context.Background()); err != nil {
+		t.Fatal(err)
 	}
 }
