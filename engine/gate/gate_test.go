@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"slices"
 	"testing"
 )
 
@@ -26,15 +27,24 @@ func begin(t *testing.T, g *Gate) *Unit {
 // events collects what the goroutines of a test did, in order.
 type events chan string
 
-func (e events) next(n int) string {
-	got := ""
-	for i := range n {
-		if i > 0 {
-			got += ", "
-		}
-		got += <-e
+// expect checks that the next events are want.
+func (e events) expect(t *testing.T, want ...string) {
+	t.Helper()
+	got := make([]string, len(want))
+	for i := range got {
+		got[i] = <-e
 	}
-	return got
+	if !slices.Equal(got, want) {
+		t.Fatalf("events %q, want %q", got, want)
+	}
+}
+
+// interactive starts an interactive batch (Clear) and records it.
+func interactive(t *testing.T, g *Gate, ev events) {
+	if err := g.Clear(context.Background()); err != nil {
+		t.Error(err)
+	}
+	ev <- "interactive batch"
 }
 
 // Bulk units begin only when no interactive job is held, or one more per job answered. The
@@ -58,16 +68,12 @@ func TestBulkWaitsForInteractiveWork(t *testing.T) {
 	until(func() bool { return g.Pauses() == 1 })
 	ev <- "first interactive job answered"
 	g.Leave() // one job is still held, but bulk work gets one unit per job answered
-	if got := ev.next(2); got != "first interactive job answered, bulk unit" {
-		t.Fatalf("events %q", got)
-	}
+	ev.expect(t, "first interactive job answered", "bulk unit")
 	go bulk()
 	until(func() bool { return g.Pauses() == 2 })
 	ev <- "second interactive job answered"
 	g.Leave()
-	if got := ev.next(2); got != "second interactive job answered, bulk unit" {
-		t.Fatalf("events %q", got)
-	}
+	ev.expect(t, "second interactive job answered", "bulk unit")
 }
 
 // Interactive work starts once the bulk unit in flight ends: at End, or at the unit's next
@@ -83,19 +89,11 @@ func TestInteractiveWaitsForTheBulkUnitInFlight(t *testing.T) {
 		t.Fatalf("Wait with nothing waiting: %v, %d pauses; want nil at once", err, g.Pauses())
 	}
 	ev := make(events, 8)
-	interactive := func() {
-		if err := g.Clear(context.Background()); err != nil {
-			t.Error(err)
-		}
-		ev <- "interactive batch"
-	}
 	g.Enter()
-	go interactive()
+	go interactive(t, &g, ev)
 	ev <- "bulk unit ended"
 	u.End()
-	if got := ev.next(2); got != "bulk unit ended, interactive batch" {
-		t.Fatalf("events %q", got)
-	}
+	ev.expect(t, "bulk unit ended", "interactive batch")
 
 	g.Leave()
 	u = begin(t, &g)
@@ -108,14 +106,10 @@ func TestInteractiveWaitsForTheBulkUnitInFlight(t *testing.T) {
 		ev <- "next bulk unit"
 		u.End()
 	}()
-	interactive() // the unit in flight reached its pause point
-	if got := ev.next(1); got != "interactive batch" {
-		t.Fatalf("events %q", got)
-	}
+	interactive(t, &g, ev) // the unit in flight reached its pause point
+	ev.expect(t, "interactive batch")
 	g.Leave()
-	if got := ev.next(1); got != "next bulk unit" {
-		t.Fatalf("events %q", got)
-	}
+	ev.expect(t, "next bulk unit")
 }
 
 // Bulk units run one at a time, in the order they asked: a unit that reaches a pause point
@@ -135,9 +129,7 @@ func TestBulkUnitsTakeTurns(t *testing.T) {
 	}
 	ev <- "a's next unit"
 	a.End()
-	if got := ev.next(2); got != "b's unit, a's next unit" {
-		t.Fatalf("events %q", got)
-	}
+	ev.expect(t, "b's unit", "a's next unit")
 	if g.Pauses() != 0 {
 		t.Errorf("%d pauses counted for bulk units waiting for each other, want 0", g.Pauses())
 	}
@@ -152,17 +144,10 @@ func TestBulkUnitsTakeTurns(t *testing.T) {
 	a.End()
 	g.Enter()
 	defer g.Leave()
-	go func() {
-		if err := g.Clear(context.Background()); err != nil {
-			t.Error(err)
-		}
-		ev <- "interactive batch"
-	}()
+	go interactive(t, &g, ev)
 	ev <- "shared unit ended"
 	shared.End()
-	if got := ev.next(2); got != "shared unit ended, interactive batch" {
-		t.Fatalf("events %q", got)
-	}
+	ev.expect(t, "shared unit ended", "interactive batch")
 }
 
 // Bulk work whose context ends while it waits gives up with the context's error and leaves
