@@ -84,17 +84,19 @@ type batch struct {
 // MaxSearchBatch). Memory is bounded by MaxQueued queries. Safe for concurrent use.
 //
 // Requests go to one of two lanes, each with its own encoder goroutines and search goroutine
-// (a pipeline: a request split into many batches keeps both busy): the interactive lane takes
-// requests of at most MaxBatch queries (a rollout's single query), the bulk lane larger ones
-// (Search-R1's 2,560-query POST). In a lane, requests take turns, one batch's worth each
-// (round robin in arrival order), so a request that arrives behind a big one gets into one of
-// the next batches. Across lanes, bulk work gives way to interactive work at a gate.Gate:
-// while an interactive request waits, bulk work pauses before its next batch and, inside a
-// batch, at the encoder's and index's own pause points (engine/gate: engine/bert before each
-// op, engine/flatmap before each stripe), and interactive work starts once the bulk unit in
-// flight has ended: a single query waits for one unit of the big request's work, not for all
-// of it, and then has the cores to itself. Each interactive job answered lets paused bulk work
-// run one more unit: a steady stream of single queries slows a big request but never stops it.
+// (a pipeline: a request split into many batches is encoded while its earlier batches are
+// searched): the interactive lane takes requests of at most MaxBatch queries (a rollout's
+// single query), the bulk lane larger ones (Search-R1's 2,560-query POST). In a lane, requests
+// take turns, one batch's worth each (round robin in arrival order), so a request that arrives
+// behind a big one gets into one of the next batches. The lanes' work is ordered at a
+// gate.Gate (engine/gate says why): while an interactive request waits, bulk work pauses
+// before its next batch and, inside a batch, at the encoder's and index's own pause points
+// (engine/bert before each op, engine/flatmap before each stripe), and interactive work starts
+// once the bulk unit in flight has ended: a single query waits for one unit of the big
+// request's work, not for all of it, and then has the cores to itself. Each interactive job
+// answered lets paused bulk work run one more unit: a steady stream of single queries slows a
+// big request but never stops it. In the bulk lane, encoding and searching on backends that
+// pause alternate unit by unit instead of running side by side.
 type Batcher struct {
 	enc    Encoder
 	idx    Index

@@ -17,9 +17,9 @@
 // Why not side by side: on a few cores, threaded work next to other threaded work does not
 // only share them. OpenBLAS's OpenMP build runs one threaded call at a time and makes a second
 // caller spin on a core until the first ends (exec_blas). Measured on 2 cores (MiniLM, 20k
-// rows), a single query's search next to the POST's took 40-340 ms instead of 8, and the first
-// op of each encoder batch, next to the search of the batch before, up to 100-600 ms instead
-// of 11.
+// rows), a single query's search next to the POST's work often took 20-40 ms and up to 340 ms
+// instead of 8, and the first op of an encoder batch, next to the search of the batch before,
+// up to 100-600 ms instead of 11.
 //
 // It is a leaf package so that the backends (which engine imports) can reach it: the unit
 // travels in the context, and a context without one never waits.
