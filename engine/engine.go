@@ -35,8 +35,9 @@ type Encoder interface {
 // layers) once ctx ends, returning ctx's error. The Batcher uses it, where the Encoder has it,
 // to stop a batch whose every client has gone away. Its units of work (engine/bert: each op of
 // a layer) should begin with gate.Wait(ctx) (engine/gate): for a request larger than one batch
-// the Batcher puts its gate in ctx, and Wait pauses the batch there while smaller requests'
-// work goes first. An Encoder without it pauses only between batches.
+// the Batcher puts a gate.Unit in ctx, and Wait pauses the batch there while smaller requests'
+// work goes first (or the big request's search takes its turn). An Encoder without it pauses
+// only between batches, and then runs beside the big request's search.
 type ContextEncoder interface {
 	Encoder
 	EncodeContext(ctx context.Context, texts []string, prefix string) ([]float32, error)

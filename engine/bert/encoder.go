@@ -341,7 +341,7 @@ func grow[T any](s []T, n int) []T {
 // forward encodes seqs[batch[i]] into out[batch[i]*H:] with the ops o. It returns ctx's error
 // between layers, and nn.ErrStopped from an op that o's Stop ended. Before each op of a layer
 // it waits at the gate ctx may carry (engine/gate: the server's bulk work gives way to a
-// single query's; one op of a 64-query batch is a few ms).
+// single query's; one op of a 64-query batch of MiniLM takes up to ~15 ms on 2 cores).
 func (e *Encoder) forward(ctx context.Context, o nn.Ops, ws *workspace, seqs [][]int32, batch []int, out []float32) error {
 	H, I, eps := e.cfg.Hidden, e.cfg.Intermediate, e.cfg.Eps
 	ws.ids, ws.pos, ws.start = packBatch(ws.ids, ws.pos, ws.start, seqs, batch)
