@@ -2,7 +2,6 @@ package bench
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -30,6 +29,9 @@ type RetrieveOptions struct {
 	ReturnScores bool          // return_scores sent with each request
 	Timeout      time.Duration // per-request timeout (a timeout counts as an error)
 	ServerPID    int           // if > 0, the server's CPU time during the run is reported
+	// Fairness, when set, runs the fairness measurement (fairness.go) instead of a load test;
+	// Concurrency, Duration, Requests, Batch, Trace and ServerPID do not apply.
+	Fairness *FairnessOptions
 }
 
 // loadResult is what the callers saw. latencies are per request, in send order per caller.
@@ -62,6 +64,12 @@ func Retrieve(w io.Writer, opt RetrieveOptions) error {
 	queries, err := readQueryTexts(path)
 	if err != nil {
 		return err
+	}
+	if opt.Fairness != nil {
+		if opt.Trace != "" {
+			return errors.New("--fairness takes --queries, not --trace")
+		}
+		return opt.fairness(w, queries)
 	}
 	if opt.Trace != "" {
 		opt.Requests = (len(queries) + opt.Batch - 1) / opt.Batch
@@ -162,9 +170,8 @@ func (l *RetrieveOptions) run(queries []string) (*loadResult, error) {
 		MaxResponseBodySize: 1 << 30}
 	base := strings.TrimRight(l.URL, "/")
 	url := base + "/retrieve"
-	// A first request checks the URL before the clock starts.
-	if status, _, err := client.Post(nil, url, nil); err != nil || status == fasthttp.StatusNotFound {
-		return nil, fmt.Errorf("%s: status %d, %v", url, status, err)
+	if err := checkRetrieveURL(client, url); err != nil {
+		return nil, err
 	}
 	cpuBefore, err := serverCPU(l.ServerPID)
 	if err != nil {
@@ -209,18 +216,12 @@ func (l *RetrieveOptions) run(queries []string) (*loadResult, error) {
 				t0 := time.Now()
 				err := client.DoTimeout(req, resp, l.Timeout)
 				took := time.Since(t0)
-				kind := ""
-				switch {
-				case err != nil:
-					kind = err.Error()
-				case resp.StatusCode() != 200:
-					kind = fmt.Sprintf("HTTP %d", resp.StatusCode())
-				case !bytes.HasPrefix(resp.Body(), []byte(`{"result":`)):
-					kind = "200 without a result"
+				if err == nil {
+					err = answerError(resp)
 				}
 				mu.Lock()
-				if kind != "" {
-					res.errors[kind]++
+				if err != nil {
+					res.errors[err.Error()]++
 				} else {
 					res.latencies = append(res.latencies, took)
 					res.queries += len(batch)
@@ -237,6 +238,14 @@ func (l *RetrieveOptions) run(queries []string) (*loadResult, error) {
 	cpuAfter, err := serverCPU(l.ServerPID)
 	res.cpu = cpuAfter - cpuBefore
 	return res, err
+}
+
+// checkRetrieveURL sends a first request, before the clock starts, to check the URL.
+func checkRetrieveURL(client *fasthttp.Client, url string) error {
+	if status, _, err := client.Post(nil, url, nil); err != nil || status == fasthttp.StatusNotFound {
+		return fmt.Errorf("%s: status %d, %v", url, status, err)
+	}
+	return nil
 }
 
 // serverCPU returns the user+system CPU time of process pid (0: none) from /proc.
@@ -264,12 +273,7 @@ func serverCPU(pid int) (time.Duration, error) {
 
 func (r *loadResult) print(w io.Writer, l RetrieveOptions) {
 	slices.Sort(r.latencies)
-	pct := func(p float64) float64 {
-		if len(r.latencies) == 0 {
-			return 0
-		}
-		return r.latencies[min(len(r.latencies)-1, int(p*float64(len(r.latencies))))].Seconds() * 1000
-	}
+	pct := func(p float64) float64 { return percentileMs(r.latencies, p) }
 	nerr := 0
 	for _, n := range r.errors {
 		nerr += n

@@ -232,14 +232,33 @@ func testDisconnectDropsQueries(t *testing.T, fx *fixture) {
 }
 
 // Search-R1's one POST of 2,560 queries is in flight when SIGTERM comes: it is answered in
-// full (the drain). On another server a second SIGTERM during the drain exits at once.
+// full (the drain), and the server's address file, one of two in the folder, is gone from the
+// moment the drain begins (before its port refuses connections), not at exit. On another
+// server a second SIGTERM during the drain exits at once.
 func testSignals(t *testing.T, fx *fixture) {
-	srv := fx.start(t, "--drain", "10m") // a shared 2-core machine may take minutes
+	addrDir := filepath.Join(t.TempDir(), "addresses")
+	other := fx.launch(t, addrDir, 0)
+	srv := fx.launch(t, addrDir, 0, "--drain", "10m") // a shared 2-core machine may take minutes
+	other.waitReady(t)
+	srv.waitReady(t)
 	c := postQueries(t, fx, srv.addr, 2560)
 	defer c.Close()
 	srv.waitMetric(t, "needle_batch_queries_count", func(v float64) bool { return v >= 1 })
 	exited := make(chan error, 1)
 	go func() { exited <- srv.signalExit(t, syscall.SIGTERM) }()
+	for deadline := time.Now().Add(time.Minute); !strings.Contains(srv.log.String(), "removed "+srv.addressFile); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the address file was not removed when the drain began\n%s", srv.log)
+		}
+	}
+	if _, err := os.Stat(srv.addressFile); !os.IsNotExist(err) {
+		t.Errorf("address file of the draining server: %v, want it gone", err)
+	}
+	// ... while the server still drains: no byte of the POST's answer has come yet.
+	c.SetReadDeadline(time.Now().Add(10 * time.Millisecond))
+	if n, err := c.Read(make([]byte, 1)); n != 0 || !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("the POST was answered (%v) before the address file was removed, want the file removed when the drain begins", err)
+	}
 	c.SetReadDeadline(time.Now().Add(5 * time.Minute))
 	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 	if err != nil {
@@ -254,6 +273,7 @@ func testSignals(t *testing.T, fx *fixture) {
 	if err := <-exited; err != nil {
 		t.Errorf("exit after the drain: %v\n%s", err, srv.log)
 	}
+	other.stop(t)
 
 	srv = fx.start(t, "--drain", "10m")
 	c2 := postQueries(t, fx, srv.addr, 2560)
@@ -270,4 +290,39 @@ func testSignals(t *testing.T, fx *fixture) {
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(srv.log.String(), "second interrupt: exiting without waiting") {
 		t.Errorf("second signal: exit %v after %v, want exit status 1 and a log line\n%s", err, time.Since(began), srv.log)
 	}
+}
+
+// A single query sent while a 2,560-query POST is being encoded is answered while most of the
+// POST is still to be encoded (fair batching: it goes at the POST's next pause point, not
+// behind it), and the POST is answered in full. Order only; the latency is logged.
+func testSingleQueryOvertakesAPost(t *testing.T, fx *fixture) {
+	srv := fx.start(t, "--cache-mb", "0")
+	c := postQueries(t, fx, srv.addr, 2560)
+	defer c.Close()
+	srv.waitMetric(t, "needle_batch_queries_count", func(v float64) bool { return v >= 2 }) // the POST is being encoded
+	began := time.Now()
+	resp, err := http.Post("http://"+srv.addr+"/retrieve", "application/json", strings.NewReader(`{"queries":["`+fx.queries[0]+`"],"topk":3}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	took := time.Since(began)
+	encoded, _ := strconv.ParseFloat(srv.metric(t, "needle_batch_queries_sum"), 64)
+	if resp.StatusCode != 200 || encoded-1 >= 2560/2 {
+		t.Errorf("single query: %d, answered when %v of the POST's 2,560 queries were encoded; want 200 before half of them", resp.StatusCode, encoded-1)
+	}
+	c.SetReadDeadline(time.Now().Add(5 * time.Minute))
+	post, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out struct{ Result [][]scored }
+	err = json.NewDecoder(post.Body).Decode(&out)
+	post.Body.Close()
+	if post.StatusCode != 200 || err != nil || len(out.Result) != 2560 {
+		t.Errorf("the POST: %d, %d lists (%v); want 200 with 2,560", post.StatusCode, len(out.Result), err)
+	}
+	t.Logf("single query answered in %v, when %v of the POST's queries were encoded; the POST's work paused %s times",
+		took, encoded-1, srv.metric(t, "needle_bulk_pauses_total"))
+	srv.stop(t)
 }

@@ -430,6 +430,7 @@ func TestServeWithRealClients(t *testing.T) {
 	t.Run("ClientsSurviveStartBeforeReadyDrainAndRestart", func(t *testing.T) { testClientsSurviveLifecycle(t, fx) })
 	t.Run("ClientsWithSearchR1SurviveHeldStartAndReplace", func(t *testing.T) { testClientsSurviveReplace(t, fx) })
 	t.Run("DisconnectDropsQueries", func(t *testing.T) { testDisconnectDropsQueries(t, fx) })
+	t.Run("SingleQueryOvertakesAPost", func(t *testing.T) { testSingleQueryOvertakesAPost(t, fx) })
 	t.Run("Signals", func(t *testing.T) { testSignals(t, fx) })
 }
 

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"needle/engine/gate"
 )
 
 // ErrBusy is returned by Batcher.Search when the query queue is full; the server answers
@@ -23,8 +25,8 @@ type BatcherOptions struct {
 	// MaxQueued is the most queries admitted and not yet answered (default 16384). A
 	// request that would pass it gets ErrBusy, unless the queue is empty.
 	MaxQueued int
-	// Encoders is the number of batches encoded at the same time (default 1; the encoder
-	// itself may use several threads per batch).
+	// Encoders is the number of batches encoded at the same time in each of the Batcher's two
+	// lanes (default 1; the encoder itself may use several threads per batch).
 	Encoders int
 	// MaxSearchBatch is the most queries in one index search (default MaxBatch). Above
 	// MaxBatch, the encoded batches waiting when a search starts are searched together: an
@@ -60,7 +62,11 @@ type job struct {
 	dist    []float32
 	labels  []int64
 	done    chan<- error
+	held    bool // an interactive job: it holds the Batcher's gate from admission to finish
 }
+
+// request is the jobs of one Search call not yet taken into a batch, in query order.
+type request struct{ jobs []*job }
 
 // batch is a group of jobs encoded together. Identical texts are encoded and searched
 // once: vecs holds n*dim floats of n distinct texts, and rows[i] is the row of vecs that
@@ -74,47 +80,76 @@ type batch struct {
 }
 
 // Batcher coalesces the queries of concurrent Search calls into encoder batches of at most
-// MaxBatch queries and runs one index search per batch. Encoding (one or more goroutines)
-// and searching (one goroutine) form a pipeline, so a large request split into many
-// batches keeps both busy. Memory is bounded by MaxQueued queries. Safe for concurrent use.
+// MaxBatch queries and runs one index search per batch (or per group of batches, see
+// MaxSearchBatch). Memory is bounded by MaxQueued queries. Safe for concurrent use.
+//
+// Requests go to one of two lanes, each with its own encoder goroutines and search goroutine
+// (a pipeline: a request split into many batches is encoded while its earlier batches are
+// searched): the interactive lane takes requests of at most MaxBatch queries (a rollout's
+// single query), the bulk lane larger ones (Search-R1's 2,560-query POST). In a lane, requests
+// take turns, one batch's worth each (round robin in arrival order), so a request that arrives
+// behind a big one gets into one of the next batches. The lanes' work is ordered at a
+// gate.Gate (engine/gate says why): while an interactive request waits, bulk work pauses
+// before its next batch and, inside a batch, at the encoder's and index's own pause points
+// (engine/bert before each op, engine/flatmap before each stripe), and interactive work starts
+// once the bulk unit in flight has ended: a single query waits for one unit of the big
+// request's work, not for all of it, and then has the cores to itself. Each interactive job
+// answered lets paused bulk work run one more unit: a steady stream of single queries slows a
+// big request but never stops it. In the bulk lane, encoding and searching on backends that
+// pause alternate unit by unit instead of running side by side.
 type Batcher struct {
 	enc    Encoder
 	idx    Index
 	prefix string
 	opt    BatcherOptions
 
-	in      chan *job
+	gate              gate.Gate // held by the interactive lane's jobs, waited at by the bulk lane's work
+	interactive, bulk *lane
+	queued            atomic.Int64 // queries admitted and not yet answered
+	dropped           atomic.Int64 // queries not encoded (or stopped part way), or not searched, because their requests' contexts ended first
+}
+
+// lane is a queue of requests with its own encoder goroutines (Encoders) and search goroutine.
+type lane struct {
+	b    *Batcher
+	bulk bool // its work gives way to the interactive lane's at b.gate
+
+	mu     sync.Mutex
+	queue  []*request // requests with jobs left, in turn order
+	closed bool
+
+	wake    chan struct{} // capacity 1: a request was queued, the lane closed, or jobs are left for another encoder
 	encoded chan *batch
-	queued  atomic.Int64 // queries admitted and not yet answered
-	dropped atomic.Int64 // queries not encoded (or stopped part way), or not searched, because their requests' contexts ended first
-	stopped chan struct{}
+	stopped chan struct{} // closed when the search goroutine returns
 }
 
 // NewBatcher starts the encoder and search goroutines; Close stops them.
 func NewBatcher(enc Encoder, idx Index, prefix string, opt BatcherOptions) *Batcher {
 	opt = opt.withDefaults()
-	b := &Batcher{
-		enc: enc, idx: idx, prefix: prefix, opt: opt,
-		// Every queued job holds at least one query, so MaxQueued+1 slots never block
-		// an admitted request for long (a lone oversized request adds at most its chunks).
-		in:      make(chan *job, opt.MaxQueued+1),
-		encoded: make(chan *batch, max(1, opt.MaxSearchBatch/opt.MaxBatch)), // a search's worth may wait
-		stopped: make(chan struct{}),
-	}
+	b := &Batcher{enc: enc, idx: idx, prefix: prefix, opt: opt}
+	b.interactive, b.bulk = b.startLane(false), b.startLane(true)
+	return b
+}
+
+// startLane starts a lane's goroutines.
+func (b *Batcher) startLane(bulk bool) *lane {
+	ln := &lane{b: b, bulk: bulk, wake: make(chan struct{}, 1),
+		encoded: make(chan *batch, max(1, b.opt.MaxSearchBatch/b.opt.MaxBatch)), // a search's worth may wait
+		stopped: make(chan struct{})}
 	var encoders sync.WaitGroup
-	for range opt.Encoders {
+	for range b.opt.Encoders {
 		encoders.Add(1)
 		go func() {
 			defer encoders.Done()
-			b.encodeLoop()
+			ln.encodeLoop()
 		}()
 	}
 	go func() {
 		encoders.Wait()
-		close(b.encoded)
+		close(ln.encoded)
 	}()
-	go b.searchLoop()
-	return b
+	go ln.searchLoop()
+	return ln
 }
 
 // Queued is the number of queries admitted and not yet answered (the queue depth).
@@ -127,11 +162,17 @@ func (b *Batcher) Queued() int64 { return b.queued.Load() }
 // ended while they waited.
 func (b *Batcher) Dropped() int64 { return b.dropped.Load() }
 
+// BulkPauses counts the times bulk work (a request of more than MaxBatch queries) paused
+// for interactive work (see Batcher).
+func (b *Batcher) BulkPauses() int64 { return b.gate.Pauses() }
+
 // Close stops the goroutines after the queued work is done. No Search may start after
 // Close is called (the server stops accepting requests first).
 func (b *Batcher) Close() {
-	close(b.in)
-	<-b.stopped
+	b.interactive.close()
+	b.bulk.close()
+	<-b.interactive.stopped
+	<-b.bulk.stopped
 }
 
 // Search encodes queries, searches the index for the k best rows of each and writes
@@ -151,13 +192,22 @@ func (b *Batcher) Search(ctx context.Context, queries []string, k int, dist []fl
 		b.queued.Add(-int64(n))
 		return ErrBusy
 	}
+	ln, interactive := b.bulk, n <= b.opt.MaxBatch
+	if interactive {
+		ln = b.interactive
+	}
 	chunks := (n + b.opt.MaxBatch - 1) / b.opt.MaxBatch
 	done := make(chan error, chunks)
+	r := &request{jobs: make([]*job, 0, chunks)}
 	for lo := 0; lo < n; lo += b.opt.MaxBatch {
 		hi := min(lo+b.opt.MaxBatch, n)
-		b.in <- &job{ctx: ctx, queries: queries[lo:hi], k: k,
-			dist: dist[lo*k : hi*k], labels: labels[lo*k : hi*k], done: done}
+		r.jobs = append(r.jobs, &job{ctx: ctx, queries: queries[lo:hi], k: k,
+			dist: dist[lo*k : hi*k], labels: labels[lo*k : hi*k], done: done, held: interactive})
+		if interactive {
+			b.gate.Enter()
+		}
 	}
+	ln.add(r)
 	var first error
 	for range chunks {
 		if err := <-done; err != nil && first == nil {
@@ -167,35 +217,131 @@ func (b *Batcher) Search(ctx context.Context, queries []string, k int, dist []fl
 	return first
 }
 
-// finish answers j and releases its queries from the queue count.
+// finish answers j and releases its queries from the queue count (and its hold on the gate).
 func (b *Batcher) finish(j *job, err error) {
 	b.queued.Add(-int64(len(j.queries)))
+	if j.held {
+		b.gate.Leave()
+	}
 	j.done <- err
 }
 
+// abandon answers j with its context's error err: its client went away before its batch was
+// formed, and its queries count as dropped.
+func (b *Batcher) abandon(j *job, err error) {
+	b.dropped.Add(int64(len(j.queries)))
+	b.finish(j, err)
+}
+
+// drop counts the queries of jobs as dropped.
+func (b *Batcher) drop(jobs []*job) {
+	for _, j := range jobs {
+		b.dropped.Add(int64(len(j.queries)))
+	}
+}
+
+// add queues r, whose turn comes after the requests already queued.
+func (ln *lane) add(r *request) {
+	ln.mu.Lock()
+	ln.queue = append(ln.queue, r)
+	ln.mu.Unlock()
+	ln.signal()
+}
+
+// close lets the encoder goroutines return once the queue is empty.
+func (ln *lane) close() {
+	ln.mu.Lock()
+	ln.closed = true
+	ln.mu.Unlock()
+	ln.signal()
+}
+
+// signal wakes one encoder goroutine waiting for work (a token if none waits).
+func (ln *lane) signal() {
+	select {
+	case ln.wake <- struct{}{}:
+	default:
+	}
+}
+
+// take adds to jobs (n queries) the next jobs of the queue while they fit into one batch:
+// each request gives its next job and, if it has more, goes back to the end of the queue
+// (round robin). A request whose context ended is answered whole with its error (abandon).
+// It reports full when a job that does not fit is left for the next batch, and whether the
+// lane is closed. It wakes another encoder goroutine when work is left or the lane closed.
+func (ln *lane) take(jobs []*job, n int) (_ []*job, _ int, full, closed bool) {
+	ln.mu.Lock()
+	for len(ln.queue) > 0 {
+		r := ln.queue[0]
+		if err := r.jobs[0].ctx.Err(); err != nil {
+			ln.queue = ln.queue[1:]
+			for _, j := range r.jobs {
+				ln.b.abandon(j, err)
+			}
+			continue
+		}
+		j := r.jobs[0]
+		if n+len(j.queries) > ln.b.opt.MaxBatch {
+			break
+		}
+		jobs, n = append(jobs, j), n+len(j.queries)
+		ln.queue, r.jobs = ln.queue[1:], r.jobs[1:]
+		if len(r.jobs) > 0 {
+			ln.queue = append(ln.queue, r)
+		}
+	}
+	full, closed = len(ln.queue) > 0, ln.closed
+	ln.mu.Unlock()
+	if full || closed {
+		ln.signal()
+	}
+	return jobs, n, full, closed
+}
+
+// gather returns the jobs of the next batch, waiting for the first one and then, with
+// MaxWait, at most MaxWait for the batch to fill. open is false once the lane is closed and
+// its queue empty.
+func (ln *lane) gather() (jobs []*job, open bool) {
+	n, full, closed := 0, false, false
+	for len(jobs) == 0 {
+		if jobs, n, full, closed = ln.take(nil, 0); len(jobs) == 0 {
+			if closed {
+				return nil, false
+			}
+			<-ln.wake
+		}
+	}
+	if ln.b.opt.MaxWait <= 0 {
+		return jobs, true
+	}
+	t := time.NewTimer(ln.b.opt.MaxWait)
+	defer t.Stop()
+	for !full && !closed && n < ln.b.opt.MaxBatch {
+		select {
+		case <-ln.wake:
+		case <-t.C:
+			return jobs, true
+		}
+		jobs, n, full, closed = ln.take(jobs, n)
+	}
+	return jobs, true
+}
+
 // encodeLoop gathers queued jobs into batches, encodes them and hands them to searchLoop.
-func (b *Batcher) encodeLoop() {
-	var pending *job // a job that did not fit into the previous batch
+func (ln *lane) encodeLoop() {
 	var texts []string
 	rowOf := map[string]int{} // distinct text -> its row in the batch being built
 	for {
-		first := pending
-		pending = nil
-		if first == nil {
-			j, ok := <-b.in
-			if !ok {
-				return
-			}
-			first = j
+		jobs, open := ln.gather()
+		if !open {
+			return
 		}
-		jobs, open := b.gather(first, &pending)
 		bt := &batch{}
 		texts = texts[:0]
 		clear(rowOf)
 		for _, j := range jobs {
-			if err := j.ctx.Err(); err != nil {
-				b.dropped.Add(int64(len(j.queries)))
-				b.finish(j, err)
+			if err := j.ctx.Err(); err != nil { // ended while the batch filled (MaxWait)
+				ln.b.abandon(j, err)
 				continue
 			}
 			bt.jobs = append(bt.jobs, j)
@@ -211,49 +357,68 @@ func (b *Batcher) encodeLoop() {
 			bt.k = max(bt.k, j.k)
 		}
 		if bt.n = len(texts); bt.n > 0 {
-			if b.opt.OnBatch != nil {
-				b.opt.OnBatch(bt.n)
+			if ln.b.opt.OnBatch != nil {
+				ln.b.opt.OnBatch(bt.n)
 			}
-			bt.vecs, bt.err = b.encode(bt.jobs, texts)
-			b.encoded <- bt
-		}
-		if !open {
-			return
+			bt.vecs, bt.err = ln.encode(bt.jobs, texts)
+			ln.encoded <- bt
 		}
 	}
 }
 
-// encode encodes the distinct texts of a batch of jobs. With a ContextEncoder the encoding
-// stops part way once every job's context has ended (their clients went away: no one waits for
-// the vectors), and those queries count as dropped.
-func (b *Batcher) encode(jobs []*job, texts []string) ([]float32, error) {
-	ce, ok := b.enc.(ContextEncoder)
-	if !ok {
-		return b.enc.Encode(texts, b.prefix)
-	}
+// work runs f under a context that ends once every job's context has ended (no one waits for
+// the work any more). Bulk work runs as units begun at the gate, after held interactive work:
+// f begins when it is bulk work's turn, and with pauses (f's backend takes a context) the
+// context carries its unit, which the backend pauses between its own units (engine/gate).
+// Interactive work begins once no bulk unit runs. Work that stopped because that context
+// ended counts its queries as dropped.
+func (ln *lane) work(jobs []*job, pauses bool, f func(ctx context.Context) error) error {
 	ctx, release := untilAbandoned(jobs)
 	defer release()
-	vecs, err := ce.EncodeContext(ctx, texts, b.prefix)
-	if err != nil && ctx.Err() != nil {
-		b.drop(jobs)
+	g := &ln.b.gate
+	var err error
+	if ln.bulk {
+		var u *gate.Unit
+		if u, err = g.Begin(ctx, pauses); err == nil {
+			err = f(gate.With(ctx, u))
+			u.End()
+		}
+	} else if err = g.Clear(ctx); err == nil {
+		err = f(ctx)
 	}
+	if err != nil && ctx.Err() != nil {
+		ln.b.drop(jobs)
+	}
+	return err
+}
+
+// encode encodes the distinct texts of a batch of jobs (see work). A ContextEncoder stops part
+// way once every job's context has ended (their clients went away: no one waits for the
+// vectors).
+func (ln *lane) encode(jobs []*job, texts []string) ([]float32, error) {
+	var vecs []float32
+	ce, pauses := ln.b.enc.(ContextEncoder)
+	err := ln.work(jobs, pauses, func(ctx context.Context) (err error) {
+		if pauses {
+			vecs, err = ce.EncodeContext(ctx, texts, ln.b.prefix)
+		} else {
+			vecs, err = ln.b.enc.Encode(texts, ln.b.prefix)
+		}
+		return err
+	})
 	return vecs, err
 }
 
-// search runs bt's index search into dist and labels. With a ContextIndex the search stops
-// part way once every job's context has ended, and those queries count as dropped.
-func (b *Batcher) search(bt *batch, dist []float32, labels []int64) error {
-	ci, ok := b.idx.(ContextIndex)
-	if !ok {
-		return b.idx.Search(bt.vecs, bt.k, dist, labels)
-	}
-	ctx, release := untilAbandoned(bt.jobs)
-	defer release()
-	err := ci.SearchContext(ctx, bt.vecs, bt.k, dist, labels)
-	if err != nil && ctx.Err() != nil {
-		b.drop(bt.jobs)
-	}
-	return err
+// search runs bt's index search into dist and labels (see work). A ContextIndex stops part way
+// once every job's context has ended.
+func (ln *lane) search(bt *batch, dist []float32, labels []int64) error {
+	ci, pauses := ln.b.idx.(ContextIndex)
+	return ln.work(bt.jobs, pauses, func(ctx context.Context) error {
+		if pauses {
+			return ci.SearchContext(ctx, bt.vecs, bt.k, dist, labels)
+		}
+		return ln.b.idx.Search(bt.vecs, bt.k, dist, labels)
+	})
 }
 
 // untilAbandoned returns a context that ends once every job's context has ended (no one
@@ -278,71 +443,23 @@ func untilAbandoned(jobs []*job) (context.Context, func()) {
 	}
 }
 
-// drop counts the queries of jobs as dropped.
-func (b *Batcher) drop(jobs []*job) {
-	for _, j := range jobs {
-		b.dropped.Add(int64(len(j.queries)))
-	}
-}
-
-// gather returns first plus the queued jobs that fit into one batch, waiting at most
-// MaxWait for more. A job that does not fit is left in *pending. open is false when the
-// input channel was closed.
-func (b *Batcher) gather(first *job, pending **job) (jobs []*job, open bool) {
-	jobs = []*job{first}
-	n := len(first.queries)
-	var timeout <-chan time.Time
-	if b.opt.MaxWait > 0 {
-		t := time.NewTimer(b.opt.MaxWait)
-		defer t.Stop()
-		timeout = t.C
-	}
-	for n < b.opt.MaxBatch {
-		var j *job
-		var ok bool
-		if timeout == nil {
-			select {
-			case j, ok = <-b.in:
-			default:
-				return jobs, true
-			}
-		} else {
-			select {
-			case j, ok = <-b.in:
-			case <-timeout:
-				return jobs, true
-			}
-		}
-		if !ok {
-			return jobs, false
-		}
-		if n+len(j.queries) > b.opt.MaxBatch {
-			*pending = j
-			return jobs, true
-		}
-		jobs = append(jobs, j)
-		n += len(j.queries)
-	}
-	return jobs, true
-}
-
 // coalesce appends to bt the encoded batches already waiting, up to MaxSearchBatch queries
 // (k becomes the largest k). A batch that failed to encode or does not fit is returned as
 // next, for the next search.
-func (b *Batcher) coalesce(bt *batch) (merged, next *batch) {
+func (ln *lane) coalesce(bt *batch) (merged, next *batch) {
 	if bt.err != nil {
 		return bt, nil
 	}
-	for bt.n < b.opt.MaxSearchBatch {
+	for bt.n < ln.b.opt.MaxSearchBatch {
 		var more *batch
 		select {
-		case more = <-b.encoded:
+		case more = <-ln.encoded:
 		default:
 		}
 		if more == nil {
 			return bt, nil
 		}
-		if more.err != nil || bt.n+more.n > b.opt.MaxSearchBatch {
+		if more.err != nil || bt.n+more.n > ln.b.opt.MaxSearchBatch {
 			return bt, more
 		}
 		rows := bt.rows[:len(bt.rows):len(bt.rows)]
@@ -371,8 +488,9 @@ func (b *Batcher) abandoned(jobs []*job) error {
 
 // searchLoop runs one index search per encoded batch (or per group of them, see coalesce) and
 // copies each job's k best hits into its request's buffers. It owns dist and labels, reused across batches.
-func (b *Batcher) searchLoop() {
-	defer close(b.stopped)
+func (ln *lane) searchLoop() {
+	defer close(ln.stopped)
+	b := ln.b
 	var dist []float32
 	var labels []int64
 	var next *batch // an encoded batch that did not fit into the previous search
@@ -380,11 +498,11 @@ func (b *Batcher) searchLoop() {
 		bt := next
 		if bt == nil {
 			var ok bool
-			if bt, ok = <-b.encoded; !ok {
+			if bt, ok = <-ln.encoded; !ok {
 				return
 			}
 		}
-		bt, next = b.coalesce(bt)
+		bt, next = ln.coalesce(bt)
 		err := bt.err
 		if err == nil {
 			err = b.abandoned(bt.jobs)
@@ -398,7 +516,7 @@ func (b *Batcher) searchLoop() {
 				dist, labels = make([]float32, need), make([]int64, need)
 			}
 			dist, labels = dist[:need], labels[:need]
-			err = b.search(bt, dist, labels)
+			err = ln.search(bt, dist, labels)
 		}
 		row := 0
 		for _, j := range bt.jobs {

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"needle/engine"
 	"needle/engine/enginetest"
+	"needle/engine/gate"
 )
 
 // corpusTexts returns n distinct small documents.
@@ -326,8 +328,8 @@ func TestBatcherSkipsSearchesNoOneWaitsFor(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	gone, leave := context.WithCancel(context.Background())
-	abandoned := search(gone, 8)
-	for enc.Batches.Load() < base+2 { // its first batch is encoded and waits for the index
+	abandoned := search(gone, 4)      // a batch's worth: the same (interactive) lane as the live one
+	for enc.Batches.Load() < base+2 { // its batch is encoded and waits for the index
 		time.Sleep(time.Millisecond)
 	}
 	leave()
@@ -338,8 +340,8 @@ func TestBatcherSkipsSearchesNoOneWaitsFor(t *testing.T) {
 	if err := <-abandoned; !errors.Is(err, context.Canceled) {
 		t.Errorf("the abandoned request: %v, want context.Canceled", err)
 	}
-	if len(idx.sizes) != 1 || b.Dropped() != 8 {
-		t.Errorf("searches of %v queries, %d dropped; want only the live request's search and its 8 dropped", idx.sizes, b.Dropped())
+	if len(idx.sizes) != 1 || b.Dropped() != 4 {
+		t.Errorf("searches of %v queries, %d dropped; want only the live request's search and its 4 dropped", idx.sizes, b.Dropped())
 	}
 }
 
@@ -444,5 +446,163 @@ func TestBatcherDedupesWithinABatch(t *testing.T) {
 		if !slices.Equal(r.labels, wantL) || !slices.Equal(r.dist, wantD) {
 			t.Errorf("%q k %d: got %v %v, want %v %v", r.queries, r.k, r.labels, r.dist, wantL, wantD)
 		}
+	}
+}
+
+// recorder is an engine.ContextEncoder and engine.Index that records, in the order they
+// happen, the start of each "layer" of an encoder batch (two per batch, each after a pause
+// point, as engine/bert's ops) and each search's query count. It holds the first layer of
+// the batches, and the searches, that hold selects until release is closed, signalling each
+// on held first.
+type recorder struct {
+	*enginetest.HashEncoder
+	engine.Index
+	mu      sync.Mutex
+	events  []string
+	hold    func(texts []string, queries int) bool
+	held    chan struct{}
+	release chan struct{}
+}
+
+func newRecorder(hold func(texts []string, queries int) bool) *recorder {
+	enc := &enginetest.HashEncoder{Dimension: 16}
+	_, idx := enginetest.Corpus(enc, corpusTexts(40))
+	return &recorder{HashEncoder: enc, Index: idx, hold: hold, held: make(chan struct{}, 8), release: make(chan struct{})}
+}
+
+func (r *recorder) Dim() int { return r.HashEncoder.Dim() }
+
+func (r *recorder) log(event string) {
+	r.mu.Lock()
+	r.events = append(r.events, event)
+	r.mu.Unlock()
+}
+
+func (r *recorder) EncodeContext(ctx context.Context, texts []string, prefix string) ([]float32, error) {
+	for layer := range 2 {
+		if err := gate.Wait(ctx); err != nil {
+			return nil, err
+		}
+		r.log(fmt.Sprintf("%s layer %d", texts[0], layer))
+		if layer == 0 && r.hold(texts, 0) {
+			r.held <- struct{}{}
+			<-r.release
+		}
+	}
+	return r.Encode(texts, prefix)
+}
+
+func (r *recorder) Search(q []float32, k int, dist []float32, labels []int64) error {
+	n := len(q) / r.Dim()
+	if r.hold(nil, n) {
+		r.held <- struct{}{}
+		<-r.release
+	}
+	r.log(fmt.Sprintf("search %d", n))
+	return r.Index.Search(q, k, dist, labels)
+}
+
+// texts returns n texts named prefix0, prefix1, ...
+func texts(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprint(prefix, i)
+	}
+	return out
+}
+
+// searchAsync runs b.Search(queries, k 2) on a goroutine and checks its answers against the
+// direct search of r once it returns; the channel gets its error.
+func searchAsync(b *engine.Batcher, r *recorder, queries []string) chan error {
+	done := make(chan error, 1)
+	go func() {
+		dist, labels := make([]float32, 2*len(queries)), make([]int64, 2*len(queries))
+		err := b.Search(context.Background(), queries, 2, dist, labels)
+		if err == nil {
+			vecs, _ := r.Encode(queries, "")
+			wantD, wantL := make([]float32, len(dist)), make([]int64, len(labels))
+			r.Index.Search(vecs, 2, wantD, wantL)
+			if !slices.Equal(labels, wantL) || !slices.Equal(dist, wantD) {
+				err = fmt.Errorf("%v: got %v %v, want %v %v", queries, labels, dist, wantL, wantD)
+			}
+		}
+		done <- err
+	}()
+	return done
+}
+
+// answered checks that every Search of dones succeeded.
+func answered(t *testing.T, dones ...chan error) {
+	t.Helper()
+	for _, done := range dones {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Two big requests take turns, a batch each, from the moment the second arrives.
+func TestBatcherRoundRobinsBigRequests(t *testing.T) {
+	r := newRecorder(func(texts []string, _ int) bool { return len(texts) > 0 && texts[0] == "a0" })
+	b := engine.NewBatcher(r, r, "", engine.BatcherOptions{MaxBatch: 4})
+	defer b.Close()
+	a := searchAsync(b, r, texts("a", 12))
+	<-r.held // a's first batch is being encoded; a is queued again for its next turn
+	c := searchAsync(b, r, texts("c", 12))
+	for b.Queued() != 24 {
+		time.Sleep(time.Millisecond)
+	}
+	close(r.release)
+	answered(t, a, c)
+	var batches []string
+	for _, e := range r.events {
+		if first, ok := strings.CutSuffix(e, " layer 0"); ok {
+			batches = append(batches, first)
+		}
+	}
+	if want := []string{"a0", "a4", "c0", "a8", "c4", "c8"}; !slices.Equal(batches, want) {
+		t.Errorf("batches began with %v, want %v (a request that arrives behind a big one gets every other batch)", batches, want)
+	}
+}
+
+// A single query that arrives while a big request's batch is encoded waits for the op in
+// flight, not for the batch: it is encoded and searched at the batch's next pause point, and
+// the batch goes on after it.
+func TestBatcherSingleQueryGoesAtTheNextPausePoint(t *testing.T) {
+	r := newRecorder(func(texts []string, _ int) bool { return len(texts) > 0 && texts[0] == "a0" })
+	b := engine.NewBatcher(r, r, "", engine.BatcherOptions{MaxBatch: 4})
+	defer b.Close()
+	a := searchAsync(b, r, texts("a", 8))
+	<-r.held
+	s := searchAsync(b, r, []string{"s0"})
+	for b.Queued() != 9 {
+		time.Sleep(time.Millisecond)
+	}
+	close(r.release)
+	answered(t, s, a)
+	if want := []string{"a0 layer 0", "s0 layer 0", "s0 layer 1", "search 1", "a0 layer 1"}; !slices.Equal(r.events[:5], want) {
+		t.Errorf("events %v, want them to begin with %v", r.events, want)
+	}
+	if b.BulkPauses() == 0 {
+		t.Error("no bulk pause counted")
+	}
+}
+
+// While a single query waits (its search is held), the big request that arrives after it does
+// not start a batch: it waits at the gate until the single query is answered.
+func TestBatcherBigRequestWaitsForASingleQuery(t *testing.T) {
+	r := newRecorder(func(_ []string, queries int) bool { return queries == 1 })
+	b := engine.NewBatcher(r, r, "", engine.BatcherOptions{MaxBatch: 4})
+	defer b.Close()
+	s := searchAsync(b, r, []string{"s0"})
+	<-r.held // the single query's search
+	a := searchAsync(b, r, texts("a", 8))
+	for b.BulkPauses() == 0 { // a waits at the gate
+		time.Sleep(time.Millisecond)
+	}
+	close(r.release)
+	answered(t, s, a)
+	if want := []string{"s0 layer 0", "s0 layer 1", "search 1", "a0 layer 0"}; !slices.Equal(r.events[:4], want) {
+		t.Errorf("events %v, want them to begin with %v", r.events, want)
 	}
 }

@@ -33,7 +33,11 @@ type Encoder interface {
 
 // ContextEncoder is an Encoder that can give up a batch part way through (engine/bert: between
 // layers) once ctx ends, returning ctx's error. The Batcher uses it, where the Encoder has it,
-// to stop a batch whose every client has gone away.
+// to stop a batch whose every client has gone away. Its units of work (engine/bert: each op of
+// a layer) should begin with gate.Wait(ctx) (engine/gate): for a request larger than one batch
+// the Batcher puts a gate.Unit in ctx, and Wait pauses the batch there while smaller requests'
+// work goes first (or the big request's search takes its turn). An Encoder without it pauses
+// only between batches, and then runs beside the big request's search.
 type ContextEncoder interface {
 	Encoder
 	EncodeContext(ctx context.Context, texts []string, prefix string) ([]float32, error)
@@ -42,7 +46,9 @@ type ContextEncoder interface {
 // ContextIndex is an Index whose search can stop part way once ctx ends, returning ctx's
 // error (engine/flatmap: between stripes of rows; a pass over wiki-18's flat file takes
 // minutes). The Batcher uses it, where the Index has it, to stop a search whose every client
-// has gone away.
+// has gone away. As for ContextEncoder, its units (engine/flatmap: each stripe) should begin
+// with gate.Wait(ctx), and a search waiting there must hold nothing another search needs: a
+// single query's search runs meanwhile (engine/flatmap's searches run side by side).
 type ContextIndex interface {
 	Index
 	SearchContext(ctx context.Context, x []float32, k int, dist []float32, labels []int64) error
@@ -168,6 +174,10 @@ func (r *Retriever) BadRowsSkipped() uint64 { return r.badRows.Load() }
 // DroppedQueries counts the queries dropped unencoded because their request's context
 // ended first (the server ends it when the client disconnects).
 func (r *Retriever) DroppedQueries() int64 { return r.batcher.Dropped() }
+
+// BulkPauses counts the times work for a request of more than MaxBatch queries paused so that
+// smaller requests went first (Batcher.BulkPauses).
+func (r *Retriever) BulkPauses() int64 { return r.batcher.BulkPauses() }
 
 // HasPages reports whether a pages file was given (Access finds nothing without one).
 func (r *Retriever) HasPages() bool { return r.pages != nil }

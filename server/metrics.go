@@ -109,6 +109,8 @@ type gauges struct {
 	// droppedQueries counts queries the engine did not finish encoding (never started, or a batch
 	// stopped between layers) because their clients went away.
 	droppedQueries int64
+	// bulkPauses counts the times a big request's work gave way to smaller requests' (fair batching).
+	bulkPauses int64
 
 	// cache is the engine's result cache counters.
 	cache engine.CacheStats
@@ -133,6 +135,7 @@ func (m *metrics) write(w io.Writer, g gauges) {
 	fmt.Fprintf(w, "# HELP needle_bad_rows_skipped_total Hits left out of answers because their corpus line is not a JSON object with a string contents.\n# TYPE needle_bad_rows_skipped_total counter\nneedle_bad_rows_skipped_total %d\n", g.badRows)
 	fmt.Fprintf(w, "# HELP needle_client_disconnects_total /retrieve requests, and requests held while loading, whose client closed its connection before the answer was ready.\n# TYPE needle_client_disconnects_total counter\nneedle_client_disconnects_total %d\n", m.disconnects.Load())
 	fmt.Fprintf(w, "# HELP needle_dropped_queries_total Queries not encoded, or whose batch was stopped part way, because their client closed its connection.\n# TYPE needle_dropped_queries_total counter\nneedle_dropped_queries_total %d\n", g.droppedQueries)
+	fmt.Fprintf(w, "# HELP needle_bulk_pauses_total Times the work of a request of more than --max-batch queries paused so that smaller requests went first.\n# TYPE needle_bulk_pauses_total counter\nneedle_bulk_pauses_total %d\n", g.bulkPauses)
 	fmt.Fprintf(w, "# HELP needle_refused_total Requests and connections refused before any handler ran, by reason.\n# TYPE needle_refused_total counter\n")
 	for r := range numRefusals {
 		fmt.Fprintf(w, "needle_refused_total{reason=%q} %d\n", refusalNames[r], m.refused[r].Load())

@@ -183,7 +183,7 @@ func (s *Server) route(ctx *fasthttp.RequestCtx) endpoint {
 		if r != nil {
 			g = gauges{ready: !s.changed.Load() && r.IndexErr() == nil && r.Ready(ctx) == nil, queueQueries: r.Queued(), indexVectors: r.Ntotal(),
 				indexBackend: r.IndexBackend(), badRows: r.BadRowsSkipped(), cache: r.CacheStats()}
-			g.droppedQueries = r.DroppedQueries()
+			g.droppedQueries, g.bulkPauses = r.DroppedQueries(), r.BulkPauses()
 		}
 		ctx.SetContentType("text/plain; version=0.0.4; charset=utf-8")
 		s.metrics.write(ctx, g)

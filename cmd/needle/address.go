@@ -8,26 +8,52 @@ import (
 	"path/filepath"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
 	"needle/internal/atomicfile"
 )
 
 // The --save-address-to file, as ASearcher's client (AReaL's AsyncSearchBrowserClient) reads
 // it: it globs DIR/Host*_IP*.txt and picks one line with random.choice, when it is created and
 // again after every failed call (outside its try, 10 s apart, 10 attempts). An empty folder at
-// either moment raises IndexError and ends the rollout. So the file must exist whenever a
-// client could look:
+// either moment raises IndexError and ends the rollout; a file whose port refuses connections
+// costs the client a failed call and a 10 s sleep. So a file exists exactly while its port
+// accepts connections, except the folder's last one:
 //   - written as soon as the port listens, before the index loads (requests are held until
 //     ready, --load-wait; past it 503 + Retry-After, which the client retries);
-//   - kept while draining (new connections are refused, which the client retries);
-//   - at exit removed, unless it is the last address file of the folder: then it stays, so a
-//     client retries it until a server comes back, and a marker (leftPrefix + its name, a
-//     dot file the client's glob does not see) lets the next needle that writes into the
-//     folder remove it;
+//   - withdrawn when the drain begins (SIGTERM, or a --replace successor took over), before
+//     the listener closes: removed, unless it is the last address file of the folder: then it
+//     stays, so a client retries it until a server comes back, and a marker (leftPrefix + its
+//     name, a dot file the client's glob does not see) lets the next needle that writes into
+//     the folder remove it;
 //   - never removed when another process wrote a file of the same name in its place (a
-//     --replace successor on the same address rewrites it once ready).
+//     --replace successor on the same address rewrites it once ready, before the old needle
+//     drains, so the file stays across the handover).
+// The decision "last file or not" and the write are taken under an flock of lockName in the
+// folder, so servers stopped together (one SIGTERM to a whole job) cannot all see another's
+// file and all remove theirs. A folder where the lock cannot be taken (a file system without
+// flock) is used without it.
+// A needle stopped while its --replace successor is still loading withdraws its file too: the
+// kernel queues connections on the shared socket until the successor serves and writes its own.
 
-// leftPrefix starts the name of the marker of an address file needle left at exit.
+// leftPrefix starts the name of the marker of an address file a needle kept as the folder's last.
 const leftPrefix = ".needle-left-"
+
+// lockName is the folder's lock file (a dot file: the clients' glob does not see it).
+const lockName = ".needle-lock"
+
+// lockFolder takes the folder's lock (see above) and returns its release; best effort.
+func lockFolder(dir string) func() {
+	f, err := os.OpenFile(filepath.Join(dir, lockName), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return func() {}
+	}
+	if unix.Flock(int(f.Fd()), unix.LOCK_EX) != nil {
+		f.Close()
+		return func() {}
+	}
+	return func() { f.Close() } // closing releases the flock
+}
 
 // addressFile is this process's address file and what it wrote into it.
 type addressFile struct {
@@ -43,6 +69,7 @@ func writeAddress(dir, hostPort, host string, port int) (*addressFile, []string,
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, nil, fmt.Errorf("--save-address-to: %w", err)
 	}
+	defer lockFolder(dir)()
 	a := &addressFile{path: filepath.Join(dir, fmt.Sprintf("Host%s_IP%d.txt", host, port)), content: []byte(hostPort)}
 	if err := atomicfile.Write(a.path, a.content); err != nil {
 		return nil, nil, fmt.Errorf("--save-address-to: %w", err)
@@ -69,10 +96,12 @@ func writeAddress(dir, hostPort, host string, port int) (*addressFile, []string,
 	return a, log, nil
 }
 
-// remove is called at exit: it removes the file unless another process wrote one in its place
-// or it is the folder's last address file (then it stays, with a marker). It returns what it
-// did for the log.
-func (a *addressFile) remove() (string, error) {
+// withdraw is called once the port is about to stop accepting connections (the drain, or
+// an exit), before the listener closes: it removes the file unless another process wrote one
+// in its place or it is the folder's last address file (then it stays, with a marker). It
+// returns what it did for the log.
+func (a *addressFile) withdraw() (string, error) {
+	defer lockFolder(filepath.Dir(a.path))()
 	info, err := os.Stat(a.path)
 	if err != nil || !os.SameFile(info, a.info) {
 		return "left " + a.path + " alone: another process wrote it", nil

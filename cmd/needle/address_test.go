@@ -1,8 +1,10 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"needle/internal/atomicfile"
@@ -37,21 +39,21 @@ func TestAddressFileLifecycle(t *testing.T) {
 		t.Fatalf("after write: %v", got)
 	}
 
-	// Two servers: the first to exit removes its file.
+	// Two servers: the first to drain removes its file.
 	b, _, err := writeAddress(dir, "127.0.0.1:8002", "127.0.0.1", 8002)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.remove(); err != nil {
+	if _, err := a.withdraw(); err != nil {
 		t.Fatal(err)
 	}
 	if got := addressFiles(t, dir); len(got) != 1 || got["Host127.0.0.1_IP8002.txt"] == "" {
 		t.Fatalf("after the first of two exits: %v", got)
 	}
 
-	// The last server keeps its file (the folder never turns empty), and the next server
+	// The last server to drain keeps its file (the folder never turns empty), and the next server
 	// to write into the folder, on another port, removes it.
-	if _, err := b.remove(); err != nil {
+	if _, err := b.withdraw(); err != nil {
 		t.Fatal(err)
 	}
 	if got := addressFiles(t, dir); len(got) != 1 || got["Host127.0.0.1_IP8002.txt"] != "127.0.0.1:8002" {
@@ -68,16 +70,16 @@ func TestAddressFileLifecycle(t *testing.T) {
 		t.Errorf("markers left: %v", markers)
 	}
 
-	// A restart on the same port: the new server's file replaces the one kept, and the old
-	// server exiting after that leaves the new file alone.
+	// A restart on the same port (--replace): the new server's file replaces the old one's,
+	// and the old server draining after that leaves the new file alone.
 	d, _, err := writeAddress(dir, "127.0.0.1:8003", "127.0.0.1", 8003)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if what, err := c.remove(); err != nil || addressFiles(t, dir)["Host127.0.0.1_IP8003.txt"] != "127.0.0.1:8003" {
+	if what, err := c.withdraw(); err != nil || addressFiles(t, dir)["Host127.0.0.1_IP8003.txt"] != "127.0.0.1:8003" {
 		t.Fatalf("old server's exit after a restart on its port: %q %v, files %v", what, err, addressFiles(t, dir))
 	}
-	if _, err := d.remove(); err != nil {
+	if _, err := d.withdraw(); err != nil {
 		t.Fatal(err)
 	}
 
@@ -90,5 +92,35 @@ func TestAddressFileLifecycle(t *testing.T) {
 	}
 	if got := addressFiles(t, dir); len(got) != 2 || got["Host127.0.0.1_IP8003.txt"] != "10.0.0.9:8003" {
 		t.Fatalf("a file another server rewrote: %v, want it kept", got)
+	}
+}
+
+// Servers that drain together (one SIGTERM to a whole job) leave exactly one file: the folder's
+// lock orders their decisions, so they cannot all see another's file and all remove theirs.
+func TestAddressLastOfServersDrainingTogether(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "addr")
+	for round := range 20 {
+		var files []*addressFile
+		for port := 8001; port <= 8004; port++ {
+			a, _, err := writeAddress(dir, fmt.Sprintf("127.0.0.1:%d", port), "127.0.0.1", port)
+			if err != nil {
+				t.Fatal(err)
+			}
+			files = append(files, a)
+		}
+		var wg sync.WaitGroup
+		for _, a := range files {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if _, err := a.withdraw(); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+		wg.Wait()
+		if got := addressFiles(t, dir); len(got) != 1 {
+			t.Fatalf("round %d: %d address files after 4 servers drained together, want 1: %v", round, len(got), got)
+		}
 	}
 }

@@ -19,7 +19,11 @@ func runBenchRetrieve(args []string) error {
 		"requests/s, latency percentiles and errors. Works against needle serve and bench/anchor_server.py.\n"+
 		"--trace replays a `needle bench trace` file instead: each query once, in order, --batch per\n"+
 		"request, until the trace ends; it also prints the server's cache hit rate (from /metrics)\n"+
-		"and the trace's repeat rate (the most a cache can hit).")
+		"and the trace's repeat rate (the most a cache can hit).\n"+
+		"--fairness measures head-of-line blocking instead (start the server with --cache-mb 0): per\n"+
+		"round, single queries at --rate/s for --idle, then one POST of --post queries alone and one with\n"+
+		"singles at --rate/s while it runs (which goes first alternates); it prints the singles' p50/p99\n"+
+		"idle and during the POST, the ratio of the p99s, and the POST's times alone and with the singles.")
 	fs.StringVar(&o.URL, "url", "http://127.0.0.1:8000", "server base URL (/retrieve is appended)")
 	fs.StringVar(&o.QueriesFile, "queries", "", "queries file: JSONL with a \"query\" (or \"question\") string per line, or plain text, one query per line (required)")
 	fs.StringVar(&o.Trace, "trace", "", "a trace written by `needle bench trace`, replayed once in order (instead of --queries; --duration and --requests do not apply)")
@@ -31,8 +35,17 @@ func runBenchRetrieve(args []string) error {
 	fs.BoolVar(&o.ReturnScores, "return-scores", true, "return_scores sent with each request")
 	fs.DurationVar(&o.Timeout, "timeout", 120*time.Second, "per-request timeout (a timeout counts as an error)")
 	fs.IntVar(&o.ServerPID, "server-pid", 0, "process id of the server (same machine): also report its CPU seconds per 1000 queries, a figure that holds on a busy shared machine where QPS depends on the CPU share")
+	fair := bench.FairnessOptions{}
+	fairness := fs.Bool("fairness", false, "measure how a big POST delays single queries sent meanwhile, and how they slow it (see above)")
+	fs.IntVar(&fair.Post, "post", 2560, "with --fairness: queries in the big POST (Search-R1's one POST per turn)")
+	fs.Float64Var(&fair.Rate, "rate", 10, "with --fairness: single queries per second, sent at a steady rate whether or not the earlier ones were answered")
+	fs.IntVar(&fair.Rounds, "rounds", 3, "with --fairness: rounds")
+	fs.DurationVar(&fair.Idle, "idle", 5*time.Second, "with --fairness: how long singles are sent to the idle server per round")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *fairness {
+		o.Fairness = &fair
 	}
 	return bench.Retrieve(os.Stdout, o)
 }

@@ -67,7 +67,7 @@ func parseServeFlags(args []string) (*serveFlags, error) {
 	fs.IntVar(&f.engine.Threads, "threads", 0, "threads for the encoder and FAISS (0 = all cores)")
 	fs.StringVar(&f.engine.Precision, "precision", "", precisionUsage+" (default: the build manifest's, else fp16; another than the manifest's is an error without --force-precision)")
 	fs.BoolVar(&f.engine.ForcePrecision, "force-precision", false, "serve at --precision even where the build manifest records another")
-	fs.StringVar(&f.saveAddressTo, "save-address-to", "", "folder to write Host{ip}_IP{port}.txt = \"{ip}:{port}\" into (ASearcher's client reads it) as soon as the port listens; until ready, requests are held (--load-wait). Kept while draining; removed at exit unless it is the folder's last address file (README: Lifecycle)")
+	fs.StringVar(&f.saveAddressTo, "save-address-to", "", "folder to write Host{ip}_IP{port}.txt = \"{ip}:{port}\" into (ASearcher's client reads it) as soon as the port listens; until ready, requests are held (--load-wait). Removed when the drain begins, before the port refuses connections, unless it is the folder's last address file (README: Lifecycle)")
 	fs.StringVar(&f.authToken, "auth-token", os.Getenv("NEEDLE_AUTH_TOKEN"), "if set, /retrieve, /access and /metrics need \"Authorization: Bearer <token>\" (default $NEEDLE_AUTH_TOKEN)")
 	fs.BoolVar(&f.faissGPU, "faiss_gpu", false, "the anchors' flag: same as --gpu")
 	fs.Var(gpuMode{&f.engine.GPU}, "gpu", "serve a flat index (IndexFlatIP/L2) from the GPUs in fp16 and encode queries on the first of them: --gpu uses them when it can, else says why in one line and serves on the CPU; --gpu=require fails instead")
@@ -82,7 +82,7 @@ func parseServeFlags(args []string) (*serveFlags, error) {
 	fs.StringVar(&f.engine.Backend, "index-backend", "", "auto (the default): compact for needle convert folders, mapped for flat index files (IndexFlatIP/L2, e.g. e5_Flat.index), faiss for the rest; compact: FAISS codes in RAM, candidates re-ranked from the source file; mapped: the flat file's vectors mapped in place, ready in seconds with memory independent of the index size, one exact pass over the file per batch (FAISS's answers); faiss: FAISS loads the index into RAM (a flat file needs RAM = its size)")
 	fs.IntVar(&f.engine.Batcher.MaxBatch, "max-batch", 64, "most queries in one encoder batch and FAISS search (the batcher coalesces concurrent requests up to this)")
 	fs.DurationVar(&f.engine.Batcher.MaxWait, "batch-wait", 0, "how long a batch that is not full waits for more queries (0: take what is queued when the encoder is free)")
-	fs.IntVar(&f.engine.Batcher.Encoders, "encoders", 1, "encoder batches run at the same time (each also uses --threads BLAS threads; on 2 cores 2 encoders cost 3x the CPU per query, measured)")
+	fs.IntVar(&f.engine.Batcher.Encoders, "encoders", 1, "encoder batches run at the same time in each of the two lanes, requests of up to --max-batch queries and larger ones (each also uses --threads BLAS threads; on 2 cores 2 encoders cost 3x the CPU per query, measured)")
 	fs.IntVar(&f.engine.Batcher.MaxQueued, "max-queued", 16384, "most queries waiting or in progress; beyond it requests get 503 + Retry-After")
 	fs.IntVar(&f.cfg.MaxQueries, "max-queries", 8192, "most queries (or URLs) in one request; more get 422")
 	fs.IntVar(&f.cfg.MaxTopK, "max-topk", 1000, "topk above this (or above the index size) is capped")
@@ -242,37 +242,33 @@ func runServe(args []string) error {
 	stop := make(chan os.Signal, 2)
 	signal.Notify(stop, syscall.SIGINT, syscall.SIGTERM)
 	began := time.Now()
-	// The replaced needle serves until this one is ready; a new one serves (/health; held
-	// requests) while it loads, with its address file already written.
 	var h *handover
 	var address *addressFile
+	// withdraw takes the address file back (see address.go) while the port still accepts
+	// connections: it runs before every srv.Shutdown (which closes the listener). Once: the
+	// second signal's goroutine and the main path may both reach it.
+	withdraw := sync.OnceValue(func() error {
+		if address == nil {
+			return nil
+		}
+		what, err := address.withdraw()
+		if err == nil {
+			fmt.Fprintf(os.Stderr, "needle serve: %s\n", what)
+		}
+		return err
+	})
+	shutdown := func(ctx context.Context) error { return errors.Join(withdraw(), srv.Shutdown(ctx)) }
+	// The replaced needle serves until this one is ready; a new one serves (/health; held
+	// requests) while it loads, with its address file already written.
 	if handed != nil {
 		fmt.Fprintf(os.Stderr, "needle serve: replacing pid %d on %s: it serves until this one is ready (loading %s)\n", handed.pid, addr, opts.IndexName())
 	} else {
 		serve()
 		fmt.Fprintf(os.Stderr, "needle serve: listening on %s (GET /health answers; loading %s)\n", addr, opts.IndexName())
 		if address, err = announce(f, addr); err != nil {
-			srv.Shutdown(context.Background())
-			return err
+			return errors.Join(err, shutdown(context.Background()))
 		}
 		h = handoverFor(f, ln)
-	}
-	// exit ends every way out once the address file exists (see address.go); the second
-	// signal's goroutine and the main path may both reach it.
-	var exitOnce sync.Once
-	exit := func(err error) error {
-		exitOnce.Do(func() {
-			if address == nil {
-				return
-			}
-			what, rmErr := address.remove()
-			if rmErr != nil {
-				err = errors.Join(err, rmErr)
-				return
-			}
-			fmt.Fprintf(os.Stderr, "needle serve: %s\n", what)
-		})
-		return err
 	}
 	type opened struct {
 		r   *engine.Retriever
@@ -287,20 +283,17 @@ func runServe(args []string) error {
 	select {
 	case res := <-openDone:
 		if res.err != nil {
-			srv.Shutdown(context.Background())
-			return exit(res.err)
+			return errors.Join(res.err, shutdown(context.Background()))
 		}
 		r = res.r
 	case sig := <-stop:
-		srv.Shutdown(context.Background())
-		return exit(fmt.Errorf("%v while loading: stopped before ready", sig))
+		return errors.Join(fmt.Errorf("%v while loading: stopped before ready", sig), shutdown(context.Background()))
 	}
 	srv.SetRetriever(r)
 	if handed != nil {
 		serve()
 		if address, err = announce(f, addr); err != nil {
-			srv.Shutdown(context.Background())
-			return err
+			return errors.Join(err, shutdown(context.Background()))
 		}
 		if err := handed.ready(); err != nil { // it exited meanwhile: the socket is this process's alone
 			fmt.Fprintf(os.Stderr, "needle serve: telling pid %d to drain: %v\n", handed.pid, err)
@@ -318,7 +311,7 @@ func runServe(args []string) error {
 
 	select {
 	case err := <-served:
-		return exit(fmt.Errorf("HTTP server stopped: %w", err))
+		return errors.Join(fmt.Errorf("HTTP server stopped: %w", err), withdraw())
 	case sig := <-stop:
 		fmt.Fprintf(os.Stderr, "needle serve: %v: draining in-flight requests (up to %v; a second SIGINT or SIGTERM exits at once)\n", sig, f.drain)
 	case pid := <-replaced:
@@ -330,11 +323,12 @@ func runServe(args []string) error {
 	go func() {
 		sig := <-stop
 		fmt.Fprintf(os.Stderr, "needle serve: second %v: exiting without waiting for in-flight requests\n", sig)
-		if err := exit(nil); err != nil {
+		if err := withdraw(); err != nil {
 			fmt.Fprintf(os.Stderr, "needle serve: %v\n", err)
 		}
 		os.Exit(1)
 	}()
+	withdrawErr := withdraw() // before the listener closes: clients that pick the file now find the port open
 	ctx, cancel := context.WithTimeout(context.Background(), f.drain)
 	defer cancel()
 	shutdownErr := srv.Shutdown(ctx)
@@ -343,7 +337,7 @@ func runServe(args []string) error {
 		// process exits and the OS releases everything.
 		r.Close()
 	}
-	return exit(shutdownErr)
+	return errors.Join(withdrawErr, shutdownErr)
 }
 
 // listen binds --host:--port, or with --replace takes the listening socket of the needle

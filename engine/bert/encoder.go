@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"needle/cuda"
+	"needle/engine/gate"
 	"needle/engine/wordpiece"
 	"needle/kernels/retrieval/nn"
 )
@@ -205,7 +206,9 @@ func (e *Encoder) Encode(texts []string, prefix string) ([]float32, error) {
 }
 
 // EncodeContext is Encode that gives up once ctx ends, returning ctx's error
-// (engine.ContextEncoder: the server's batcher stops a batch whose clients all went away).
+// (engine.ContextEncoder: the server's batcher stops a batch whose clients all went away), and
+// that waits at the gate ctx may carry (engine/gate) before each op of a layer on the CPU,
+// before each batch on the GPU.
 // On the CPU it stops inside a layer: the Linear ops check an nn.Stop that ctx's end sets
 // (between team tasks, and between sgemm chunks of 128 rows, which keep the vectors
 // bit-identical to Encode's), and no op runs after a stopped one. The GPU encoder checks ctx
@@ -221,6 +224,9 @@ func (e *Encoder) EncodeContext(ctx context.Context, texts []string, prefix stri
 	batches := e.splitBatches(seqs, order)
 	if e.gpu != nil {
 		for _, b := range batches {
+			if err := gate.Wait(ctx); err != nil {
+				return nil, err
+			}
 			if err := ctx.Err(); err != nil { // a batch on the GPU is one queue of kernels
 				return nil, err
 			}
@@ -333,7 +339,9 @@ func grow[T any](s []T, n int) []T {
 }
 
 // forward encodes seqs[batch[i]] into out[batch[i]*H:] with the ops o. It returns ctx's error
-// between layers, and nn.ErrStopped from an op that o's Stop ended.
+// between layers, and nn.ErrStopped from an op that o's Stop ended. Before each op of a layer
+// it waits at the gate ctx may carry (engine/gate: the server's bulk work gives way to a
+// single query's; one op of a 64-query batch of MiniLM takes up to ~15 ms on 2 cores).
 func (e *Encoder) forward(ctx context.Context, o nn.Ops, ws *workspace, seqs [][]int32, batch []int, out []float32) error {
 	H, I, eps := e.cfg.Hidden, e.cfg.Intermediate, e.cfg.Eps
 	ws.ids, ws.pos, ws.start = packBatch(ws.ids, ws.pos, ws.start, seqs, batch)
@@ -351,7 +359,7 @@ func (e *Encoder) forward(ctx context.Context, o nn.Ops, ws *workspace, seqs [][
 			return err
 		}
 		qkv := ws.big[:T*3*H]
-		err := inOrder(
+		err := inOrder(ctx,
 			func() error { return l.qkv.apply(o, qkv, ws.x, l.qkvB, T, nn.NoAct) },
 			func() error { return o.Attention(ws.ctx, qkv, ws.start, e.cfg.Heads, H/e.cfg.Heads, ws.scratch) },
 			// attention output: x = LN(ctx W^T + b + x); the GEMM result reuses big.
@@ -403,10 +411,13 @@ func firstErr(errs ...error) error {
 }
 
 // inOrder runs the ops of a layer in order up to the first error: nn.ErrStopped (the batch's
-// context ended), or a size error (buffers are sized above, so that is a bug reported, not
-// a panic).
-func inOrder(ops ...func() error) error {
+// context ended), ctx's error when it ended while the batch waited at ctx's gate, or a size
+// error (buffers are sized above, so that is a bug reported, not a panic).
+func inOrder(ctx context.Context, ops ...func() error) error {
 	for _, op := range ops {
+		if err := gate.Wait(ctx); err != nil {
+			return err
+		}
 		if err := op(); err != nil {
 			return err
 		}

@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"math"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
+
+	"needle/engine/gate"
 )
 
 // EncodeContext gives the vectors of Encode while ctx lives, and ctx's error once it ended
@@ -29,6 +32,44 @@ func TestEncodeContextStops(t *testing.T) {
 	cancel()
 	if _, err := e.EncodeContext(ctx, texts, ""); !errors.Is(err, context.Canceled) {
 		t.Errorf("ended context: %v, want context.Canceled", err)
+	}
+}
+
+// EncodeContext under a gate (the server's bulk work) waits at it while interactive work holds
+// it, then gives Encode's vectors.
+func TestEncodeContextWaitsAtTheGate(t *testing.T) {
+	e, err := Load(writeTinyModel(t, tinyWeights(t, 10), "", "F32", nil), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	texts := []string{"alpha beta", "gamma"}
+	want, err := e.Encode(texts, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g gate.Gate
+	u, err := g.Begin(context.Background(), true) // as the server's batcher begins a bulk batch
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.End()
+	ctx := gate.With(context.Background(), u)
+	g.Enter()
+	type encoded struct {
+		vecs []float32
+		err  error
+	}
+	done := make(chan encoded)
+	go func() {
+		vecs, err := e.EncodeContext(ctx, texts, "")
+		done <- encoded{vecs, err}
+	}()
+	for g.Pauses() == 0 {
+		runtime.Gosched()
+	}
+	g.Leave()
+	if got := <-done; got.err != nil || !slices.Equal(got.vecs, want) {
+		t.Errorf("after waiting at the gate: %v, vectors equal %v", got.err, slices.Equal(got.vecs, want))
 	}
 }
 

@@ -5,7 +5,9 @@
 // scores per search). Each Search is one exact pass over the rows for the whole batch of
 // queries (kernels/retrieval/flatscan: batch-invariant dot products over row blocks on all
 // threads plus a heap per query), with FAISS's tie order and its scores to a few ulps.
-// Searches run one at a time.
+// Searches may run at the same time, each with its own scratch: the server's bulk pass (a
+// 2,560-query request) pauses between stripes at the gate in its context (engine/gate) while
+// a single query's pass runs.
 //
 // The file must not be rewritten in place while served (replace it by rename): a mapping of
 // a file truncated under it faults inside the scan. Search checks the file's size first.
@@ -21,13 +23,15 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"needle/engine/gate"
 	"needle/faissgo"
 	"needle/internal/pagecache"
 	"needle/kernels/platform/cpu"
 	"needle/kernels/retrieval/flatscan"
 )
 
-// Index is a flat index file mapped read-only. Safe for concurrent use (searches queue).
+// Index is a flat index file mapped read-only. Safe for concurrent use (searches run side by
+// side, each a pass of its own).
 type Index struct {
 	path    string
 	f       *os.File
@@ -39,8 +43,10 @@ type Index struct {
 	// from the page cache once scanned while the next one is read ahead.
 	dropBehind bool
 
-	mu sync.Mutex // one search at a time: each is a full pass over the file
-	s  flatscan.Search
+	mu     sync.RWMutex    // searches hold it shared, Close exclusive (it unmaps data)
+	scan   flatscan.Search // the settings each search's scan copies
+	idleMu sync.Mutex
+	idle   []*flatscan.Search // scans not in use, each with its scratch (as many as searches ran at once)
 }
 
 // Open checks the flat index file at path (faissgo.StatFlat) and maps it. threads is the
@@ -74,7 +80,7 @@ func Open(path string, threads int) (*Index, error) {
 		return nil, err
 	}
 	x := &Index{path: path, f: f, data: data, vec: vec, threads: threads, dropBehind: pagecache.TooLarge(size)}
-	x.s = flatscan.Search{Level: level, Metric: flatscan.Metric(vec.Metric), Dim: vec.Dim, Threads: threads}
+	x.scan = flatscan.Search{Level: level, Metric: flatscan.Metric(vec.Metric), Dim: vec.Dim, Threads: threads}
 	return x, nil
 }
 
@@ -91,17 +97,21 @@ func (x *Index) Search(q []float32, k int, dist []float32, labels []int64) error
 
 // SearchContext is Search that gives up between stripes (flatscan.StripeRows: a few ms of
 // dot products each, 5,120 rows for 64 queries of 384 floats) once ctx ends, returning ctx's error
-// (engine.ContextIndex: the server's batcher stops a search whose clients all went away).
+// (engine.ContextIndex: the server's batcher stops a search whose clients all went away), and
+// that waits before each stripe at the gate ctx may carry (engine/gate: bulk work gives way
+// to a single query's search).
 func (x *Index) SearchContext(ctx context.Context, q []float32, k int, dist []float32, labels []int64) error {
-	x.mu.Lock()
-	defer x.mu.Unlock()
+	x.mu.RLock()
+	defer x.mu.RUnlock()
 	if x.data == nil {
 		return errors.New("flatmap: search on a closed index")
 	}
 	if st, err := x.f.Stat(); err != nil || st.Size() != int64(len(x.data)) {
 		return fmt.Errorf("flatmap: %s changed size while served (replace index files by rename, never in place)", x.path)
 	}
-	if err := x.s.Start(q, k, dist, labels); err != nil {
+	s := x.takeScan()
+	defer x.putScan(s)
+	if err := s.Start(q, k, dist, labels); err != nil {
 		return err
 	}
 	rowBytes := int64(4 * x.vec.Dim)
@@ -114,10 +124,13 @@ func (x *Index) SearchContext(ctx context.Context, q []float32, k int, dist []fl
 			x.advise(at(wEnd), at(wEnd+window), unix.MADV_WILLNEED)
 		}
 		for r0 := w0; r0 < wEnd; r0 += stripe {
+			if err := gate.Wait(ctx); err != nil {
+				return err
+			}
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			if err := x.s.Scan(x.data[at(r0):at(min(r0+stripe, wEnd))], r0); err != nil {
+			if err := s.Scan(x.data[at(r0):at(min(r0+stripe, wEnd))], r0); err != nil {
 				return err
 			}
 		}
@@ -126,8 +139,28 @@ func (x *Index) SearchContext(ctx context.Context, q []float32, k int, dist []fl
 			pagecache.Drop(x.f, at(w0), at(wEnd)-at(w0))   // ... and of the page cache
 		}
 	}
-	x.s.Finish()
+	s.Finish()
 	return nil
+}
+
+// takeScan returns an idle scan, or a new one.
+func (x *Index) takeScan() *flatscan.Search {
+	x.idleMu.Lock()
+	defer x.idleMu.Unlock()
+	if n := len(x.idle); n > 0 {
+		s := x.idle[n-1]
+		x.idle = x.idle[:n-1]
+		return s
+	}
+	s := x.scan
+	return &s
+}
+
+// putScan keeps s, with its scratch, for the next search.
+func (x *Index) putScan(s *flatscan.Search) {
+	x.idleMu.Lock()
+	defer x.idleMu.Unlock()
+	x.idle = append(x.idle, s)
 }
 
 // windowBytes is how much of a file too large for the page cache is read ahead, then

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"needle/engine/gate"
 	"needle/faissgo"
 	"needle/internal/procstat"
 	"needle/internal/testenv"
@@ -187,6 +188,41 @@ func TestSearchContextStopsBetweenStripes(t *testing.T) {
 	if err := x.SearchContext(&liveFor{context.Background(), 1}, q, 5, got.dist, got.labels); !errors.Is(err, context.Canceled) {
 		t.Errorf("a context that ended after the first stripe: %v, want context.Canceled", err)
 	}
+}
+
+// A search whose context carries a gate (the server's bulk work) waits at it before each stripe
+// while interactive work holds it, and a search without one (a single query's) runs meanwhile
+// on the same index; both give Search's answers.
+func TestSearchWaitsAtTheGate(t *testing.T) {
+	const dim, k = 4, 5
+	n := flatscan.StripeRows(8, dim) + 10 // two stripes for 8 queries
+	x, err := Open(writeFlat(t, faissgo.IP, dim, unitGaussians(n, dim, 3)), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	bulkQ, singleQ := unitGaussians(8, dim, 4), unitGaussians(1, dim, 5)
+	wantBulk, wantSingle := searchIndex(t, x, bulkQ, dim, k), searchIndex(t, x, singleQ, dim, k)
+	var g gate.Gate
+	u, err := g.Begin(context.Background(), true) // as the server's batcher begins a bulk search
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := gate.With(context.Background(), u)
+	g.Enter() // a single query is waiting
+	bulk := result{make([]float32, 8*k), make([]int64, 8*k)}
+	done := make(chan error)
+	go func() { done <- x.SearchContext(ctx, bulkQ, k, bulk.dist, bulk.labels) }()
+	for g.Pauses() == 0 { // the bulk search waits at its first stripe
+		runtime.Gosched()
+	}
+	same(t, "the single query's search while the bulk search waits", searchIndex(t, x, singleQ, dim, k), wantSingle, true)
+	g.Leave()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	u.End()
+	same(t, "the bulk search after it waited", bulk, wantBulk, true)
 }
 
 // Opening and searching a 256 MB index must not take anonymous memory near its size (FAISS
