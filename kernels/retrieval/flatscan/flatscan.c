@@ -82,13 +82,16 @@ void flatscan_norms(const float *x, int64_t n, int64_t d, float *out) {
 
 // QUERY_GROUP: a block's scores are computed for this many queries at a time, so that the
 // group's query rows (64 x 1.5 KB at d = 384) stay in L2 while the block's rows stream by.
+// The (block, query group) pairs are the parallel tasks: a stripe of one block still
+// spreads a big batch over the threads.
 #define QUERY_GROUP 64
 
-// block computes the inner products of block rows (nb rows from y) with the queries into
-// out[q * nb + j].
-static void block(dotmm_fn dot, const float *x, int64_t nq, const char *y, int64_t nb, int64_t d, float *out) {
-	for (int64_t q = 0; q < nq; q += QUERY_GROUP)
-		dot(x + q * d, d, nq - q < QUERY_GROUP ? nq - q : QUERY_GROUP, (const float *)y, d, nb, d, out + q * nb, nb);
+// scores computes the inner products of the rows of group g of the queries with block b's rows
+// into out[q * nb + j] of the block's scores (nb rows from y).
+static void scores(dotmm_fn dot, const float *x, int64_t nq, int64_t g, const char *y, int64_t nb, int64_t d,
+                   float *out) {
+	const int64_t q = g * QUERY_GROUP;
+	dot(x + q * d, d, nq - q < QUERY_GROUP ? nq - q : QUERY_GROUP, (const float *)y, d, nb, d, out + q * nb, nb);
 }
 
 // push folds n scores into one query's heap (val, ids: k entries) in order: ip[j] is the
@@ -123,12 +126,13 @@ void flatscan_scan(int32_t level, int metric, const float *x, const float *x_nor
 	const int64_t nblocks = (nrows + FLATSCAN_BLOCK - 1) / FLATSCAN_BLOCK;
 	float *ynorm = scratch + nq * nrows;
 	const dotmm_fn dot = flatscan_dotmm_pick(level);
+	const int64_t groups = (nq + QUERY_GROUP - 1) / QUERY_GROUP;
 	if (level == NL_LEVEL_REF) threads = 1;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
-	for (int64_t b = 0; b < nblocks; b++) {
-		const int64_t j0 = b * FLATSCAN_BLOCK;
-		block(dot, x, nq, (const char *)y + 4 * j0 * d, block_rows(nrows, j0), d, scratch + j0 * nq);
-		if (metric == FLATSCAN_L2)
+	for (int64_t t = 0; t < nblocks * groups; t++) {
+		const int64_t b = t / groups, j0 = b * FLATSCAN_BLOCK;
+		scores(dot, x, nq, t % groups, (const char *)y + 4 * j0 * d, block_rows(nrows, j0), d, scratch + j0 * nq);
+		if (metric == FLATSCAN_L2 && t % groups == 0)
 			flatscan_norms((const float *)((const char *)y + 4 * j0 * d), block_rows(nrows, j0), d, ynorm + j0);
 	}
 	// Each query's heap sees its scores in row order, as in FAISS's HeapResultHandler.
@@ -152,7 +156,7 @@ void flatscan_rerank(int32_t level, int metric, const float *x, const float *x_n
 	for (int64_t q = 0; q < nq; q++) {
 		const float *y = rows + q * r * d;
 		float *ip = scratch + q * r, *ynorm = scratch + nq * r + q * r;
-		block(dot, x + q * d, 1, (const char *)y, r, d, ip);
+		scores(dot, x + q * d, 1, 0, (const char *)y, r, d, ip);
 		if (metric == FLATSCAN_L2) flatscan_norms(y, r, d, ynorm);
 		push(metric, k, dist + q * k, labels + q * k, ip, x_norms ? x_norms[q] : 0, ynorm, cand + q * r, 0, r);
 	}

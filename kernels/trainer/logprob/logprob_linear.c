@@ -26,7 +26,7 @@ int nl_linear_logprob_run(const float* hidden, int64_t h, const float* lm_head,
   const stats_fn stats = nl_stats_for(level);
   const dotmm_fn dot = logprob_dotmm_pick(level);
   const float inv_t = 1.0f / a->temperature;
-  const int64_t rows = nl_linear_chunk_rows(h), vc = a->v < NL_LINEAR_CHUNK_VOCAB ? a->v : NL_LINEAR_CHUNK_VOCAB;
+  const int64_t rows = nl_linear_chunk_rows(h, a->n, omp_get_max_threads()), vc = a->v < NL_LINEAR_CHUNK_VOCAB ? a->v : NL_LINEAR_CHUNK_VOCAB;
   const int64_t chunks = (a->n + rows - 1) / rows;
   int failed = 0;
 #pragma omp parallel reduction(| : failed)
