@@ -45,17 +45,16 @@ static void sync_threads(void) {
 }
 
 // The fp16 Linear's team tasks (nn.h): first prep tasks, each one NN_XT_ROWS block of x
-// transposed into xt and, for a batch, one panel of w converted to float32 into wf; then dot
-// tasks of up to NN_LINEAR_ROWS rows by DOT_TASK panels (64 outputs), in row-major order, so
-// that a stop leaves whole tasks done in order. A task's rows (xt: 192 x in floats) stay in
-// L2 while each block's weights serve them from L1.
+// transposed into xt; then dot tasks of up to NN_LINEAR_ROWS rows by DOT_TASK panels (64
+// outputs), in row-major order, so that a stop leaves whole tasks done in order. A task's rows
+// (xt: 192 x in floats) stay in L2 while each block's weights serve them from L1.
 #define DOT_TASK 4
 typedef struct {
 	const nn_ops *ops;
 	const float *x, *b;
 	const uint16_t *w;
-	float *xt, *wf, *y; // wf: NULL for a few rows
-	int64_t rows, in, out, panels, blocks;
+	float *xt, *y;
+	int64_t rows, in, out, panels;
 	int act;
 } dot_job;
 
@@ -64,18 +63,14 @@ static int64_t xt_len(int64_t rows, int64_t in) { return (rows + NN_XT_ROWS - 1)
 
 static int64_t panels(int64_t out) { return (out + NN_PANEL - 1) / NN_PANEL; }
 
+// prep_task transposes block t of x: rows [t*12, t*12 + 12), zero past the last row.
 static void prep_task(void *arg, int64_t t) {
 	const dot_job *j = arg;
-	if (t < j->blocks) { // xt block t: rows [t*12, t*12 + 12), zero past the last row
-		float *xb = j->xt + t * j->in * NN_XT_ROWS;
-		const int64_t r0 = t * NN_XT_ROWS, nr = j->rows - r0 < NN_XT_ROWS ? j->rows - r0 : NN_XT_ROWS;
-		if (nr < NN_XT_ROWS) memset(xb, 0, (size_t)(j->in * NN_XT_ROWS) * sizeof(float));
-		for (int64_t r = 0; r < nr; r++)
-			for (int64_t i = 0; i < j->in; i++) xb[i * NN_XT_ROWS + r] = j->x[(r0 + r) * j->in + i];
-		return;
-	}
-	const int64_t p = t - j->blocks, n = j->in * NN_PANEL;
-	j->ops->half_to_float(j->wf + p * n, j->w + p * n, n);
+	float *xb = j->xt + t * j->in * NN_XT_ROWS;
+	const int64_t r0 = t * NN_XT_ROWS, nr = j->rows - r0 < NN_XT_ROWS ? j->rows - r0 : NN_XT_ROWS;
+	if (nr < NN_XT_ROWS) memset(xb, 0, (size_t)(j->in * NN_XT_ROWS) * sizeof(float));
+	for (int64_t r = 0; r < nr; r++)
+		for (int64_t i = 0; i < j->in; i++) xb[i * NN_XT_ROWS + r] = j->x[(r0 + r) * j->in + i];
 }
 
 static void dot_task(void *arg, int64_t t) {
@@ -83,28 +78,22 @@ static void dot_task(void *arg, int64_t t) {
 	const int64_t groups = (j->panels + DOT_TASK - 1) / DOT_TASK, r0 = t / groups * NN_LINEAR_ROWS;
 	const int64_t p0 = t % groups * DOT_TASK, p1 = p0 + DOT_TASK < j->panels ? p0 + DOT_TASK : j->panels;
 	const int64_t rows = j->rows - r0 < NN_LINEAR_ROWS ? j->rows - r0 : NN_LINEAR_ROWS;
-	j->ops->dot_panels(j->x + r0 * j->in, j->xt + r0 * j->in, j->w, j->wf, j->b, j->y + r0 * j->out, rows, j->in, p0,
-	                   p1, j->out, j->act);
+	j->ops->dot_panels(j->x + r0 * j->in, j->xt + r0 * j->in, j->w, j->b, j->y + r0 * j->out, rows, j->in, p0, p1,
+	                   j->out, j->act);
 }
 
 int nn_linear(int level, const float *x, const uint16_t *w, const float *b, float *y,
               int64_t rows, int64_t in, int64_t out, int act, const int32_t *stop) {
 	if (rows == 0 || out == 0) return 0;
 	if (team_stopped(stop)) return NN_STOPPED;
-	dot_job j = {pick(level), x, b, w, NULL, NULL, y, rows, in, out, panels(out),
-	             (rows + NN_XT_ROWS - 1) / NN_XT_ROWS, act};
-	const int convert = rows >= NN_CONVERT_ROWS && in > 0;
+	dot_job j = {pick(level), x, b, w, NULL, y, rows, in, out, panels(out), act};
 	j.xt = malloc((size_t)(in > 0 ? xt_len(rows, in) : 1) * sizeof(float));
-	j.wf = convert ? malloc((size_t)(j.panels * NN_PANEL * in) * sizeof(float)) : NULL;
-	if (!j.xt || (convert && !j.wf)) {
-		free(j.xt), free(j.wf);
-		return -1;
-	}
+	if (!j.xt) return -1;
 	const int threads = nn_get_threads();
-	team_run(j.blocks + (convert ? j.panels : 0), prep_task, &j, threads);
+	team_run((rows + NN_XT_ROWS - 1) / NN_XT_ROWS, prep_task, &j, threads);
 	const int64_t groups = (j.panels + DOT_TASK - 1) / DOT_TASK;
 	team_run_stoppable((rows + NN_LINEAR_ROWS - 1) / NN_LINEAR_ROWS * groups, dot_task, &j, threads, stop);
-	free(j.xt), free(j.wf);
+	free(j.xt);
 	return team_stopped(stop) ? NN_STOPPED : 0;
 }
 

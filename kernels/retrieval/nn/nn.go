@@ -139,10 +139,9 @@ func hp(x []uint16) *C.uint16_t {
 // Linear computes y[rows,out] = act(x[rows,in] * w^T + b[out]), where w is the [out,in]
 // matrix (PyTorch's Linear layout) packed as fp16 by PackHalf; products and sums are
 // float32, each output one FMA chain over its inputs in order, so a row's output is the same
-// bits alone or in any batch (batch invariance; the reference level sums in float64). A few
-// rows (a query) are dotted straight against the fp16 panels, reading half the bytes of fp32
-// and each weight once; a batch first converts w to a float32 copy that lives for the call.
-// b may be nil. With a Stop (WithStop) that is set, it returns ErrStopped.
+// bits alone or in any batch (batch invariance; the reference level sums in float64). Rows
+// are dotted straight against the fp16 panels (half the bytes of fp32), each task's rows
+// reading a weight once. b may be nil. With a Stop (WithStop) that is set, it returns ErrStopped.
 func (o Ops) Linear(y, x []float32, w []uint16, b []float32, rows, in, out int, act Act) error {
 	if err := firstErr(need("Linear", "y", len(y), rows*out), need("Linear", "x", len(x), rows*in),
 		need("Linear", "w", len(w), PackedLen(out, in)), optional("Linear", "b", b, out)); err != nil {
@@ -495,9 +494,6 @@ func (o Ops) Pool(dst, x []float32, start []int32, n int, mode Pooling, normaliz
 	return nil
 }
 
-// The fp16 Linear's task rows and conversion threshold (nn.h), for tests that check what a
-// stop leaves and both sides of the threshold.
-const (
-	LinearTaskRows  = C.NN_LINEAR_ROWS
-	ConvertRows = C.NN_CONVERT_ROWS
-)
+// LinearTaskRows is the rows of one task of the fp16 Linear (nn.h), for tests that check
+// what a stop leaves and batches of more than one task.
+const LinearTaskRows = C.NN_LINEAR_ROWS

@@ -74,11 +74,11 @@ typedef struct {
 	// sum of x[i]^2, accumulated in at least float32 lanes
 	float (*sumsq)(const float *x, int64_t n);
 	// y[r*out + o] = act(dot(x[r*in:], w[o, :]) + b[o]) for r < rows and the outputs o < out of
-	// panels [p0, p1) of the packed fp16 w (wf NULL) or of wf, the same panels as float32: the
-	// fp16 Linear's GEMM. xt is x in the NN_XT_ROWS layout (the vector kernels read it, the
-	// reference reads x). b may be NULL. Each output's bits depend only on its row and w (nn_linear).
-	void (*dot_panels)(const float *x, const float *xt, const uint16_t *w, const float *wf, const float *b, float *y,
-	                   int64_t rows, int64_t in, int64_t p0, int64_t p1, int64_t out, int act);
+	// panels [p0, p1) of the packed fp16 w: the fp16 Linear's GEMM. xt is x in the NN_XT_ROWS
+	// layout (the vector kernels read it, the reference reads x). b may be NULL. Each output's
+	// bits depend only on its row and w (nn_linear).
+	void (*dot_panels)(const float *x, const float *xt, const uint16_t *w, const float *b, float *y, int64_t rows,
+	                   int64_t in, int64_t p0, int64_t p1, int64_t out, int act);
 	// dst[i] = the exact float value of the binary16 src[i].
 	void (*half_to_float)(float *dst, const uint16_t *src, int64_t n);
 	// dst[i] = src[i] rounded to binary16, ties to even (|x| >= 65520 -> inf; NaN stays NaN).
@@ -114,15 +114,14 @@ typedef struct {
 extern const nn_ops nn_ops_ref, nn_ops_avx2, nn_ops_avx512, nn_ops_avx512vnni, nn_ops_avx512bf16;
 
 // y[rows,out] = act(x[rows,in] * w[out,in]^T + b[out]) with packed fp16 w, on the team: tasks
-// of up to NN_LINEAR_ROWS rows by 4 panels (64 outputs), bias and act fused. A batch of
-// NN_CONVERT_ROWS rows or more first converts w to float32 for the call (a few rows, a query,
-// read the fp16 panels once instead). Batch invariance: every output is one FMA chain over
-// its inputs in order, so a row gets the same bits alone or in any batch, at every level
-// that has FMA (the reference sums in double), whatever BLAS the process loads. Returns 0,
-// -1 when the scratch cannot be allocated, or NN_STOPPED when *stop was found set (stop may
-// be NULL: never), checked between tasks: y is then partly written, whole tasks in order.
+// of up to NN_LINEAR_ROWS rows by 4 panels (64 outputs), bias and act fused. Batch
+// invariance: every output is one FMA chain over its inputs in order, so a row gets the same
+// bits alone or in any batch, at every level that has FMA (the reference sums in double),
+// whatever BLAS the process loads. Returns 0, -1 when the scratch cannot be allocated, or
+// NN_STOPPED when *stop was found set (stop may be NULL: never), checked between tasks: y is
+// then partly written, whole tasks in order.
 enum { NN_STOPPED = 1 };
-enum { NN_LINEAR_ROWS = 192, NN_CONVERT_ROWS = 48 };
+enum { NN_LINEAR_ROWS = 192 };
 int nn_linear(int level, const float *x, const uint16_t *w, const float *b, float *y,
               int64_t rows, int64_t in, int64_t out, int act, const int32_t *stop);
 // dst (ceil(out/16)*16*in halves) = w[out,in] rounded to binary16 and packed in panels;

@@ -93,9 +93,9 @@ static void float_to_half_ref(uint16_t *dst, const float *src, int64_t n) {
 	for (int64_t i = 0; i < n; i++) dst[i] = float_to_half1(src[i]);
 }
 
-static void dot_panels_ref(const float *x, const float *xt, const uint16_t *w, const float *wf, const float *b,
-                           float *y, int64_t rows, int64_t in, int64_t p0, int64_t p1, int64_t out, int act) {
-	(void)xt, (void)wf; // the reference decodes the fp16 panels itself
+static void dot_panels_ref(const float *x, const float *xt, const uint16_t *w, const float *b, float *y,
+                           int64_t rows, int64_t in, int64_t p0, int64_t p1, int64_t out, int act) {
+	(void)xt; // the reference reads x
 	for (int64_t o = p0 * NN_PANEL; o < p1 * NN_PANEL && o < out; o++)
 		for (int64_t r = 0; r < rows; r++) {
 			const uint16_t *wo = w + (o / NN_PANEL) * in * NN_PANEL + o % NN_PANEL;

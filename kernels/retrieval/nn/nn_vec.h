@@ -213,12 +213,11 @@ static inline __attribute__((always_inline)) void F(store_block)(vf acc[][BLOCK_
 
 // The fp16 Linear's GEMM on packed panels (nn.h): a block is BLOCK_VECS vectors of adjacent
 // outputs by up to DOT_ROWS input rows. For each input column i, the block's weights are
-// loaded once (binary16 converted on the fly, or the float32 copy nn_linear makes for a
-// batch) and serve every row, whose x[r, i] is broadcast straight from xt (x transposed by
-// nn_linear, so one pointer reaches all rows): no horizontal sums, no shuffles. Each output
-// is one FMA chain over i = 0..in-1 from +0, then + b and act: the same bits for a row alone
-// or among any others, whatever block it falls in, and whether the weights were converted
-// before or on the fly.
+// loaded and converted once (F16C: measured as fast as a float32 copy made per batch, which
+// costs its own pass) and serve every row, whose x[r, i] is broadcast straight from xt (x
+// transposed by nn_linear, so one pointer reaches all rows): no horizontal sums, no shuffles.
+// Each output is one FMA chain over i = 0..in-1 from +0, then + b and act: the same bits for
+// a row alone or among any others, whatever block it falls in.
 #if VW == 16
 #define DOT_ROWS 12
 #else
@@ -235,11 +234,11 @@ static inline vf bcast(const float *p) {
 }
 
 // dot_block writes y[r*out + o] for the nr rows whose transposed columns start at xt (stride
-// NN_XT_ROWS) and the nv vectors of outputs at panel offset 0 of w (half != 0: binary16) or
-// wf (float32), the first being output o0 (outputs at or past out are padding and are not
-// stored). Inlined with constant nr, nv and half, the accumulators stay in registers.
-static inline __attribute__((always_inline)) void F(dot_block)(const float *xt, const uint16_t *w, const float *wf,
-		int half, const float *b, float *y, int nr, int nv, int64_t in, int64_t o0, int64_t out, int act) {
+// NN_XT_ROWS) and the nv vectors of outputs at w, the first being output o0 (outputs at or
+// past out are padding and are not stored). Inlined with constant nr and nv, the accumulators
+// stay in registers.
+static inline __attribute__((always_inline)) void F(dot_block)(const float *xt, const uint16_t *w, const float *b,
+		float *y, int nr, int nv, int64_t in, int64_t o0, int64_t out, int act) {
 	int64_t off[BLOCK_VECS]; // vector v: panel (v*VW)/16, lanes from (v*VW)%16
 	for (int v = 0; v < nv; v++) off[v] = (v * VW / NN_PANEL) * in * NN_PANEL + (v * VW) % NN_PANEL;
 	vf acc[DOT_ROWS][BLOCK_VECS];
@@ -248,12 +247,8 @@ static inline __attribute__((always_inline)) void F(dot_block)(const float *xt, 
 	for (int64_t i = 0; i < in; i++) {
 		vf wi[BLOCK_VECS];
 		for (int v = 0; v < nv; v++) {
-			if (half) {
-				wi[v] = loadh(w + off[v] + i * NN_PANEL);
-				__builtin_prefetch(w + off[v] + (i + 32) * NN_PANEL);
-			} else {
-				wi[v] = load(wf + off[v] + i * NN_PANEL);
-			}
+			wi[v] = loadh(w + off[v] + i * NN_PANEL);
+			__builtin_prefetch(w + off[v] + (i + 32) * NN_PANEL);
 		}
 		const float *xi = xt + i * NN_XT_ROWS;
 		for (int r = 0; r < nr; r++) {
@@ -273,10 +268,10 @@ static inline __attribute__((always_inline)) void F(dot_block)(const float *xt, 
 #define ROW_CASES2(n, C) ROWS_##n(C)
 #define ROW_CASES(n, C) ROW_CASES2(n, C)
 
-// dot_rows_of runs the blocks of nv vectors at panel offset po over all rows, DOT_ROWS at a time.
-#define DOT_CASE(n) case n: F(dot_block)(xb, w + po, wf ? wf + po : 0, half, b, y + r * out, n, nv, in, o0, out, act); break;
-static inline __attribute__((always_inline)) void F(dot_rows_of)(const float *xt, const uint16_t *w, const float *wf,
-		int half, const float *b, float *y, int64_t rows, int nv, int64_t in, int64_t po, int64_t o0, int64_t out, int act) {
+// dot_rows_of runs the blocks of nv vectors at w over all rows, DOT_ROWS at a time.
+#define DOT_CASE(n) case n: F(dot_block)(xb, w, b, y + r * out, n, nv, in, o0, out, act); break;
+static inline __attribute__((always_inline)) void F(dot_rows_of)(const float *xt, const uint16_t *w, const float *b,
+		float *y, int64_t rows, int nv, int64_t in, int64_t o0, int64_t out, int act) {
 	for (int64_t r = 0; r < rows; r += DOT_ROWS) {
 		const float *xb = xt + (r / NN_XT_ROWS) * in * NN_XT_ROWS + r % NN_XT_ROWS;
 		switch (rows - r < DOT_ROWS ? rows - r : DOT_ROWS) { ROW_CASES(DOT_ROWS, DOT_CASE) }
@@ -284,21 +279,14 @@ static inline __attribute__((always_inline)) void F(dot_rows_of)(const float *xt
 }
 #undef DOT_CASE
 
-static inline __attribute__((always_inline)) void F(dot_panels_of)(const float *xt, const uint16_t *w, const float *wf,
-		int half, const float *b, float *y, int64_t rows, int64_t in, int64_t p0, int64_t p1, int64_t out, int act) {
+static void F(dot_panels)(const float *x, const float *xt, const uint16_t *w, const float *b, float *y, int64_t rows,
+                          int64_t in, int64_t p0, int64_t p1, int64_t out, int act) {
+	(void)x; // the vector kernels read xt
 	const int64_t block = BLOCK_VECS * VW / NN_PANEL; // panels per block
 	int64_t p = p0;
 	for (; p + block <= p1; p += block)
-		F(dot_rows_of)(xt, w, wf, half, b, y, rows, BLOCK_VECS, in, p * in * NN_PANEL, p * NN_PANEL, out, act);
-	for (; p < p1; p++)
-		F(dot_rows_of)(xt, w, wf, half, b, y, rows, NN_PANEL / VW, in, p * in * NN_PANEL, p * NN_PANEL, out, act);
-}
-
-static void F(dot_panels)(const float *x, const float *xt, const uint16_t *w, const float *wf, const float *b,
-                          float *y, int64_t rows, int64_t in, int64_t p0, int64_t p1, int64_t out, int act) {
-	(void)x; // the vector kernels read xt
-	if (wf) F(dot_panels_of)(xt, w, wf, 0, b, y, rows, in, p0, p1, out, act);
-	else F(dot_panels_of)(xt, w, NULL, 1, b, y, rows, in, p0, p1, out, act);
+		F(dot_rows_of)(xt, w + p * in * NN_PANEL, b, y, rows, BLOCK_VECS, in, p * NN_PANEL, out, act);
+	for (; p < p1; p++) F(dot_rows_of)(xt, w + p * in * NN_PANEL, b, y, rows, NN_PANEL / VW, in, p * NN_PANEL, out, act);
 }
 
 static void F(half_to_float)(float *dst, const uint16_t *src, int64_t n) {
