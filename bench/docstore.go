@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"needle/engine/docstore"
-	"needle/engine/docstore/synth"
+	"needle/bench/synth"
 )
 
 // DocstoreOptions are the flags of `needle bench docstore`.

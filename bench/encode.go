@@ -15,7 +15,7 @@ import (
 	"needle/engine/bert"
 	"needle/engine/wordpiece"
 	"needle/internal/atomicfile"
-	"needle/kernels/retrieval/nn"
+	"needle/kernels/bert/nn"
 
 	"needle/internal/procstat"
 )

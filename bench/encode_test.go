@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"needle/engine/bert"
-	"needle/internal/testenv"
+	"needle/testkit/testenv"
 )
 
 // TestEncodeDump checks the texts the benchmark encodes, written by --dump (no model needed).

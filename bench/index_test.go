@@ -10,7 +10,7 @@ import (
 
 	"needle/engine/compact"
 	"needle/faissgo"
-	"needle/internal/testvec"
+	"needle/testkit/testvec"
 )
 
 // The report of a small set: FAISS gives the same answers, and ground truth taken from

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"needle/cuda"
-	"needle/kernels/platform/cpu"
-	"needle/kernels/platform/membw"
+	"needle/platform/cpu"
+	"needle/platform/membw"
 	"needle/kernels/trainer/logprob"
 )
 

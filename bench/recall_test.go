@@ -11,7 +11,7 @@ import (
 	"needle/engine/bert"
 	"needle/engine/indexbuild"
 	"needle/faissgo"
-	"needle/internal/testenv"
+	"needle/testkit/testenv"
 )
 
 // recallIndex writes a `needle build`-shaped folder: a Flat index of passages encoded with

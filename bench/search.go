@@ -12,8 +12,8 @@ import (
 
 	"needle/engine"
 	"needle/faissgo"
-	"needle/kernels/platform/membw"
-	"needle/kernels/retrieval/gpuflat"
+	"needle/platform/membw"
+	"needle/kernels/search/flatscangpu"
 )
 
 // SearchOptions are the flags of `needle bench search`.
@@ -72,11 +72,11 @@ func Search(w io.Writer, opt SearchOptions) error {
 	)
 	began := time.Now()
 	if opt.GPU {
-		var x *gpuflat.Index
+		var x *flatscangpu.Index
 		if opt.Index != "" {
-			x, err = gpuflat.Load(opt.Index, gpuflat.Options{FP32: opt.FP32, Progress: w})
+			x, err = flatscangpu.Load(opt.Index, flatscangpu.Options{FP32: opt.FP32, Progress: w})
 		} else {
-			x, err = gpuflat.Synthetic(opt.Rows, opt.Dim, metric, opt.Seed, gpuflat.Options{FP32: opt.FP32})
+			x, err = flatscangpu.Synthetic(opt.Rows, opt.Dim, metric, opt.Seed, flatscangpu.Options{FP32: opt.FP32})
 		}
 		if err != nil {
 			return fmt.Errorf("--gpu: %w", err)
@@ -157,7 +157,7 @@ func Search(w io.Writer, opt SearchOptions) error {
 // cpuFlat is FAISS's flat index of opt.Index, or of opt.Rows seeded vectors in [-1, 1).
 func cpuFlat(opt SearchOptions, metric faissgo.Metric) (*faissgo.Index, error) {
 	if opt.Index != "" {
-		file, _, _, err := gpuflat.FlatFile(opt.Index)
+		file, _, _, err := flatscangpu.FlatFile(opt.Index)
 		if err != nil {
 			return nil, err
 		}

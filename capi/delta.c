@@ -1,7 +1,7 @@
 // libneedle.so entry points for delta weight transfer, over the C kernels of kernels/trainer/delta (the
 // same sources the Go package compiles) at the library's SIMD level.
 #include "capi_internal.h"
-#include "trainer/delta/delta.h"
+#include "kernels/trainer/delta/delta.h"
 #include "needle.h"
 
 NEEDLE_API int64_t needle_delta_encode(const void* old_bits, const void* new_bits, int64_t n,

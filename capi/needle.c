@@ -7,7 +7,7 @@
 
 #include "capi_internal.h"
 #include "platform/cpu/cpu.h"
-#include "trainer/logprob/logprob.h"
+#include "kernels/trainer/logprob/logprob.h"
 #include "needle.h"
 
 static pthread_once_t level_once = PTHREAD_ONCE_INIT;

@@ -7,7 +7,7 @@ import (
 	"testing/fstest"
 
 	"needle/cuda"
-	"needle/cuda/cudatest"
+	"needle/testkit/cudatest"
 )
 
 // TestWithoutGPUEmulatedRefusals drives package cuda against the emulated driver (in a child

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"needle/internal/testenv"
+	"needle/testkit/testenv"
 )
 
 // clientLoops is e2e/clients/lifecycle.py running the named trainers' clients in loops

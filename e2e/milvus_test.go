@@ -5,7 +5,7 @@ import (
 	"slices"
 	"testing"
 
-	"needle/internal/milvustest"
+	"needle/testkit/milvustest"
 )
 
 // TestServeMilvusTwoServersOneAddressFolder: the fixture's index built into a real Milvus

@@ -25,7 +25,7 @@ import (
 
 	"needle/engine/bert"
 	"needle/faissgo"
-	"needle/internal/testenv"
+	"needle/testkit/testenv"
 )
 
 const passages = 300 // corpus rows: enough for distinct answers, quick to encode on 2 cores

@@ -13,11 +13,11 @@ import (
 	"needle/engine/bert"
 	"needle/engine/compact"
 	"needle/engine/docstore"
-	"needle/engine/flatmap"
+	"needle/engine/flat"
 	"needle/engine/indexbuild"
 	"needle/engine/milvusindex"
 	"needle/faissgo"
-	"needle/kernels/retrieval/gpuflat"
+	"needle/kernels/search/flatscangpu"
 )
 
 // Index backends (Options.Backend), each one case of OpenIndex.
@@ -292,7 +292,7 @@ func OpenIndex(opts Options) (Index, string, func(), error) {
 		}
 		return x, backend, x.Close, nil
 	case BackendMapped:
-		x, err := flatmap.Open(opts.Index, opts.Threads)
+		x, err := flat.Open(opts.Index, opts.Threads)
 		if err != nil {
 			return nil, "", nil, err
 		}
@@ -309,12 +309,12 @@ func OpenIndex(opts Options) (Index, string, func(), error) {
 
 // openGPU loads the GPU flat index, or returns nil, nil after one line to opts.Log saying why
 // the CPU index serves instead (GPUAuto), or an error (GPURequire).
-func openGPU(opts Options) (*gpuflat.Index, error) {
+func openGPU(opts Options) (*flatscangpu.Index, error) {
 	log := opts.Log
 	if log == nil {
 		log = os.Stderr
 	}
-	x, err := gpuflat.Load(opts.Index, gpuflat.Options{Devices: opts.GPUs, FP32: opts.GPUFP32, Progress: log})
+	x, err := flatscangpu.Load(opts.Index, flatscangpu.Options{Devices: opts.GPUs, FP32: opts.GPUFP32, Progress: log})
 	switch {
 	case err == nil:
 		fmt.Fprintf(log, "needle: GPU index: %d vectors on %v\n", x.Ntotal(), x.Stats().Devices)

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
-	"needle/internal/testvec"
+	"needle/testkit/testvec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,7 +12,7 @@ import (
 
 	"needle/engine"
 	"needle/engine/milvusindex"
-	"needle/internal/milvustest"
+	"needle/testkit/milvustest"
 )
 
 // floats are rows of dim floats as milvusindex.Vectors.

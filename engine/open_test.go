@@ -11,14 +11,14 @@ import (
 	"strings"
 	"testing"
 
-	"needle/cuda/cudatest"
+	"needle/testkit/cudatest"
 	"needle/engine"
 	"needle/engine/bert"
 	"needle/engine/compact"
 	"needle/engine/indexbuild"
 	"needle/faissgo"
-	"needle/internal/testenv"
-	"needle/internal/testflat"
+	"needle/testkit/testenv"
+	"needle/testkit/testflat"
 )
 
 // writeManifest makes dir a minimal `needle build` output folder with passage prefix prefix

@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"needle/internal/testenv"
+	"needle/testkit/testenv"
 )
 
 // libneedle is build/native/libneedle.so (`make native`); missing, the test skips, or fails

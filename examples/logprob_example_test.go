@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"needle/internal/testenv"
+	"needle/testkit/testenv"
 )
 
 // TestLogprobExample runs logprob_ctypes.py: needle_logprob_{bf16,f16,f32} and needle_linear_logprob_f32

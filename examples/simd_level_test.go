@@ -8,7 +8,7 @@ import (
 
 	"github.com/ebitengine/purego"
 
-	"needle/kernels/platform/cpu"
+	"needle/platform/cpu"
 )
 
 // TestSIMDLevelMatchesLibneedle checks that libneedle.so's needle_simd_level and Go's

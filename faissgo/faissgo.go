@@ -34,7 +34,7 @@ import (
 	"sync"
 	"unsafe"
 
-	_ "needle/kernels/platform/blascore" // FAISS searches through OpenBLAS: this ISA's kernels
+	_ "needle/platform/blascore" // FAISS searches through OpenBLAS: this ISA's kernels
 )
 
 // errLen is the size of the buffer FAISS error messages are copied into.

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"testing"
 
-	"needle/internal/testvec"
+	"needle/testkit/testvec"
 )
 
 // randomVectors returns n unit vectors of dim floats (deterministic per seed).

@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"testing"
 
-	"needle/internal/testenv"
+	"needle/testkit/testenv"
 )
 
 // Interop with the venv's Python faiss-cpu (1.9): indexes written by either side load in the

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"needle/internal/testvec"
+	"needle/testkit/testvec"
 )
 
 // putFloats is the data WriteFlat's caller streams: little-endian float32s.

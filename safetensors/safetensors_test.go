@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"needle/internal/testenv"
+	"needle/testkit/testenv"
 )
 
 // writeFile writes tensors with Create/WriteTensor and returns the path.

@@ -4,7 +4,7 @@ import (
 	"os"
 
 	"needle/bench"
-	"needle/engine/docstore/synth"
+	"needle/bench/synth"
 )
 
 func init() {

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"needle/internal/milvustest"
-	"needle/internal/testenv"
+	"needle/testkit/milvustest"
+	"needle/testkit/testenv"
 )
 
 // needle build --milvus from a FAISS flat index file (the anchors' e5_Flat.index shape) into

@@ -14,7 +14,7 @@ import (
 	"needle/engine/bert"
 	"needle/engine/indexbuild"
 	"needle/faissgo"
-	"needle/internal/testenv"
+	"needle/testkit/testenv"
 )
 
 // buildTools are the real needle and tools/wordnet binaries, compiled into the test's temp

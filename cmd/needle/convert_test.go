@@ -14,8 +14,8 @@ import (
 	"needle/engine/compact"
 	"needle/engine/indexbuild"
 	"needle/faissgo"
-	"needle/internal/testflat"
-	"needle/internal/testvec"
+	"needle/testkit/testflat"
+	"needle/testkit/testvec"
 )
 
 // convertSource writes a flat index file of n clustered rows of dimension dim.

@@ -9,7 +9,7 @@ import (
 	"slices"
 	"time"
 
-	"needle/kernels/platform/cpu"
+	"needle/platform/cpu"
 	"needle/kernels/trainer/delta"
 	"needle/kernels/trainer/delta/deltafile"
 )

@@ -8,7 +8,7 @@ import (
 
 	"needle/engine/wordpiece"
 	"needle/internal/jsonl"
-	"needle/internal/testenv"
+	"needle/testkit/testenv"
 )
 
 func loadTokenizer(t testing.TB) *wordpiece.Tokenizer {

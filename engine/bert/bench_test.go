@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"needle/kernels/retrieval/nn"
+	"needle/kernels/bert/nn"
 )
 
 // glosses are 256 WordNet glosses (short passages), the texts of the encode benchmarks.

@@ -13,7 +13,7 @@ import (
 	"needle/cuda"
 	"needle/engine/gate"
 	"needle/engine/wordpiece"
-	"needle/kernels/retrieval/nn"
+	"needle/kernels/bert/nn"
 )
 
 // Options tune an Encoder; zero values take the defaults.

@@ -10,9 +10,9 @@ import (
 	"slices"
 	"testing"
 
-	"needle/internal/testenv"
-	"needle/kernels/platform/cpu"
-	"needle/kernels/retrieval/nn"
+	"needle/testkit/testenv"
+	"needle/platform/cpu"
+	"needle/kernels/bert/nn"
 )
 
 // readJSONL reads one JSON value per line of testdata/name into a []T.

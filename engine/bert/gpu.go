@@ -14,8 +14,8 @@ import (
 	"unsafe"
 
 	"needle/cuda"
-	"needle/kernels/retrieval/nn"
-	"needle/kernels/retrieval/nngpu"
+	"needle/kernels/bert/nn"
+	"needle/kernels/bert/nngpu"
 )
 
 // gpuModel is an encoder's weights on one GPU (the Linear matrices are in weights.layers as

@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"needle/cuda/cudatest"
+	"needle/testkit/cudatest"
 	"needle/engine/wordpiece"
-	"needle/internal/testenv"
+	"needle/testkit/testenv"
 )
 
 // The GPU encoder's tests: each needs a CUDA device and cuBLAS and skips without them (saying

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"needle/kernels/platform/cpu"
-	"needle/kernels/retrieval/nn"
+	"needle/platform/cpu"
+	"needle/kernels/bert/nn"
 )
 
 // TestBatchInvariant: a query's embedding is the same bits encoded alone, among 60 random

@@ -11,9 +11,9 @@ import (
 	"testing"
 
 	"needle/engine/wordpiece"
-	"needle/internal/testenv"
-	"needle/kernels/platform/cpu"
-	"needle/kernels/retrieval/nn"
+	"needle/testkit/testenv"
+	"needle/platform/cpu"
+	"needle/kernels/bert/nn"
 	"needle/safetensors"
 )
 

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"strings"
 
-	"needle/kernels/platform/cpu"
-	"needle/kernels/retrieval/nn"
+	"needle/platform/cpu"
+	"needle/kernels/bert/nn"
 )
 
 // Precision is the number format of the Linear layers (the encoder's GEMMs); everything else

@@ -4,9 +4,9 @@ import (
 	"strings"
 	"testing"
 
-	"needle/internal/testenv"
-	"needle/kernels/platform/cpu"
-	"needle/kernels/retrieval/nn"
+	"needle/testkit/testenv"
+	"needle/platform/cpu"
+	"needle/kernels/bert/nn"
 )
 
 func TestParsePrecision(t *testing.T) {

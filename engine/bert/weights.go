@@ -8,7 +8,7 @@ import (
 	"slices"
 
 	"needle/cuda"
-	"needle/kernels/retrieval/nn"
+	"needle/kernels/bert/nn"
 	"needle/safetensors"
 )
 

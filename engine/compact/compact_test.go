@@ -12,13 +12,13 @@ import (
 	"syscall"
 	"testing"
 
-	"needle/engine/flatmap"
+	"needle/engine/flat"
 	"needle/engine/indexbuild"
 	"needle/faissgo"
 	"needle/internal/procstat"
-	"needle/internal/testenv"
-	"needle/internal/testflat"
-	"needle/internal/testvec"
+	"needle/testkit/testenv"
+	"needle/testkit/testflat"
+	"needle/testkit/testvec"
 )
 
 // writeFlat writes a FAISS flat index file in dir (testvec.WriteFlat) and returns its path.
@@ -65,7 +65,7 @@ func search(t testing.TB, x searcher, q []float32, dim, k int) ([]float32, []int
 // exact is the mapped flat index's answer (FAISS's IndexFlat search, ties included).
 func exact(t testing.TB, path string, q []float32, dim, k int) ([]float32, []int64) {
 	t.Helper()
-	x, err := flatmap.Open(path, 2)
+	x, err := flat.Open(path, 2)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,8 +14,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"needle/faissgo"
-	"needle/kernels/platform/cpu"
-	"needle/kernels/retrieval/flatscan"
+	"needle/platform/cpu"
+	"needle/kernels/search/flatscan"
 	"needle/safetensors"
 )
 

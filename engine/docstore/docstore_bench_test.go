@@ -11,7 +11,7 @@ import (
 	"sync"
 	"testing"
 
-	"needle/engine/docstore/synth"
+	"needle/bench/synth"
 )
 
 // The benchmarks share one synthetic wiki-like corpus, written on first use:

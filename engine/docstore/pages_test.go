@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"needle/internal/testenv"
+	"needle/testkit/testenv"
 )
 
 const wikiPrefix = "https://en.wikipedia.org/w/index.php?title="

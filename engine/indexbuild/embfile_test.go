@@ -3,7 +3,7 @@ package indexbuild
 import (
 	"bytes"
 	"io"
-	"needle/internal/testvec"
+	"needle/testkit/testvec"
 	"os"
 	"path/filepath"
 	"slices"

@@ -5,7 +5,7 @@ import (
 	"context"
 	"errors"
 	"math"
-	"needle/internal/testvec"
+	"needle/testkit/testvec"
 	"slices"
 	"strings"
 	"testing"
@@ -13,7 +13,7 @@ import (
 
 	"github.com/milvus-io/milvus-sdk-go/v2/entity"
 
-	"needle/internal/milvustest"
+	"needle/testkit/milvustest"
 )
 
 // memVectors are seeded random unit vectors; fail, if set, runs before reading a batch

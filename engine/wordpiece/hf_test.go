@@ -14,7 +14,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"needle/internal/testenv"
+	"needle/testkit/testenv"
 )
 
 // runOracle runs testdata/hf_tokenize.py (the real HF tokenizer) with args and returns

@@ -12,7 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"needle/internal/testenv"
+	"needle/testkit/testenv"
 )
 
 // benchTexts are the benchmark inputs: "english" is ~100-word passages of real English

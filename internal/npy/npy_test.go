@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"needle/internal/testenv"
+	"needle/testkit/testenv"
 )
 
 // NumPy reads the headers: shape and dtype as written.

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"needle/internal/testenv"
+	"needle/testkit/testenv"
 )
 
 func TestGPUCheckScript(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"needle/internal/testenv"
+	"needle/testkit/testenv"
 )
 
 func TestParseLine(t *testing.T) {

@@ -6,7 +6,7 @@
 #define NEEDLE_DOTMM_H
 #include <stdint.h>
 
-#include "../../platform/cpu/cpu.h"
+#include "../../../platform/cpu/cpu.h"
 
 // c[i * ldc + j] = dot(a + i * lda, b + j * ldb) over d floats, i < na, j < nb. a and b may
 // be at any alignment; c must not overlap them.

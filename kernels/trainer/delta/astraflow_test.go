@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"testing"
 
-	"needle/internal/testenv"
+	"needle/testkit/testenv"
 )
 
 // astraflowPy builds a delta record the way AstraFlow's sender does

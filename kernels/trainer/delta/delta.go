@@ -20,7 +20,7 @@ import (
 	"sync"
 	"unsafe"
 
-	"needle/kernels/platform/cpu"
+	"needle/platform/cpu"
 )
 
 // Sparse is the changed elements of one tensor. Indices and Values are little-endian

@@ -10,7 +10,7 @@
 
 #include <stdint.h>
 
-#include "../../platform/cpu/cpu.h" /* the SIMD levels, NL_LEVEL_* */
+#include "../../../platform/cpu/cpu.h" /* the SIMD levels, NL_LEVEL_* */
 
 #ifdef __cplusplus
 extern "C" {

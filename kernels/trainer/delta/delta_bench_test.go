@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"testing"
 
-	"needle/kernels/platform/cpu"
-	"needle/kernels/platform/membw"
+	"needle/platform/cpu"
+	"needle/platform/membw"
 )
 
 // benchFractions are the changed shares of one RL step (ANCHORS.md §6).

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"needle/kernels/platform/cpu"
+	"needle/platform/cpu"
 )
 
 // pair returns old and new tensors of n elements where about frac of the elements differ

@@ -7,7 +7,7 @@ import (
 	"unsafe"
 
 	"needle/cuda"
-	"needle/cuda/cudatest"
+	"needle/testkit/cudatest"
 )
 
 // TestPTXEmbedded checks that the build embedded the PTX and the fatbin of delta.cu with every

@@ -5,7 +5,7 @@ import (
 	"math"
 	"testing"
 
-	"needle/kernels/platform/cpu"
+	"needle/platform/cpu"
 )
 
 // FuzzLevelsAgree feeds arbitrary bit patterns (NaN, +-inf, subnormals, huge values) as bf16,

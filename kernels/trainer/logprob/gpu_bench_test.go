@@ -8,7 +8,7 @@ import (
 	"unsafe"
 
 	"needle/cuda"
-	"needle/cuda/cudatest"
+	"needle/testkit/cudatest"
 )
 
 // BenchmarkGPU times logprob.cu on logits already in device memory (the trainer's case: the

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"needle/cuda/cudatest"
+	"needle/testkit/cudatest"
 )
 
 // TestPTXEmbedded checks that the build embedded the PTX and the fatbin of logprob.cu with all

@@ -6,7 +6,7 @@ import (
 	"math/rand"
 	"testing"
 
-	"needle/kernels/platform/cpu"
+	"needle/platform/cpu"
 )
 
 // TestLinearMatchesUnfused checks the fused op against Compute on the materialized logits, and

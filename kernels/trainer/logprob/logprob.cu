@@ -14,7 +14,7 @@
 // Reuse the dtype decoders of the C kernels on both sides (they are plain bit manipulation).
 #include <stdint.h>
 #pragma clang force_cuda_host_device begin
-#include "trainer/logprob/dtype.h"
+#include "kernels/trainer/logprob/dtype.h"
 #pragma clang force_cuda_host_device end
 
 #define NL_CUDA_BLOCK 256

@@ -52,7 +52,7 @@ import (
 	"sync"
 	"unsafe"
 
-	"needle/kernels/platform/cpu"
+	"needle/platform/cpu"
 )
 
 // DType is the element type of the logits.

@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../../platform/cpu/cpu.h"  // NL_LEVEL_*
+#include "../../../platform/cpu/cpu.h"  // NL_LEVEL_*
 #include "dtype.h"
 
 // nl_logprob_args describes one call. Buffers are the caller's; out_entropy and out_lse may be

@@ -4,7 +4,7 @@ import (
 	"math/rand"
 	"testing"
 
-	"needle/kernels/platform/cpu"
+	"needle/platform/cpu"
 )
 
 // BenchmarkCompute: bf16 logits of Qwen2.5's vocab, one thread, per SIMD level. SetBytes is the

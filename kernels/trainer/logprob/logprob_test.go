@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"needle/kernels/platform/cpu"
+	"needle/platform/cpu"
 )
 
 // tensor is a test input: the logits as float64 (exactly the values the kernel decodes) and

@@ -3,9 +3,9 @@
 // level ref): indices and values byte for byte, and apply reproducing the new tensor.
 // A ctest test: `ctest --test-dir build/native -R delta_cuda_emu` (part of `make test`).
 extern "C" {
-#include "trainer/delta/delta.h"
+#include "kernels/trainer/delta/delta.h"
 }
-#include "trainer/delta/delta.cu"
+#include "kernels/trainer/delta/delta.cu"
 
 #include <cstdio>
 #include <cstring>

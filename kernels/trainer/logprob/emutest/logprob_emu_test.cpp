@@ -2,9 +2,9 @@
 // kernels/testkit/cudaemu/cudaemu.h and compares it with the scalar C reference on small and edge shapes.
 // A ctest test: `ctest --test-dir build/native -R logprob_cuda_emu` (part of `make test`).
 extern "C" {
-#include "trainer/logprob/logprob.h"
+#include "kernels/trainer/logprob/logprob.h"
 }
-#include "trainer/logprob/logprob.cu"
+#include "kernels/trainer/logprob/logprob.cu"
 
 #include <cmath>
 #include <cstdio>
