@@ -58,7 +58,7 @@ clean:
 # own libraries where they have them. The clang PTX travels for ptxas, needle_trainer with its
 # tests and libneedle.so for the Python CUDA path, pytest (from the venv, pinned) to run them.
 GPUCHECK_LD := -ldflags='-s -w'
-GPUCHECK_TESTS := cuda kernels/trainer/logprob kernels/trainer/delta kernels/retrieval/gpuflat engine/bert
+GPUCHECK_TESTS := cuda kernels/trainer/logprob kernels/trainer/delta engine/flatgpu engine/bert
 VENV_PY := $(NEEDLE_CACHE)/venv/bin/python
 gpucheck: native
 	rm -rf gpucheck && mkdir -p gpucheck/ptx gpucheck/python gpucheck/pylib gpucheck/bert

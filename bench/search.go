@@ -13,12 +13,12 @@ import (
 	"needle/engine"
 	"needle/faissgo"
 	"needle/platform/membw"
-	"needle/kernels/search/flatscangpu"
+	"needle/engine/flatgpu"
 )
 
 // SearchOptions are the flags of `needle bench search`.
 type SearchOptions struct {
-	GPU     bool   // the GPU flat index (kernels/retrieval/gpuflat) instead of FAISS on the CPU
+	GPU     bool   // the GPU flat index (engine/flatgpu) instead of FAISS on the CPU
 	FP32    bool   // GPU: fp32 vectors on the device
 	Index   string // a flat index file or `needle build` folder; "" = Rows synthetic vectors
 	Rows    int64  // synthetic rows (made on the GPU with --gpu, in RAM for the CPU)
@@ -72,11 +72,11 @@ func Search(w io.Writer, opt SearchOptions) error {
 	)
 	began := time.Now()
 	if opt.GPU {
-		var x *flatscangpu.Index
+		var x *flatgpu.Index
 		if opt.Index != "" {
-			x, err = flatscangpu.Load(opt.Index, flatscangpu.Options{FP32: opt.FP32, Progress: w})
+			x, err = flatgpu.Load(opt.Index, flatgpu.Options{FP32: opt.FP32, Progress: w})
 		} else {
-			x, err = flatscangpu.Synthetic(opt.Rows, opt.Dim, metric, opt.Seed, flatscangpu.Options{FP32: opt.FP32})
+			x, err = flatgpu.Synthetic(opt.Rows, opt.Dim, metric, opt.Seed, flatgpu.Options{FP32: opt.FP32})
 		}
 		if err != nil {
 			return fmt.Errorf("--gpu: %w", err)
@@ -157,7 +157,7 @@ func Search(w io.Writer, opt SearchOptions) error {
 // cpuFlat is FAISS's flat index of opt.Index, or of opt.Rows seeded vectors in [-1, 1).
 func cpuFlat(opt SearchOptions, metric faissgo.Metric) (*faissgo.Index, error) {
 	if opt.Index != "" {
-		file, _, _, err := flatscangpu.FlatFile(opt.Index)
+		file, _, _, err := flatgpu.FlatFile(opt.Index)
 		if err != nil {
 			return nil, err
 		}

@@ -2,7 +2,7 @@
 
     PYTHONPATH=python ~/.cache/needle/venv/bin/python bench/trainer_python.py [--mib 512]
 
-- read bandwidth: needle_membw_read (kernels/platform/membw, vector loads at the library's SIMD
+- read bandwidth: needle_membw_read (platform/membw, vector loads at the library's SIMD
   level) over a --mib buffer: the yardstick of the shares below;
 - delta encode of a bf16 tensor (uint16 bits) of --mib MiB with 0.5, 1 and 2% of its elements
   changed in the lowest bit: the C kernel alone (preallocated outputs) and delta_encode (the

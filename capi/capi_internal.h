@@ -7,7 +7,7 @@
 
 #define NEEDLE_API __attribute__((visibility("default")))
 
-// needle_capi_level returns the SIMD level (NL_LEVEL_*, kernels/platform/cpu/cpu.h) the library uses:
+// needle_capi_level returns the SIMD level (NL_LEVEL_*, platform/cpu/cpu.h) the library uses:
 // NEEDLE_SIMD if set, else the best the CPU supports; -1 with a message in err when NEEDLE_SIMD
 // is unknown or above what the CPU supports. Computed once; thread-safe.
 int32_t needle_capi_level(char* err, size_t err_len);

@@ -1,4 +1,4 @@
-// libneedle.so entry point for the read-bandwidth loop of kernels/platform/membw (the same
+// libneedle.so entry point for the read-bandwidth loop of platform/membw (the same
 // source the Go package compiles) at the library's SIMD level.
 #include <stdio.h>
 

@@ -1,4 +1,4 @@
-// libneedle.so entry points: the SIMD level (picked by kernels/platform/cpu/cpu.c, as in Go), and
+// libneedle.so entry points: the SIMD level (picked by platform/cpu/cpu.c, as in Go), and
 // the logprob functions over the C kernels of kernels/trainer/logprob (the same sources the Go
 // package compiles).
 #include <pthread.h>

@@ -78,7 +78,7 @@ int32_t needle_delta_apply(void* base, int64_t n, int32_t elem_size, const void*
 
 /* ---- memory read bandwidth (the yardstick of the bandwidth-bound kernels) ------------------
  * needle_membw_read reads the bytes / 8 whole 64-bit words of buf once, with full-width vector
- * loads at the library's SIMD level (kernels/platform/membw), and writes their wrapping sum to
+ * loads at the library's SIMD level (platform/membw), and writes their wrapping sum to
  * out_sum (it keeps the reads from being dropped). One thread; time it to get read bandwidth. */
 int32_t needle_membw_read(const void* buf, int64_t bytes, uint64_t* out_sum, char* err,
                           int64_t err_len);

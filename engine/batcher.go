@@ -91,7 +91,7 @@ type batch struct {
 // behind a big one gets into one of the next batches. The lanes' work is ordered at a
 // gate.Gate (engine/gate says why): while an interactive request waits, bulk work pauses
 // before its next batch and, inside a batch, at the encoder's and index's own pause points
-// (engine/bert before each op, engine/flatmap before each stripe), and interactive work starts
+// (engine/bert before each op, engine/flat before each stripe), and interactive work starts
 // once the bulk unit in flight has ended: a single query waits for one unit of the big
 // request's work, not for all of it, and then has the cores to itself. Each interactive job
 // answered lets paused bulk work run one more unit: a steady stream of single queries slows a

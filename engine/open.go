@@ -17,7 +17,7 @@ import (
 	"needle/engine/indexbuild"
 	"needle/engine/milvusindex"
 	"needle/faissgo"
-	"needle/kernels/search/flatscangpu"
+	"needle/engine/flatgpu"
 )
 
 // Index backends (Options.Backend), each one case of OpenIndex.
@@ -26,11 +26,11 @@ const (
 	BackendAuto = "auto"
 	// BackendFAISS loads the index file into RAM with FAISS and searches it on the CPU.
 	BackendFAISS = "faiss"
-	// BackendMapped maps a flat index file's vectors in place (engine/flatmap): ready at
+	// BackendMapped maps a flat index file's vectors in place (engine/flat): ready at
 	// once, memory independent of the index size, an exact pass over the file per batch.
 	BackendMapped = "mapped"
 	// BackendGPU is what IndexBackend reports when --gpu put a flat index on the GPUs
-	// (kernels/retrieval/gpuflat); it is chosen by Options.GPU, not by Backend.
+	// (engine/flatgpu); it is chosen by Options.GPU, not by Backend.
 	BackendGPU = "gpu"
 	// BackendMilvus searches a Milvus collection (standalone or cluster) over gRPC
 	// (engine/milvusindex); Options.Milvus says which.
@@ -81,7 +81,7 @@ type Options struct {
 	// form's, else FAISS's default of 1); Rerank the candidates a compact form re-ranks per
 	// query (0: the form's; < 0: none).
 	Nprobe, Rerank int
-	// GPU asks for the GPU flat index (kernels/retrieval/gpuflat) instead of FAISS on the CPU:
+	// GPU asks for the GPU flat index (engine/flatgpu) instead of FAISS on the CPU:
 	// "" no, GPUAuto when a GPU, cuBLAS and enough memory are there (else one line to Log
 	// says why and the CPU index serves), GPURequire the same but failing instead. The query
 	// encoder runs on the first of GPUs in the same mode (bert.LoadOn).
@@ -309,12 +309,12 @@ func OpenIndex(opts Options) (Index, string, func(), error) {
 
 // openGPU loads the GPU flat index, or returns nil, nil after one line to opts.Log saying why
 // the CPU index serves instead (GPUAuto), or an error (GPURequire).
-func openGPU(opts Options) (*flatscangpu.Index, error) {
+func openGPU(opts Options) (*flatgpu.Index, error) {
 	log := opts.Log
 	if log == nil {
 		log = os.Stderr
 	}
-	x, err := flatscangpu.Load(opts.Index, flatscangpu.Options{Devices: opts.GPUs, FP32: opts.GPUFP32, Progress: log})
+	x, err := flatgpu.Load(opts.Index, flatgpu.Options{Devices: opts.GPUs, FP32: opts.GPUFP32, Progress: log})
 	switch {
 	case err == nil:
 		fmt.Fprintf(log, "needle: GPU index: %d vectors on %v\n", x.Ntotal(), x.Stats().Devices)

@@ -68,7 +68,7 @@ func Stat(path string) (FileInfo, error) {
 
 // FlatVectors says where the vectors of a flat index file lie: Ntotal rows of Dim
 // little-endian float32s, row after row, from byte Offset to the end of the file. The
-// mapped flat index (engine/flatmap) maps them in place instead of reading them.
+// mapped flat index (engine/flat) maps them in place instead of reading them.
 type FlatVectors struct {
 	FileInfo
 	Offset int64

@@ -90,7 +90,7 @@ for whl in verl==0.5.0 rlinf==0.3.0; do
 done
 # 6. The Milvus standalone server (embedded etcd, local storage) for the Milvus backend's tests:
 #    PyPI `milvus` (Milvus Lite) ships it as lzma files; unpacked once (57.7 MB download, ~250 MB).
-#    internal/milvustest writes its config and starts it on free loopback ports.
+#    testkit/milvustest writes its config and starts it on free loopback ports.
 MILVUS_VERSION=2.3.5
 MILVUS="$CACHE/milvus-$MILVUS_VERSION"
 if [ ! -x "$MILVUS/bin/milvus" ]; then  # the folder is moved in whole, last

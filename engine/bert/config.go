@@ -1,5 +1,5 @@
 // Package bert is a BERT encoder (BertModel forward pass, pooling, L2 normalization) over
-// the ops of needle/kernels/retrieval/nn, loading Hugging Face model folders: config.json,
+// the ops of needle/kernels/bert/nn, loading Hugging Face model folders: config.json,
 // model.safetensors (F32/F16/BF16, converted to fp32 once) and the tokenizer files read by
 // needle/engine/wordpiece. It serves e5-base-v2, all-MiniLM-L6-v2 and bge-small alike.
 package bert

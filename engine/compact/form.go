@@ -1,6 +1,6 @@
 // Package compact makes and serves compact forms of a flat index (`needle convert`): wiki-18's
 // e5_Flat.index is 21,015,324 x 768 fp32, 64.6 GB, more than this project's machines have RAM,
-// and an exact scan of it from disk takes minutes per batch (engine/flatmap). A compact form
+// and an exact scan of it from disk takes minutes per batch (engine/flat). A compact form
 // is a FAISS index of compressed codes (IVF-PQ by default: about 1.5 GB for wiki-18) built by
 // streaming the flat file (or an embeddings memmap) once, never holding it in RAM, resumable
 // after a kill from its last checkpoint with the same bytes as an uninterrupted run. At

@@ -3,7 +3,7 @@
 // the file's vectors in place instead of loading them, so it is ready in the time it takes to
 // check the header, and its anonymous memory does not grow with the index (one stripe of
 // scores per search). Each Search is one exact pass over the rows for the whole batch of
-// queries (kernels/retrieval/flatscan: batch-invariant dot products over row blocks on all
+// queries (kernels/search/flatscan: batch-invariant dot products over row blocks on all
 // threads plus a heap per query), with FAISS's tie order and its scores to a few ulps.
 // Searches may run at the same time, each with its own scratch: the server's bulk pass (a
 // 2,560-query request) pauses between stripes at the gate in its context (engine/gate) while

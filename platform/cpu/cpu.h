@@ -1,5 +1,5 @@
 // cpu.h: the SIMD levels every needle kernel dispatches on, and the one CPU-feature check behind
-// them. cpu.c is compiled into Go package needle/kernels/platform/cpu (cgo) and into libneedle.so
+// them. cpu.c is compiled into Go package needle/platform/cpu (cgo) and into libneedle.so
 // (capi/), so Go and the C ABI pick a level with the same code. Pure C11, thread-safe, no
 // allocation; error messages are copied into the caller's buffer.
 #ifndef NEEDLE_CPU_H
@@ -14,7 +14,7 @@ extern "C" {
 
 // Levels, lowest first; a level needs every feature of the levels below it (cpu.c lists them).
 // AVX512VNNI adds the int8/int16 dot-product instructions (Cascade Lake, Ice Lake), AVX512BF16
-// the bf16 ones (Cooper Lake, Sapphire Rapids, Zen 4): only the encoder's GEMMs (kernels/retrieval/nn)
+// the bf16 ones (Cooper Lake, Sapphire Rapids, Zen 4): only the encoder's GEMMs (kernels/bert/nn)
 // have kernels of their own there; every other kernel family runs its AVX-512 kernels at those
 // levels (nl_cpu_at_most).
 enum {

@@ -1,7 +1,7 @@
 // Package membw measures the machine's memory read bandwidth: the ceiling `needle bench kernels`
 // reports every bandwidth-bound kernel against, measured in the same run. The read loops are C,
 // one per SIMD level (full-width vector loads), and Bandwidth keeps the fastest of those up to
-// the level package kernels/platform/cpu selects, so no kernel is measured against a slower
+// the level package platform/cpu selects, so no kernel is measured against a slower
 // reader than one it could have used.
 package membw
 

@@ -3,7 +3,7 @@ path and verl's float64 definitions. The tests that need a GPU skip without torc
 device, saying why; under NEEDLE_REQUIRE_GPU=1 (the GPU check, on the GPU machine) they fail
 instead. NEVER RUN ON A GPU so far. The tests named *without_gpu run the C entry points here,
 without torch: arguments are refused before the driver, a machine without a driver is told so, and
-against the emulated driver (kernels/testkit/cudaemu/driver.cpp, host memory as device memory) the
+against the emulated driver (testkit/cudaemu/driver.cpp, host memory as device memory) the
 entry points compute what the CPU path computes."""
 import ctypes
 import os
@@ -209,7 +209,7 @@ print("emulated: ok")
 
 
 def emulated(**env):
-    driver = os.path.join(os.path.dirname(PATH), "kernels", "testkit", "cudaemu", "libcudaemu_driver.so")
+    driver = os.path.join(os.path.dirname(PATH), "testkit", "cudaemu", "libcudaemu_driver.so")
     if not os.path.exists(driver):
         if os.environ.get("NEEDLE_STRICT") == "1":
             pytest.fail(f"the emulated CUDA driver {driver} is missing; `make native` builds it")

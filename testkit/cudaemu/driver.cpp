@@ -2,7 +2,7 @@
 // on the CPU, so the host code that drives a GPU (package cuda through purego, libneedle's
 // needle_cuda_* in C) runs end to end on a machine without one: NEEDLE_CUDA_LIB (and
 // NEEDLE_CUBLAS) point either at this library. Launches run the real kernels of logprob.cu,
-// delta.cu, gpuflat.cu and nngpu.cu under cudaemu.h; cublasGemmEx is written from cuBLAS's
+// delta.cu, flatscangpu.cu and nngpu.cu under cudaemu.h; cublasGemmEx is written from cuBLAS's
 // definition (column-major, op(A) m x k, leading dimensions), independently of needle's callers,
 // so their operand layouts and transposes are checked against it. "Device memory" is host
 // memory, so device pointers are host addresses and copies are memcpy. Everything runs at once,

@@ -1,4 +1,4 @@
-// Kernels that exercise every facility of cudaemu.h. kernels/testkit/cudaemu/CMakeLists.txt compiles
+// Kernels that exercise every facility of cudaemu.h. testkit/cudaemu/CMakeLists.txt compiles
 // this file to PTX (proving the device half of the header builds, atomics included) and runs it
 // under host emulation in selftest_main.cpp (proving the host half computes what CUDA would).
 #include "testkit/cudaemu/cudaemu.h"

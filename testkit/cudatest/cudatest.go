@@ -124,7 +124,7 @@ func CheckKernels(t *testing.T, fsys fs.FS, stem string, entries ...string) {
 }
 
 // EmulatedDriver is the path of libcudaemu_driver.so (`make native`: the CUDA driver API emulated on
-// the CPU over the trainer kernels, kernels/testkit/cudaemu/driver.cpp); not built is
+// the CPU over the trainer kernels, testkit/cudaemu/driver.cpp); not built is
 // testenv.Missing.
 func EmulatedDriver(t *testing.T) string {
 	t.Helper()
@@ -134,7 +134,7 @@ func EmulatedDriver(t *testing.T) string {
 			break
 		}
 	}
-	lib := filepath.Join(dir, "build", "native", "kernels", "testkit", "cudaemu", "libcudaemu_driver.so")
+	lib := filepath.Join(dir, "build", "native", "testkit", "cudaemu", "libcudaemu_driver.so")
 	if _, err := os.Stat(lib); err != nil {
 		testenv.Missing(t, "the emulated CUDA driver "+lib)
 	}

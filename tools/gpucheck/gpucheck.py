@@ -11,18 +11,18 @@ so a run cut short still leaves what it measured. The steps, in order of what ma
   libraries       which packed libraries (lib/*.xz) the machine needs: its own where they hold
                   every symbol version the binaries need, ours only where they do not
   ptxas           ptxas -arch=sm_90 on each clang PTX the binaries carry
-  go tests        the GPU tests of cuda, logprob, delta, gpuflat and bert (nngpu's kernels), with
+  go tests        the GPU tests of cuda, logprob, delta, flatgpu and bert (nngpu's kernels), with
                   the fatbin, then again with the PTX (NEEDLE_CUDA_IMAGE), NEEDLE_REQUIRE_GPU=1,
                   plus the logprob and delta GPU benchmarks
   python          needle_trainer's CUDA path (python/tests/test_cuda.py) under pytest (packed in pylib/)
   torch           the device's read bandwidth and bf16 GEMM rate by PyTorch, verl's log-prob paths,
                   and needle_trainer's CUDA log-prob and delta encode at the goal shapes
-  gpuflat         parity with torch's fp32 matmul + topk; `needle bench search --gpu` at wiki-18's
+  flatgpu         parity with torch's fp32 matmul + topk; `needle bench search --gpu` at wiki-18's
                   shape against torch fp16 matmul + topk
   encoder         `needle bench encode --gpu` beside sentence-transformers fp16
   sanitizer       compute-sanitizer memcheck, racecheck and synccheck over the kernel tests, in
                   the time left (at most 180 s)
-  gpuflat load    loading a 5M x 768 FAISS file (15 GB written to a temporary folder)
+  flatgpu load    loading a 5M x 768 FAISS file (15 GB written to a temporary folder)
 The whole check stops starting steps after BUDGET_S seconds (a step not started is a failure
 saying so), so it fits one 10-minute command. The folder is unpacked into $TMPDIR/needle-gpucheck
 and run from there (the folder itself is left as built). Needs python3, with torch (and numpy,
@@ -389,7 +389,7 @@ def pytest_cuda(out_dir):
 # needle ships (nngpu's run inside bert's golden test).
 BERT_ENV = {"NEEDLE_CACHE": os.path.join(WORK, "cache")}  # bert.test finds MiniLM (fp16) there
 SANITIZED = [("logprob.test", "TestGPUMatchesReference", WORK, None), ("delta.test", "TestGPUMatchesCPU", WORK, None),
-             ("gpuflat.test", "TestGPUParity", WORK, None), ("bert.test", "TestGPUGolden", os.path.join(WORK, "bert"), BERT_ENV)]
+             ("flatgpu.test", "TestGPUParity", WORK, None), ("bert.test", "TestGPUGolden", os.path.join(WORK, "bert"), BERT_ENV)]
 SANITIZER_LAUNCHES = 400  # kernel launches checked per run (the rest run unchecked): bounds the time
 
 
@@ -526,8 +526,8 @@ def run_needle(args, out_dir, log_name, timeout):
     return dict(json.loads(lines[-1]), command="needle " + " ".join(args))
 
 
-def gpuflat_parity(out_dir):
-    """gpuflat.test's TestGPUTorchParity searches a 200,003 x 768 file; torch fp32 matmul + topk over
+def flatgpu_parity(out_dir):
+    """flatgpu.test's TestGPUTorchParity searches a 200,003 x 768 file; torch fp32 matmul + topk over
     the same fp16-rounded vectors is the reference: ids must match except where scores tie within
     1e-6, and recall@10 against exact fp32 search of the original vectors is reported."""
     import numpy as np
@@ -537,12 +537,12 @@ def gpuflat_parity(out_dir):
     n, d, nq = 200_003, WIKI_DIM, 64
     x = rng.uniform(-1, 1, (n, d)).astype(np.float32)
     q = rng.uniform(-1, 1, (nq, d)).astype(np.float32)
-    pdir = tempfile.mkdtemp(prefix="gpuflat_parity")
+    pdir = tempfile.mkdtemp(prefix="flatgpu_parity")
     try:
         write_flat_index(os.path.join(pdir, "index.faiss"), n, d, x)
         q.tofile(os.path.join(pdir, "queries.f32"))
-        out = go_tests("gpuflat.test", ["-test.run", "^TestGPUTorchParity$"], out_dir, 300,
-                       log_name="gpuflat_torch_parity", extra_env={"NEEDLE_GPUFLAT_PARITY": pdir})
+        out = go_tests("flatgpu.test", ["-test.run", "^TestGPUTorchParity$"], out_dir, 300,
+                       log_name="flatgpu_torch_parity", extra_env={"NEEDLE_FLATGPU_PARITY": pdir})
         out.update(rows=n, queries=nq)
         dev = torch.device("cuda")
         xs, qs = torch.from_numpy(x).to(dev), torch.from_numpy(q).to(dev)
@@ -552,7 +552,7 @@ def gpuflat_parity(out_dir):
             path = os.path.join(pdir, f"labels_k{k}.i64")
             if not os.path.exists(path):
                 out[f"k{k}"] = {"error": "no results written"}
-                fail(out, f"k={k}: gpuflat.test wrote no results")
+                fail(out, f"k={k}: flatgpu.test wrote no results")
                 continue
             got = torch.from_numpy(np.fromfile(path, dtype=np.int64).reshape(nq, k)).to(dev)
             dist = torch.from_numpy(np.fromfile(os.path.join(pdir, f"dist_k{k}.f32"), dtype=np.float32).reshape(nq, k)).to(dev)
@@ -603,7 +603,7 @@ def torch_flat_search(rows, dim, batch, k):
     return t
 
 
-def gpuflat_search(out_dir):
+def flatgpu_search(out_dir):
     """needle bench search --gpu at wiki-18's shape (each run measures the device's read bandwidth
     and fp16 GEMM rate itself) and torch's fp16 matmul + topk on the same shape."""
     out = {"search": []}
@@ -622,13 +622,13 @@ def gpuflat_search(out_dir):
     return out
 
 
-def gpuflat_load(out_dir, search):
+def flatgpu_load(out_dir, search):
     """Loading a 5M x 768 FAISS file (15 GB, written here and removed) from the page cache; not
     tried when `needle bench search --gpu` (the search step) ran at no shape."""
     if not any("qps" in r for r in search.get("search", [])):
         return {"outcome": "FAIL", "reason": "not run: needle bench search --gpu ran at no shape (the search step says why)"}
     import numpy as np
-    d = tempfile.mkdtemp(prefix="gpuflat_load")
+    d = tempfile.mkdtemp(prefix="flatgpu_load")
     try:
         block = np.random.default_rng(3).uniform(-1, 1, (1 << 15, WIKI_DIM)).astype(np.float32)
         write_flat_index(os.path.join(d, "load_5M.faiss"), 5_000_000, WIKI_DIM, block)
@@ -725,7 +725,7 @@ def summary(steps, passed, failed, skipped):
             if t["outcome"] != "PASS":
                 lines.append(f"       {t['outcome']} {t['test']}: {t.get('reason', '')[:300]}")
     lines.append("")
-    for section in (figures_trainer, figures_gpuflat, figures_encoder):
+    for section in (figures_trainer, figures_flatgpu, figures_encoder):
         try:
             lines += section(by)
         except Exception as e:  # a figure missing from a failed step must not cost the rest
@@ -758,11 +758,11 @@ def figures_trainer(by):
     return lines
 
 
-def figures_gpuflat(by):
-    lines = [f"gpuflat parity vs torch: " + json.dumps({k: v for k, v in by.get("gpuflat torch parity", {}).items()
+def figures_flatgpu(by):
+    lines = [f"flatgpu parity vs torch: " + json.dumps({k: v for k, v in by.get("flatgpu torch parity", {}).items()
                                                       if k.startswith("k")})]
-    g = by.get("gpuflat search", {})
-    for r in g.get("search", []) + [by.get("gpuflat load", {})]:
+    g = by.get("flatgpu search", {})
+    for r in g.get("search", []) + [by.get("flatgpu load", {})]:
         if "qps" not in r:
             continue
         line = (f"  {r['command']}: {r['qps']:.0f} QPS, {r['GB_per_s']:.0f} GB/s = {100 * r['read_share']:.0f}% of "
@@ -807,10 +807,10 @@ def main():
     c.step("go cuda", go_tests, "cuda.test", [], out_dir, 60)
     c.step("go logprob", go_tests, "logprob.test", ["-test.run", "GPU|PTX", "-test.bench", "GPU"] + bench, out_dir, 240)
     c.step("go delta", go_tests, "delta.test", ["-test.run", "GPU|PTX", "-test.bench", "GPU"] + bench, out_dir, 240)
-    # TestGPUTorchParity runs in the gpuflat torch parity step, with its data.
-    c.step("go gpuflat", go_tests, "gpuflat.test", ["-test.run", "GPU|PTX", "-test.skip", "WithoutGPU|TorchParity"],
+    # TestGPUTorchParity runs in the flatgpu torch parity step, with its data.
+    c.step("go flatgpu", go_tests, "flatgpu.test", ["-test.run", "GPU|PTX", "-test.skip", "WithoutGPU|TorchParity"],
            out_dir, 240, need_s=30)
-    for binary in ("logprob.test", "delta.test", "gpuflat.test"):  # the fallback image
+    for binary in ("logprob.test", "delta.test", "flatgpu.test"):  # the fallback image
         c.step("go " + binary[:-5] + " (PTX)", go_tests, binary, ["-test.run", "GPU", "-test.skip", "WithoutGPU|TorchParity"],
                out_dir, 180, binary[:-5] + "_ptx", {"NEEDLE_CUDA_IMAGE": "ptx"}, need_s=20)
     c.step("go bert", go_tests, "bert.test", ["-test.run", "GPU|FLOPs"], out_dir, 240, None, BERT_ENV,
@@ -819,11 +819,11 @@ def main():
            dict(BERT_ENV, NEEDLE_CUDA_IMAGE="ptx"), os.path.join(WORK, "bert"), need_s=20)
     c.step("python cuda", pytest_cuda, out_dir, need_s=30)
     c.step("torch", torch_yardsticks, need_s=30)
-    c.step("gpuflat torch parity", gpuflat_parity, out_dir, need_s=60)
-    search = c.step("gpuflat search", gpuflat_search, out_dir, need_s=90)
+    c.step("flatgpu torch parity", flatgpu_parity, out_dir, need_s=60)
+    search = c.step("flatgpu search", flatgpu_search, out_dir, need_s=90)
     c.step("encoder bench", encoder_bench, out_dir, need_s=120)
     c.step("compute-sanitizer", sanitizer, out_dir, need_s=60)
-    c.step("gpuflat load", gpuflat_load, out_dir, search, need_s=60)
+    c.step("flatgpu load", flatgpu_load, out_dir, search, need_s=60)
     passed, failed, skipped = c.counts()
     print("\n".join(summary(c.steps, passed, failed, skipped)[-2:]))
     sys.exit(0 if failed == skipped == 0 else 1)

@@ -47,7 +47,7 @@ type Ops struct {
 	stop  *Stop // nil: Linear runs to the end
 }
 
-// New returns the ops of level (callers pick a level from needle/kernels/platform/cpu).
+// New returns the ops of level (callers pick a level from needle/platform/cpu).
 func New(level cpu.Level) Ops { return Ops{level: level} }
 
 // Stop is a flag that ends the Linear, LinearInt8 and LinearBF16 calls of the Ops it was given
@@ -80,7 +80,7 @@ func (o Ops) stopFlag() *C.int32_t {
 	return (*C.int32_t)(unsafe.Pointer(&o.stop.flag))
 }
 
-// Selected returns the ops of the level needle/kernels/platform/cpu selects (NEEDLE_SIMD or the best).
+// Selected returns the ops of the level needle/platform/cpu selects (NEEDLE_SIMD or the best).
 func Selected() (Ops, error) {
 	l, err := cpu.Selected()
 	return New(l), err

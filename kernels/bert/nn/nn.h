@@ -1,6 +1,6 @@
 // nn: the elementwise ops and batched GEMMs of a BERT encoder forward pass.
 // Every op exists as a scalar reference (the test oracle) and AVX2 / AVX-512 variants;
-// `level` picks one (NL_LEVEL_*, kernels/platform/cpu/cpu.h). All buffers are
+// `level` picks one (NL_LEVEL_*, platform/cpu/cpu.h). All buffers are
 // caller-owned, row-major float32, except Linear's weights: IEEE binary16 (fp16) bits, which
 // halve the bytes a few-row (query) GEMM streams, packed in panels (below); every product and
 // sum is float32.

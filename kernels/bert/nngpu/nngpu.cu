@@ -1,9 +1,9 @@
 // CUDA kernels of the GPU BERT encoder (engine/gpubert, through package nngpu): everything of a forward pass between
 // the cuBLAS GEMMs, fused so each activation is read and written once per step.
-// Compiled twice from this one source (kernels/testkit/cudaemu/cudaemu.h): to sm_80 PTX by
+// Compiled twice from this one source (testkit/cudaemu/cudaemu.h): to sm_80 PTX by
 // clang-16 (kernels/CMakeLists.txt), which nngpu.go embeds and loads through package cuda,
 // and as C++ on the CPU by emutest/, which compares every kernel with the scalar reference ops
-// of kernels/retrieval/nn (nn_ref.c, the oracle of the CPU encoder).
+// of kernels/bert/nn (nn_ref.c, the oracle of the CPU encoder).
 //
 // Storage: the residual stream x is fp32 (as the CPU encoder keeps it), and every kernel that
 // feeds a GEMM also writes its output as fp16 (the GEMM's A operand); GEMM outputs are fp32.

@@ -3,7 +3,7 @@
 // loaded on a CUDA device, with typed launchers. The GEMMs between them are cuBLAS's (package
 // cuda); engine/bert strings both into the GPU forward pass.
 //
-// nngpu.cu is tested on the CPU under kernels/testkit/cudaemu (ctest nngpu_cuda_emu) against
+// nngpu.cu is tested on the CPU under testkit/cudaemu (ctest nngpu_cuda_emu) against
 // nn's scalar reference; on a GPU by engine/bert's GPU parity test.
 package nngpu
 

@@ -23,7 +23,7 @@ void flatscan_start(int metric, int64_t nq, int64_t k, float *dist, int64_t *lab
 
 // Folds rows [row0, row0 + nrows) into the heaps; y points at row row0, row0 is a multiple of
 // FLATSCAN_BLOCK. x: nq x d queries; x_norms: their squared norms (L2; else unused).
-// scratch: nq * nrows + nrows floats. level is a SIMD level (kernels/platform/cpu/cpu.h):
+// scratch: nq * nrows + nrows floats. level is a SIMD level (platform/cpu/cpu.h):
 // NL_LEVEL_REF, the test oracle, runs plain loops on one thread; the others dotmm's kernels,
 // blocks and heaps on `threads` threads.
 void flatscan_scan(int32_t level, int metric, const float *x, const float *x_norms, int64_t nq,

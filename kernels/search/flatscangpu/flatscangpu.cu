@@ -1,7 +1,7 @@
-// CUDA kernels of the GPU flat index (gpuflat.go): the top-k selection that follows each
+// CUDA kernels of the GPU flat index (engine/flatgpu): the top-k selection that follows each
 // cuBLAS GEMM tile, the final sort, and the fp32 -> fp16 conversion of rows while loading.
-// Compiled twice from this one source (kernels/testkit/cudaemu/cudaemu.h): to sm_80 PTX by
-// clang-16 (kernels/CMakeLists.txt), which gpuflat.go embeds and loads through package cuda, and
+// Compiled twice from this one source (testkit/cudaemu/cudaemu.h): to sm_80 PTX by
+// clang-16 (cmake/native_parts.cmake), which flatscangpu.go embeds and loads through package cuda, and
 // as C++ on the CPU by emutest/, which compares it with the scalar C reference (emutest/topk_ref.c).
 //
 // Every hit is one 64-bit key, so that "best" is a plain integer comparison, better score first

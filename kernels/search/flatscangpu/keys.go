@@ -7,7 +7,7 @@ import (
 )
 
 // The host half of the top-k: the device hands each shard's best keys of every query, sorted
-// (gpuflat.cu: key = ordered score << 32 | 0xffffffff - label, 0 = no hit); mergeShards joins
+// (flatscangpu.cu: key = ordered score << 32 | 0xffffffff - label, 0 = no hit); MergeShards joins
 // the shards' lists and finish turns one query's keys into FAISS's results.
 
 // decode is a key's score (distance for L2) and label; key 0 is no hit.
@@ -30,9 +30,9 @@ func decode(key uint64, l2 bool) (float32, int64) {
 	return math.Float32frombits(u), int64(0xffffffff - uint32(key))
 }
 
-// mergeShards returns the best n keys of lists (each sorted best first, zero-padded), best
+// MergeShards returns the best n keys of lists (each sorted best first, zero-padded), best
 // first, in dst's storage. Keys of different shards never tie: their labels differ.
-func mergeShards(dst []uint64, lists [][]uint64, n int) []uint64 {
+func MergeShards(dst []uint64, lists [][]uint64, n int) []uint64 {
 	dst = dst[:0]
 	for _, l := range lists {
 		dst = append(dst, l[:min(n, len(l))]...)
@@ -47,7 +47,7 @@ type hit struct {
 	label int64
 }
 
-// finish writes one query's k results to dist and labels from its candidate keys (best first
+// Finish writes one query's k results to dist and labels from its candidate keys (best first
 // under the device's order: better score, then lower label), as FAISS 1.7.3's IndexFlat search
 // returns them (faiss/utils/Heap.h, checked against FAISS in keys_test.go):
 //   - L2: the first k (FAISS's heap keeps and orders equal distances by lower label);
@@ -58,7 +58,7 @@ type hit struct {
 //     candidates (all rows better than s and at least k+1 of the tied ones, the lowest labels).
 //
 // Missing results are label -1 with FAISS's distance (-MaxFloat32 for IP, MaxFloat32 for L2).
-func finish(keys []uint64, k int, l2 bool, dist []float32, labels []int64) {
+func Finish(keys []uint64, k int, l2 bool, dist []float32, labels []int64) {
 	hits := make([]hit, 0, len(keys))
 	for _, key := range keys {
 		if key == 0 {

@@ -10,7 +10,7 @@ import (
 	"needle/faissgo"
 )
 
-// encode is gpuflat.cu's key of a hit (TileSource::key), restated for the host tests.
+// encode is flatscangpu.cu's key of a hit (TileSource::key), restated for the host tests.
 func encode(s float32, label int64, l2 bool) uint64 {
 	if s == 0 {
 		s = 0 // -0 ties with +0
@@ -86,7 +86,7 @@ func TestFinishMatchesFAISS(t *testing.T) {
 				if err := idx.Search(q, k, wd, wl); err != nil {
 					t.Fatal(err)
 				}
-				cands := candidates(k, l2)
+				cands := Candidates(k, l2)
 				for qi := range nq {
 					scores := make([]float32, n)
 					for j := range n {
@@ -104,13 +104,13 @@ func TestFinishMatchesFAISS(t *testing.T) {
 					// Three shards of uneven size, as rows split over GPUs.
 					cut1, cut2 := n/3, n/3+n/2
 					lists := [][]uint64{
-						deviceTopKeys(scores[:cut1], 0, cands, widthFor(cands), l2),
-						deviceTopKeys(scores[cut1:cut2], int64(cut1), cands, widthFor(cands), l2),
-						deviceTopKeys(scores[cut2:], int64(cut2), cands, widthFor(cands), l2),
+						deviceTopKeys(scores[:cut1], 0, cands, Width(cands), l2),
+						deviceTopKeys(scores[cut1:cut2], int64(cut1), cands, Width(cands), l2),
+						deviceTopKeys(scores[cut2:], int64(cut2), cands, Width(cands), l2),
 					}
-					keys := mergeShards(nil, lists, cands)
+					keys := MergeShards(nil, lists, cands)
 					gd, gl := make([]float32, k), make([]int64, k)
-					finish(keys, k, l2, gd, gl)
+					Finish(keys, k, l2, gd, gl)
 					if !slices.Equal(gl, wl[qi*k:(qi+1)*k]) || !slices.Equal(gd, wd[qi*k:(qi+1)*k]) {
 						t.Fatalf("%v n=%d k=%d query %d:\n got %v %v\nFAISS %v %v", m, n, k, qi, gl, gd, wl[qi*k:(qi+1)*k], wd[qi*k:(qi+1)*k])
 					}

@@ -1,5 +1,5 @@
 // CUDA delta encode/apply: the ops of delta.h on a GPU. Compiled twice from this one source
-// (kernels/testkit/cudaemu/cudaemu.h): to sm_80 PTX by clang-16 (kernels/CMakeLists.txt), and as C++ on
+// (testkit/cudaemu/cudaemu.h): to sm_80 PTX by clang-16 (kernels/CMakeLists.txt), and as C++ on
 // the CPU by the emulation test (emutest/), which compares it with the scalar reference. gpu.go
 // loads the PTX (delta.GPU; the GPU check runs it), `needle delta` uses the CPU kernels.
 //

@@ -3,7 +3,7 @@
 // them into the old version. bf16/fp16 (2-byte) and fp32 (4-byte) elements are compared
 // as integers, so NaN payloads and -0.0 are changes like any other, and Apply reproduces
 // the new tensor bit for bit. The kernels are C (scalar reference, AVX2, AVX-512; delta.h)
-// picked by package kernels/platform/cpu; records on the wire are AstraFlow's format or needle's
+// picked by package platform/cpu; records on the wire are AstraFlow's format or needle's
 // compact one (format.go).
 package delta
 

@@ -1,5 +1,5 @@
 // CUDA logprob: the op of logprob.h on a GPU, one block per row. Compiled twice from this one
-// source (kernels/testkit/cudaemu/cudaemu.h): to sm_80 PTX by clang-16 (kernels/CMakeLists.txt), which
+// source (testkit/cudaemu/cudaemu.h): to sm_80 PTX by clang-16 (kernels/CMakeLists.txt), which
 // gpu.go embeds and loads through package cuda, and as C++ on the CPU by the emulation test
 // (emutest/), which compares it with the scalar reference on every machine; on a real GPU,
 // when one is found, gpu_test.go compares it with the float64 reference.

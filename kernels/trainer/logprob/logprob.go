@@ -3,7 +3,7 @@
 // fp32 + labels -> fp32 logprob, and optionally entropy and logsumexp, in one pass over each row.
 // LinearCompute is the fused variant from hidden states and lm_head that never holds the logits.
 //
-// The math lives in C (logprob.h: scalar reference, AVX2, AVX-512, picked by kernels/platform/cpu), the
+// The math lives in C (logprob.h: scalar reference, AVX2, AVX-512, picked by platform/cpu), the
 // same sources libneedle.so (capi/) exports to the trainer's process; logprob.cu is the CUDA
 // kernel (see gpu.go). Every call is one cgo call; all functions are safe for concurrent use.
 package logprob
@@ -149,7 +149,7 @@ func checkShape(rows, vocab int, labels []int64) error {
 	return nil
 }
 
-// Compute fills out from x and labels with the SIMD level kernels/platform/cpu selected.
+// Compute fills out from x and labels with the SIMD level platform/cpu selected.
 func Compute(x Logits, labels []int64, opt Options, out Output) error {
 	level, err := cpu.Selected()
 	if err != nil {

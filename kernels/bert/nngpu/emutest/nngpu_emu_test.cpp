@@ -1,6 +1,6 @@
 // Runs the GPU encoder's kernels (nngpu.cu, the very source compiled to PTX) on the CPU through
-// kernels/testkit/cudaemu/cudaemu.h and compares them with the scalar reference ops of the CPU
-// encoder (nn_ops_ref of kernels/retrieval/nn/nn_ref.c) on edge shapes: widths not a multiple of
+// testkit/cudaemu/cudaemu.h and compares them with the scalar reference ops of the CPU
+// encoder (nn_ops_ref of kernels/bert/nn/nn_ref.c) on edge shapes: widths not a multiple of
 // the block and up to NG_MAX_HIDDEN, sequences of length 0, 1, odd, one chunk plus one, up to
 // 512, head dims 32 and 64, mean and CLS pooling with and without normalization.
 // fp16 outputs must be within one fp16 step of the reference; fp32 outputs within 2e-5 relative.

@@ -1,9 +1,9 @@
-// Runs the GPU flat index's kernels (gpuflat.cu, the very source compiled to PTX) on the CPU
-// through kernels/testkit/cudaemu/cudaemu.h and compares them with the scalar C reference
+// Runs the GPU flat index's kernels (flatscangpu.cu, the very source compiled to PTX) on the CPU
+// through testkit/cudaemu/cudaemu.h and compares them with the scalar C reference
 // (topk_ref.c) and the compiler's own fp16 conversion, on edge shapes: k = 1, k = n, k > n
 // (label -1), k = 8192, ties across tiles and segments, NaN, -0, L2, n not a multiple of the
 // block; and the loading kernels (fp16 rounding, norms, synthetic rows).
-// A ctest test: `ctest --test-dir build/native -R gpuflat_cuda_emu` (part of `make test`).
+// A ctest test: `ctest --test-dir build/native -R flatscangpu_cuda_emu` (part of `make test`).
 #include "kernels/search/flatscangpu/emutest/topk_ref.h"
 #include "kernels/search/flatscangpu/flatscangpu.cu"
 
@@ -25,7 +25,7 @@ struct Case {
   unsigned block;
 };
 
-// decode is gpuflat.go's decode: the key's score and label (-1 for key 0).
+// decode is keys.go's decode: the key's score and label (-1 for key 0).
 void decode(u64 key, bool l2, float* dist, int64_t* label) {
   if (key == 0) {
     *dist = l2 ? 3.40282347e38f : -3.40282347e38f;

@@ -1,10 +1,10 @@
-// topk_ref.h: the scalar C reference of the GPU flat index's top-k (gpuflat.cu), written from
+// topk_ref.h: the scalar C reference of the GPU flat index's top-k (flatscangpu.cu), written from
 // FAISS's rules rather than from the kernel: the k best of each query's scores, better first
 // (inner product: larger; L2: smaller), the lower label first among equal scores, NaN never a
 // hit, and missing hits as FAISS leaves them (label -1, distance -FLT_MAX for inner product,
 // FLT_MAX for L2).
-#ifndef NEEDLE_GPUFLAT_TOPK_REF_H
-#define NEEDLE_GPUFLAT_TOPK_REF_H
+#ifndef NEEDLE_FLATSCANGPU_TOPK_REF_H
+#define NEEDLE_FLATSCANGPU_TOPK_REF_H
 
 #include <stdint.h>
 
@@ -22,4 +22,4 @@ void nl_topk_ref(const float* scores, int64_t nq, int64_t n, int64_t ld, const f
 }
 #endif
 
-#endif  // NEEDLE_GPUFLAT_TOPK_REF_H
+#endif  // NEEDLE_FLATSCANGPU_TOPK_REF_H

@@ -1,5 +1,5 @@
 // Runs the CUDA delta kernels (delta.cu, the very source compiled to PTX) on the CPU through
-// kernels/testkit/cudaemu/cudaemu.h and compares them with the scalar C reference (nl_delta_encode at
+// testkit/cudaemu/cudaemu.h and compares them with the scalar C reference (nl_delta_encode at
 // level ref): indices and values byte for byte, and apply reproducing the new tensor.
 // A ctest test: `ctest --test-dir build/native -R delta_cuda_emu` (part of `make test`).
 extern "C" {

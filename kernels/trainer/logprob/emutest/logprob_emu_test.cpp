@@ -1,5 +1,5 @@
 // Runs the CUDA logprob kernel (logprob.cu, the very source compiled to PTX) on the CPU through
-// kernels/testkit/cudaemu/cudaemu.h and compares it with the scalar C reference on small and edge shapes.
+// testkit/cudaemu/cudaemu.h and compares it with the scalar C reference on small and edge shapes.
 // A ctest test: `ctest --test-dir build/native -R logprob_cuda_emu` (part of `make test`).
 extern "C" {
 #include "kernels/trainer/logprob/logprob.h"

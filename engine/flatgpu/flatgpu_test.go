@@ -1,4 +1,4 @@
-package flatscangpu
+package flatgpu
 
 import (
 	"errors"
@@ -10,13 +10,10 @@ import (
 	"testing"
 
 	"needle/cuda"
-	"needle/testkit/cudatest"
 	"needle/faissgo"
+	"needle/kernels/search/flatscangpu"
+	"needle/testkit/cudatest"
 )
-
-func TestPTX(t *testing.T) {
-	cudatest.CheckKernels(t, ptxFiles, kernelStem, "nl_topk_tile", "nl_topk_merge", "nl_topk_sort", "nl_rows_prepare", "nl_rows_random", "nl_read")
-}
 
 // randomVectors are n seeded vectors of dim values in [-1, 1).
 func randomVectors(seed uint64, n, dim int) []float32 {
@@ -117,7 +114,7 @@ func TestSyntheticShape(t *testing.T) {
 	for _, c := range []struct {
 		rows int64
 		dim  int
-	}{{maxGridX + 1, 8}, {-1, 8}, {10, 0}} {
+	}{{flatscangpu.MaxGridX + 1, 8}, {-1, 8}, {10, 0}} {
 		if _, err := Synthetic(c.rows, c.dim, faissgo.IP, 1, Options{}); err == nil || errors.Is(err, cuda.ErrNoDevice) ||
 			!strings.Contains(err.Error(), "need 0 <= rows <= 2147483647 (a block per row) and dim > 0") {
 			t.Errorf("Synthetic(%d rows x %d): %v", c.rows, c.dim, err)
@@ -146,24 +143,6 @@ func TestSearchRejectsBadQueries(t *testing.T) {
 	for _, c := range cases {
 		if err := x.Search(c.q, c.k, d, l); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("Search(%v, k=%d): %v, want %q", c.q, c.k, err, c.want)
-		}
-	}
-}
-
-// TestSegments: enough blocks for a busy GPU, none with fewer than minSegment scores unless
-// the tile is that small, within the segment key buffer.
-func TestSegments(t *testing.T) {
-	for _, c := range []struct {
-		nq    int
-		m     int64
-		width int
-		want  int
-	}{
-		{1, 21_015_324, 32, busyBlocks}, {1, 1000, 32, 1}, {1, 5 * minSegment, 32, 5},
-		{1024, 65536, 32, 1}, {100, 1 << 24, 32, 3}, {4, 1 << 30, 16384, 66},
-	} {
-		if got := segments(c.nq, c.m, c.width); got != c.want {
-			t.Errorf("segments(%d, %d, %d) = %d, want %d", c.nq, c.m, c.width, got, c.want)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package flatscangpu
+package flatgpu
 
 // GPU tests: they skip (saying why) without a CUDA device and cuBLAS, or fail under
 // NEEDLE_REQUIRE_GPU=1 (the GPU check). NEVER RUN ON A GPU so far: written and compiled on a
@@ -17,8 +17,9 @@ import (
 	"testing"
 	"unsafe"
 
-	"needle/testkit/cudatest"
 	"needle/faissgo"
+	"needle/kernels/search/flatscangpu"
+	"needle/testkit/cudatest"
 	"needle/testkit/testflat"
 )
 
@@ -188,7 +189,7 @@ func recall(got, want []int64, nq, k int) float64 {
 // what is free, and the device stays usable.
 func TestGPUOutOfMemory(t *testing.T) {
 	cudatest.DeviceWithBLAS(t)
-	_, err := Synthetic(maxGridX, 8192, faissgo.IP, 1, Options{Devices: []int{0}})
+	_, err := Synthetic(flatscangpu.MaxGridX, 8192, faissgo.IP, 1, Options{Devices: []int{0}})
 	if !errors.Is(err, ErrNoMemory) || !strings.Contains(err.Error(), "GiB free") {
 		t.Fatalf("a 32 TiB index: %v", err)
 	}
@@ -200,13 +201,13 @@ func TestGPUOutOfMemory(t *testing.T) {
 }
 
 // TestGPUTorchParity runs under the GPU check (tools/gpucheck/gpucheck.py), which sets
-// NEEDLE_GPUFLAT_PARITY to a folder holding index.faiss and queries.f32 (float32, row-major)
+// NEEDLE_FLATGPU_PARITY to a folder holding index.faiss and queries.f32 (float32, row-major)
 // and compares what this writes there (labels_k<K>.i64, dist_k<K>.f32 for K = 10, 8192) with
 // torch's fp32 matmul + topk over the same fp16-rounded vectors.
 func TestGPUTorchParity(t *testing.T) {
-	dir := os.Getenv("NEEDLE_GPUFLAT_PARITY")
+	dir := os.Getenv("NEEDLE_FLATGPU_PARITY")
 	if dir == "" {
-		t.Skip("runs under the GPU check (NEEDLE_GPUFLAT_PARITY names its data folder)")
+		t.Skip("runs under the GPU check (NEEDLE_FLATGPU_PARITY names its data folder)")
 	}
 	cudatest.DeviceWithBLAS(t)
 	x, err := Load(filepath.Join(dir, "index.faiss"), Options{})
@@ -240,7 +241,7 @@ func TestGPUTorchParity(t *testing.T) {
 
 // TestWithoutGPUEmulatedDriver runs TestGPUParity (small, -test.short), TestGPUOutOfMemory and
 // TestGPUTorchParity (on a small folder of its data, as gpucheck.py writes it) through package
-// cuda against the emulated driver and cuBLAS (libcudaemu_driver.so: gpuflat.cu under cudaemu,
+// cuda against the emulated driver and cuBLAS (libcudaemu_driver.so: flatgpu.cu under cudaemu,
 // GemmEx as cuBLAS defines it): the GEMM operand layout and transposes, tiles, segments, the
 // shard merge, k = 8,192 past the rows, the launches' arguments, on the CPU; not the GPU.
 func TestWithoutGPUEmulatedDriver(t *testing.T) {
@@ -253,7 +254,7 @@ func TestWithoutGPUEmulatedDriver(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "queries.f32"), unsafe.Slice((*byte)(unsafe.Pointer(&q[0])), 4*len(q)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cudatest.RunEmulated(t, "TestGPUTorchParity", "NEEDLE_GPUFLAT_PARITY="+dir)
+	cudatest.RunEmulated(t, "TestGPUTorchParity", "NEEDLE_FLATGPU_PARITY="+dir)
 	for _, k := range []int{10, MaxK} {
 		labels, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("labels_k%d.i64", k)))
 		if err != nil || len(labels) != 8*nq*k {

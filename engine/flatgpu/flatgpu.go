@@ -1,8 +1,8 @@
-// Package gpuflat is an exact flat index on NVIDIA GPUs, an engine.Index: the vectors live on
-// the devices in fp16 (or fp32), rows split in contiguous shards over the GPUs given; a search
-// is, per shard and per tile of rows, one cuBLAS GEMM (fp32 accumulate) and the top-k kernel
-// of gpuflat.cu, whose keys are merged across shards on the host and returned in FAISS's
-// order (keys.go). Scores are inner products (or L2 distances) of the fp16-rounded vectors
+// Package flatgpu is the GPU twin of engine/flat: an exact flat index on NVIDIA GPUs, an
+// engine.Index. The vectors live on the devices in fp16 (or fp32), rows split in contiguous
+// shards over the GPUs given; a search is, per shard and per tile of rows, one cuBLAS GEMM
+// (fp32 accumulate) and the top-k kernels of kernels/search/flatscangpu, whose keys are
+// merged across shards on the host and returned in FAISS's order. Scores are inner products (or L2 distances) of the fp16-rounded vectors
 // and queries: they differ from FAISS's fp32 search by fp16 rounding.
 //
 // Load streams a FAISS IndexFlatIP/IndexFlatL2 file (or a `needle build` folder holding one)
@@ -10,10 +10,9 @@
 // and rows are converted to fp16 on the device. Device memory for searching is reserved at
 // load, so a search allocates nothing; a failed CUDA call marks its device unhealthy and
 // every later Search fails with that error (the server answers 503).
-package flatscangpu
+package flatgpu
 
 import (
-	"embed"
 	"errors"
 	"fmt"
 	"io"
@@ -29,28 +28,19 @@ import (
 	"needle/engine/indexbuild"
 	"needle/faissgo"
 	"needle/internal/progress"
+	"needle/kernels/search/flatscangpu"
 )
 
-// ptxFiles is the ptx/ folder, where `make native` writes gpuflat.cu compiled by clang-16 to
-// sm_80 PTX and by nvcc to a fatbin (kernels/CMakeLists.txt) before go build embeds it.
-//
-//go:embed ptx
-var ptxFiles embed.FS
+// MaxK is the largest k Search takes.
+const MaxK = flatscangpu.MaxK
 
-const kernelStem = "gpuflat" // the images of gpuflat.cu in ptx/ (cuda.LoadKernels)
-
-// Launch shapes and work space sizes.
+// Work space sizes.
 const (
-	block        = 256       // threads per block of every kernel
-	MaxK         = 8192      // the largest k Search takes
 	scoreBudget  = 256 << 20 // bytes of one GEMM tile's scores (queries x rows x fp32)
 	keyBudget    = 256 << 20 // bytes of the two candidate key buffers of a query chunk
 	segBudget    = 64 << 20  // bytes of the keys of a tile's segments (few queries)
-	minSegment   = 16384     // scores per segment at least
-	busyBlocks   = 264       // blocks that keep a GPU busy (two per SM of an H100)
 	stagingBytes = 64 << 20  // pinned host and device staging for loading
 	maxQueries   = 4096      // queries per device pass (a longer batch is split)
-	maxGridX     = 1<<31 - 1 // gridDim.x limit (every GPU since sm_30): Synthetic launches a block per row
 )
 
 // ErrNoMemory is wrapped by the error of a load that does not fit a GPU's free memory.
@@ -86,12 +76,7 @@ type Index struct {
 type shard struct {
 	dev         *cuda.Device
 	blas        *cuda.BLAS
-	mod         *cuda.Module
-	tile, sort  *cuda.Function
-	merge       *cuda.Function
-	random      *cuda.Function
-	read        *cuda.Function
-	prepare     *cuda.Function
+	kernels     *flatscangpu.Kernels
 	first, rows int64
 	x           *cuda.Buffer // rows x dim, fp16 or fp32
 	norms       *cuda.Buffer // squared row norms (L2 only)
@@ -136,10 +121,10 @@ func FlatFile(path string) (string, faissgo.FileInfo, int64, error) {
 		return "", info, 0, err
 	}
 	if info.Type != "IxFI" && info.Type != "IxF2" && info.Type != "IxFl" {
-		return "", info, 0, fmt.Errorf("gpuflat: %s is a %s; the GPU index serves IndexFlatIP and IndexFlatL2 files", path, info.TypeName())
+		return "", info, 0, fmt.Errorf("flatgpu: %s is a %s; the GPU index serves IndexFlatIP and IndexFlatL2 files", path, info.TypeName())
 	}
 	if info.Ntotal >= math.MaxUint32 {
-		return "", info, 0, fmt.Errorf("gpuflat: %s has %d rows; the GPU index holds fewer than 2^32", path, info.Ntotal)
+		return "", info, 0, fmt.Errorf("flatgpu: %s has %d rows; the GPU index holds fewer than 2^32", path, info.Ntotal)
 	}
 	st, err := os.Stat(path)
 	if err != nil {
@@ -163,7 +148,7 @@ func Load(path string, opt Options) (*Index, error) {
 	defer f.Close()
 	return build(info.Dim, info.Ntotal, info.Metric, opt, func(x *Index, s *shard) error {
 		if err := x.fill(s, f, offset); err != nil {
-			return fmt.Errorf("gpuflat: loading %s onto GPU %d: %w", file, s.dev.Ordinal(), err)
+			return fmt.Errorf("flatgpu: loading %s onto GPU %d: %w", file, s.dev.Ordinal(), err)
 		}
 		return nil
 	})
@@ -173,8 +158,8 @@ func Load(path string, opt Options) (*Index, error) {
 // GPUs themselves, for benchmarks without a file: up to 2^31 - 1 rows, as one launch fills a
 // shard with a block per row.
 func Synthetic(rows int64, dim int, metric faissgo.Metric, seed uint64, opt Options) (*Index, error) {
-	if rows < 0 || rows > maxGridX || dim <= 0 {
-		return nil, fmt.Errorf("gpuflat: synthetic index of %d rows x %d: need 0 <= rows <= %d (a block per row) and dim > 0", rows, dim, maxGridX)
+	if rows < 0 || rows > flatscangpu.MaxGridX || dim <= 0 {
+		return nil, fmt.Errorf("flatgpu: synthetic index of %d rows x %d: need 0 <= rows <= %d (a block per row) and dim > 0", rows, dim, flatscangpu.MaxGridX)
 	}
 	return build(dim, rows, metric, opt, func(x *Index, s *shard) error {
 		var dst16, dst32, norms uint64
@@ -189,8 +174,7 @@ func Synthetic(rows int64, dim int, metric faissgo.Metric, seed uint64, opt Opti
 		if s.rows == 0 {
 			return nil
 		}
-		err := s.random.Launch(cuda.Dim3{X: uint32(s.rows), Y: 1, Z: 1}, cuda.Dim3{X: block, Y: 1, Z: 1},
-			seed, s.first, int64(dim), dst16, dst32, norms)
+		err := s.kernels.RandomRows(s.rows, seed, s.first, dim, dst16, dst32, norms)
 		if x.bar != nil {
 			x.bar.Add(s.rows)
 		}
@@ -211,7 +195,7 @@ func build(dim int, ntotal int64, metric faissgo.Metric, opt Options, fill func(
 		}
 	}
 	if len(devices) == 0 {
-		return nil, fmt.Errorf("gpuflat: %w: no GPU visible (CUDA_VISIBLE_DEVICES=%q)", cuda.ErrNoDevice, os.Getenv("CUDA_VISIBLE_DEVICES"))
+		return nil, fmt.Errorf("flatgpu: %w: no GPU visible (CUDA_VISIBLE_DEVICES=%q)", cuda.ErrNoDevice, os.Getenv("CUDA_VISIBLE_DEVICES"))
 	}
 	x := &Index{dim: dim, ntotal: ntotal, l2: metric == faissgo.L2, fp32: opt.FP32}
 	defer func() {
@@ -274,7 +258,7 @@ func (x *Index) openShard(ord int, first, rows int64) (*shard, error) {
 	const gib = 1 << 30
 	if uint64(matrix+work) > free {
 		dev.Close()
-		return nil, fmt.Errorf("gpuflat: %w on GPU %d (%s): %d rows x %d in %s need %.2f GiB plus %.2f GiB of work space, %.2f GiB of %.2f GiB free",
+		return nil, fmt.Errorf("flatgpu: %w on GPU %d (%s): %d rows x %d in %s need %.2f GiB plus %.2f GiB of work space, %.2f GiB of %.2f GiB free",
 			ErrNoMemory, ord, dev.Name(), rows, x.dim, x.precision(),
 			float64(matrix)/gib, float64(work)/gib, float64(free)/gib, float64(total)/gib)
 	}
@@ -291,17 +275,8 @@ func (s *shard) reserve(x *Index, matrix int64) error {
 	if s.blas, err = s.dev.NewBLAS(); err != nil {
 		return err
 	}
-	if s.mod, err = s.dev.LoadKernels(ptxFiles, kernelStem); err != nil {
+	if s.kernels, err = flatscangpu.Load(s.dev); err != nil {
 		return err
-	}
-	for _, f := range []struct {
-		fn   **cuda.Function
-		name string
-	}{{&s.tile, "nl_topk_tile"}, {&s.merge, "nl_topk_merge"}, {&s.sort, "nl_topk_sort"}, {&s.prepare, "nl_rows_prepare"},
-		{&s.random, "nl_rows_random"}, {&s.read, "nl_read"}} {
-		if *f.fn, err = s.mod.Function(f.name); err != nil {
-			return err
-		}
 	}
 	alloc := func(size int64) (*cuda.Buffer, error) {
 		b, err := s.dev.Alloc(int(size))
@@ -370,9 +345,11 @@ func (x *Index) fill(s *shard, f *os.File, offset int64) error {
 			norms = s.norms.Addr(int(r * 4))
 		}
 		if dst16 != 0 || norms != 0 {
-			err := s.prepare.Launch(cuda.Dim3{X: uint32(n), Y: 1, Z: 1}, cuda.Dim3{X: block, Y: 1, Z: 1},
-				staging.Addr(at), int64(x.dim), dst16, norms)
-			if err != nil {
+			// Waited for: the staging buffers are refilled next.
+			if err := s.kernels.PrepareRows(int(n), staging.Addr(at), x.dim, dst16, norms); err != nil {
+				return err
+			}
+			if err := s.dev.Synchronize(); err != nil {
 				return err
 			}
 		}
@@ -383,41 +360,23 @@ func (x *Index) fill(s *shard, f *os.File, offset int64) error {
 	return nil
 }
 
-// candidates is how many keys per query the device selects: k for L2, 2k for inner product
-// (finish needs them to apply FAISS's tie rule).
-func candidates(k int, l2 bool) int {
-	if l2 {
-		return k
-	}
-	return 2 * k
-}
-
-// widthFor is the key slots per query: a power of two >= n, as the bitonic sort needs.
-func widthFor(n int) int {
-	w := 1
-	for w < n {
-		w *= 2
-	}
-	return w
-}
-
 // Search finds the k best rows of each query of x (len(x)/Dim() queries), best first, in the
 // caller's buffers; label -1 marks a missing hit. A query with a NaN or infinite value is
 // an error naming it.
 func (x *Index) Search(q []float32, k int, dist []float32, labels []int64) error {
 	if len(q)%x.dim != 0 {
-		return fmt.Errorf("gpuflat: search: %d floats is not a whole number of %d-dimensional queries", len(q), x.dim)
+		return fmt.Errorf("flatgpu: search: %d floats is not a whole number of %d-dimensional queries", len(q), x.dim)
 	}
 	n := len(q) / x.dim
 	if k <= 0 || k > MaxK {
-		return fmt.Errorf("gpuflat: search: k=%d outside 1..%d", k, MaxK)
+		return fmt.Errorf("flatgpu: search: k=%d outside 1..%d", k, MaxK)
 	}
 	if len(dist) < n*k || len(labels) < n*k {
-		return fmt.Errorf("gpuflat: search: result buffers hold %d distances and %d labels, need %d (n=%d, k=%d)", len(dist), len(labels), n*k, n, k)
+		return fmt.Errorf("flatgpu: search: result buffers hold %d distances and %d labels, need %d (n=%d, k=%d)", len(dist), len(labels), n*k, n, k)
 	}
 	for i, v := range q {
 		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-			return fmt.Errorf("gpuflat: search: query %d has %v at position %d", i/x.dim, v, i%x.dim)
+			return fmt.Errorf("flatgpu: search: query %d has %v at position %d", i/x.dim, v, i%x.dim)
 		}
 	}
 	if n == 0 {
@@ -426,8 +385,8 @@ func (x *Index) Search(q []float32, k int, dist []float32, labels []int64) error
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	start := time.Now()
-	cands := candidates(k, x.l2)
-	width := widthFor(cands)
+	cands := flatscangpu.Candidates(k, x.l2)
+	width := flatscangpu.Width(cands)
 	chunk := min(maxQueries, keyBudget/2/8/width)
 	lists := make([][]uint64, len(x.shards))
 	var merged []uint64
@@ -444,14 +403,14 @@ func (x *Index) Search(q []float32, k int, dist []float32, labels []int64) error
 		}
 		wg.Wait()
 		if err := errors.Join(errs...); err != nil {
-			return fmt.Errorf("gpuflat: search: %w", err)
+			return fmt.Errorf("flatgpu: search: %w", err)
 		}
 		for j := range nc {
 			for i, s := range x.shards {
 				lists[i] = s.host[j*width : (j+1)*width]
 			}
-			merged = mergeShards(merged, lists, cands)
-			finish(merged, k, x.l2, dist[(c+j)*k:(c+j+1)*k], labels[(c+j)*k:(c+j+1)*k])
+			merged = flatscangpu.MergeShards(merged, lists, cands)
+			flatscangpu.Finish(merged, k, x.l2, dist[(c+j)*k:(c+j+1)*k], labels[(c+j)*k:(c+j+1)*k])
 		}
 	}
 	x.searches.Add(1)
@@ -474,10 +433,8 @@ func (x *Index) searchShard(s *shard, q []float32, nq, cands, width int) error {
 	if x.l2 {
 		qnorms = s.qnorms.Addr(0)
 	}
-	grid := func(n int) cuda.Dim3 { return cuda.Dim3{X: uint32(n), Y: 1, Z: 1} }
-	threads := cuda.Dim3{X: block, Y: 1, Z: 1}
 	if q16 != 0 || qnorms != 0 {
-		if err := s.prepare.Enqueue(grid(nq), threads, s.q32, int64(x.dim), q16, qnorms); err != nil {
+		if err := s.kernels.PrepareRows(nq, s.q32.Addr(0), x.dim, q16, qnorms); err != nil {
 			return err
 		}
 	}
@@ -495,15 +452,15 @@ func (x *Index) searchShard(s *shard, q []float32, nq, cands, width int) error {
 		if x.l2 {
 			xnorms = s.norms.Addr(int(t * 4))
 		}
-		segs := segments(nq, m, width)
+		segs := flatscangpu.Segments(nq, m, width, segBudget)
 		tileOut := out
 		if segs > 1 {
 			tileOut = s.segs
 		}
-		err = s.tile.Enqueue(cuda.Dim3{X: uint32(nq), Y: uint32(segs), Z: 1}, threads, s.scores, m, m, (m+int64(segs)-1)/int64(segs),
-			s.first+t, xnorms, qnorms, prev, int32(cands), tileOut, int64(width))
+		err = s.kernels.TileTopK(nq, segs, s.scores.Addr(0), m, m, (m+int64(segs)-1)/int64(segs), s.first+t, xnorms, qnorms,
+			prev, cands, tileOut.Addr(0), width)
 		if err == nil && segs > 1 {
-			err = s.merge.Enqueue(grid(nq), threads, s.segs, int64(segs*width), int32(cands), out, int64(width))
+			err = s.kernels.MergeTopK(nq, s.segs.Addr(0), int64(segs*width), cands, out.Addr(0), width)
 		}
 		if err != nil {
 			return err
@@ -519,7 +476,7 @@ func (x *Index) searchShard(s *shard, q []float32, nq, cands, width int) error {
 		clear(s.hostKeys(nq * width))
 		return nil
 	}
-	if err := s.sort.Enqueue(grid(nq), threads, prev, int64(width)); err != nil {
+	if err := s.kernels.SortKeys(nq, prev, width); err != nil {
 		return err
 	}
 	res := s.keys[0]
@@ -528,13 +485,6 @@ func (x *Index) searchShard(s *shard, q []float32, nq, cands, width int) error {
 	}
 	h := s.hostKeys(nq * width)
 	return res.Download(unsafe.Pointer(&h[0]), len(h)*8) // waits for the queued GEMMs and kernels
-}
-
-// segments is how many blocks select each query's top-k of an m-row tile: enough for
-// busyBlocks in all, each with at least minSegment scores, within segBudget.
-func segments(nq int, m int64, width int) int {
-	segs := min((busyBlocks+nq-1)/nq, int((m+minSegment-1)/minSegment), segBudget/8/width/nq)
-	return max(segs, 1)
 }
 
 // hostKeys is s.host sized to n keys.
@@ -602,50 +552,18 @@ func (x *Index) Close() {
 	x.shards = nil
 }
 
-// Peaks are a GPU's own limits, measured: what a benchmark reports its share of.
-type Peaks struct {
-	ReadGBps   float64 // device memory read bandwidth (nl_read over 2 GiB)
-	GemmTFLOPs float64 // cuBLAS fp16-in fp32-accumulate GEMM, 8192^3 (GemmEx as Search calls it)
-}
-
-// Peaks measures the first shard's GPU: the best of five runs of each yardstick.
-func (x *Index) Peaks() (Peaks, error) {
+// Peaks measures the first shard's GPU (flatscangpu.Kernels.MeasurePeaks).
+func (x *Index) Peaks() (flatscangpu.Peaks, error) {
 	s := x.shards[0]
-	const words = 1 << 28 // 2 GiB read
-	var bufs []*cuda.Buffer
-	defer func() {
-		for _, b := range bufs {
-			b.Free()
-		}
-	}()
-	for _, size := range []int{words * 8, 8} { // the words, and nl_read's out
-		b, err := s.dev.Alloc(size)
-		if err != nil {
-			return Peaks{}, err
-		}
-		bufs = append(bufs, b)
-	}
-	read := time.Duration(math.MaxInt64)
-	for range 5 {
-		start := time.Now()
-		if err := s.read.Launch(cuda.Dim3{X: 4096, Y: 1, Z: 1}, cuda.Dim3{X: block, Y: 1, Z: 1}, bufs[0], int64(words), bufs[1]); err != nil {
-			return Peaks{}, err
-		}
-		read = min(read, time.Since(start))
-	}
-	gemm, err := s.blas.GemmPeak()
-	if err != nil {
-		return Peaks{}, err
-	}
-	return Peaks{ReadGBps: words * 8 / read.Seconds() / 1e9, GemmTFLOPs: gemm}, nil
+	return s.kernels.MeasurePeaks(s.dev, s.blas)
 }
 
 func (s *shard) close() {
 	for _, b := range s.bufs {
 		b.Free()
 	}
-	if s.mod != nil {
-		s.mod.Unload()
+	if s.kernels != nil {
+		s.kernels.Unload()
 	}
 	if s.blas != nil {
 		s.blas.Destroy()
