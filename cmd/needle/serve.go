@@ -1,23 +1,17 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"os"
-	"os/signal"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
 
 	"needle/engine"
 	"needle/server"
+	"needle/server/lifecycle"
 )
 
 func init() {
@@ -232,200 +226,7 @@ func runServe(args []string) error {
 	}
 	srv := server.New(f.cfg)
 	opts.Batcher.OnBatch = srv.ObserveBatch
-	ln, handed, err := listen(f)
-	if err != nil {
-		return err
-	}
-	served := make(chan error, 1)
-	serve := func() { go func() { served <- srv.Serve(ln) }() }
-	addr := ln.Addr().(*net.TCPAddr)
-	stop := make(chan os.Signal, 2)
-	signal.Notify(stop, syscall.SIGINT, syscall.SIGTERM)
-	began := time.Now()
-	var h *handover
-	var address *addressFile
-	// withdraw takes the address file back (see address.go) while the port still accepts
-	// connections: it runs before every srv.Shutdown (which closes the listener). Once: the
-	// second signal's goroutine and the main path may both reach it.
-	withdraw := sync.OnceValue(func() error {
-		if address == nil {
-			return nil
-		}
-		what, err := address.withdraw()
-		if err == nil {
-			fmt.Fprintf(os.Stderr, "needle serve: %s\n", what)
-		}
-		return err
-	})
-	shutdown := func(ctx context.Context) error { return errors.Join(withdraw(), srv.Shutdown(ctx)) }
-	// The replaced needle serves until this one is ready; a new one serves (/health; held
-	// requests) while it loads, with its address file already written.
-	if handed != nil {
-		fmt.Fprintf(os.Stderr, "needle serve: replacing pid %d on %s: it serves until this one is ready (loading %s)\n", handed.pid, addr, opts.IndexName())
-	} else {
-		serve()
-		fmt.Fprintf(os.Stderr, "needle serve: listening on %s (GET /health answers; loading %s)\n", addr, opts.IndexName())
-		if address, err = announce(f, addr); err != nil {
-			return errors.Join(err, shutdown(context.Background()))
-		}
-		h = handoverFor(f, ln)
-	}
-	type opened struct {
-		r   *engine.Retriever
-		err error
-	}
-	openDone := make(chan opened, 1)
-	go func() {
-		r, err := engine.Open(opts)
-		openDone <- opened{r, err}
-	}()
-	var r *engine.Retriever
-	select {
-	case res := <-openDone:
-		if res.err != nil {
-			return errors.Join(res.err, shutdown(context.Background()))
-		}
-		r = res.r
-	case sig := <-stop:
-		return errors.Join(fmt.Errorf("%v while loading: stopped before ready", sig), shutdown(context.Background()))
-	}
-	srv.SetRetriever(r)
-	if handed != nil {
-		serve()
-		if address, err = announce(f, addr); err != nil {
-			return errors.Join(err, shutdown(context.Background()))
-		}
-		if err := handed.ready(); err != nil { // it exited meanwhile: the socket is this process's alone
-			fmt.Fprintf(os.Stderr, "needle serve: telling pid %d to drain: %v\n", handed.pid, err)
-		}
-		h = serveHandover(ln.(*net.TCPListener), handed.ctl)
-	}
-	var replaced <-chan int
-	if h != nil {
-		h.ready.Store(true)
-		replaced = h.replaced
-	}
-	fmt.Fprintf(os.Stderr, "needle serve: ready in %.1fs: %d vectors (%s, %s index), query prefix %q\n"+
-		"  curl -s http://%s/retrieve -H 'Content-Type: application/json' -d '{\"queries\":[\"what is a needle\"],\"topk\":3,\"return_scores\":true}'\n",
-		time.Since(began).Seconds(), r.Ntotal(), opts.IndexName(), r.IndexBackend(), *opts.QueryPrefix, net.JoinHostPort(advertisedIP(f.host), strconv.Itoa(addr.Port)))
-
-	select {
-	case err := <-served:
-		return errors.Join(fmt.Errorf("HTTP server stopped: %w", err), withdraw())
-	case sig := <-stop:
-		fmt.Fprintf(os.Stderr, "needle serve: %v: draining in-flight requests (up to %v; a second SIGINT or SIGTERM exits at once)\n", sig, f.drain)
-	case pid := <-replaced:
-		fmt.Fprintf(os.Stderr, "needle serve: pid %d serves on %s now: draining in-flight requests (up to %v; SIGINT or SIGTERM exits at once)\n", pid, addr, f.drain)
-	}
-	if h != nil {
-		h.close()
-	}
-	go func() {
-		sig := <-stop
-		fmt.Fprintf(os.Stderr, "needle serve: second %v: exiting without waiting for in-flight requests\n", sig)
-		if err := withdraw(); err != nil {
-			fmt.Fprintf(os.Stderr, "needle serve: %v\n", err)
-		}
-		os.Exit(1)
-	}()
-	withdrawErr := withdraw() // before the listener closes: clients that pick the file now find the port open
-	ctx, cancel := context.WithTimeout(context.Background(), f.drain)
-	defer cancel()
-	shutdownErr := srv.Shutdown(ctx)
-	if shutdownErr == nil {
-		// Only once no handler can call the engine any more; after a drain timeout the
-		// process exits and the OS releases everything.
-		r.Close()
-	}
-	return errors.Join(withdrawErr, shutdownErr)
+	return lifecycle.Run(lifecycle.Options{Host: f.host, Port: f.port, SaveAddressTo: f.saveAddressTo, Replace: f.replace,
+		Drain: f.drain, IndexName: opts.IndexName(), QueryPrefix: *opts.QueryPrefix, Log: os.Stderr},
+		srv, func() (*engine.Retriever, error) { return engine.Open(opts) })
 }
-
-// listen binds --host:--port, or with --replace takes the listening socket of the needle
-// serving there (handed, nil when none answers: then it binds).
-func listen(f *serveFlags) (net.Listener, *takeover, error) {
-	if f.replace {
-		addr, err := serveAddr(f.host, f.port)
-		if err != nil {
-			return nil, nil, err
-		}
-		handed, err := takeOver(addr)
-		if err != nil {
-			return nil, nil, err
-		}
-		if handed != nil {
-			return handed.tcp, handed, nil
-		}
-		fmt.Fprintf(os.Stderr, "needle serve: --replace: no needle serves %s; starting as the first\n", addr)
-	}
-	ln, err := net.Listen("tcp", net.JoinHostPort(f.host, strconv.Itoa(f.port)))
-	return ln, nil, err
-}
-
-// serveAddr is the TCP address --host and port name.
-func serveAddr(host string, port int) (*net.TCPAddr, error) {
-	return net.ResolveTCPAddr("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
-}
-
-// handoverFor answers --replace requests for the socket ln this process bound (nil, with a
-// log line, when its control socket cannot be opened: the server runs without).
-func handoverFor(f *serveFlags, ln net.Listener) *handover {
-	addr, err := serveAddr(f.host, ln.Addr().(*net.TCPAddr).Port)
-	var ctl *net.UnixListener
-	if err == nil {
-		ctl, err = listenControl(addr)
-	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "needle serve: --replace will not find this server: %v\n", err)
-		return nil
-	}
-	return serveHandover(ln.(*net.TCPListener), ctl)
-}
-
-// announce checks that the server answers GET /health through its socket, then writes the
-// address file if --save-address-to was given (nil without).
-func announce(f *serveFlags, addr *net.TCPAddr) (*addressFile, error) {
-	host := advertisedIP(f.host)
-	hostPort := net.JoinHostPort(host, strconv.Itoa(addr.Port))
-	probe := net.JoinHostPort(f.host, strconv.Itoa(addr.Port))
-	if wildcard(f.host) {
-		probe = net.JoinHostPort("127.0.0.1", strconv.Itoa(addr.Port))
-	}
-	client := http.Client{Timeout: 10 * time.Second}
-	resp, err := client.Get("http://" + probe + "/health")
-	if err != nil {
-		return nil, fmt.Errorf("self-check GET /health: %w", err)
-	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("self-check GET /health: status %d", resp.StatusCode)
-	}
-	if f.saveAddressTo == "" {
-		return nil, nil
-	}
-	a, done, err := writeAddress(f.saveAddressTo, hostPort, host, addr.Port)
-	for _, d := range done {
-		fmt.Fprintf(os.Stderr, "needle serve: %s\n", d)
-	}
-	return a, err
-}
-
-// advertisedIP is the address clients should dial: the bind address, or for a wildcard
-// bind the machine's first non-loopback IPv4 address (the anchors use their host's IP).
-func advertisedIP(host string) string {
-	if !wildcard(host) {
-		return host
-	}
-	addrs, err := net.InterfaceAddrs()
-	if err == nil {
-		for _, a := range addrs {
-			if ipn, ok := a.(*net.IPNet); ok && !ipn.IP.IsLoopback() && ipn.IP.To4() != nil {
-				return ipn.IP.String()
-			}
-		}
-	}
-	return "127.0.0.1"
-}
-
-// wildcard reports whether host binds every interface.
-func wildcard(host string) bool { return host == "0.0.0.0" || host == "::" || host == "" }

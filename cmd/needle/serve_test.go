@@ -91,12 +91,3 @@ func TestServeFlagsRefuseNonPositiveLimits(t *testing.T) {
 		}
 	}
 }
-
-func TestAdvertisedIP(t *testing.T) {
-	if got := advertisedIP("127.0.0.1"); got != "127.0.0.1" {
-		t.Errorf("advertisedIP(127.0.0.1) = %s", got)
-	}
-	if got := advertisedIP("0.0.0.0"); got == "0.0.0.0" || got == "" {
-		t.Errorf("advertisedIP(0.0.0.0) = %q, want a dialable address", got)
-	}
-}

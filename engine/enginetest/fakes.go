@@ -1,5 +1,5 @@
 // Package enginetest holds small in-memory stand-ins for engine's Encoder, Index, DocStore
-// and PageStore, for the unit tests of engine and server only. The real parts (engine/bert,
+// and PageStore, for the unit tests of engine and server (and its lifecycle) only. The real parts (engine/bert,
 // faissgo, engine/docstore) are exercised by their own tests and by e2e/.
 package enginetest
 

@@ -1,0 +1,247 @@
+// Package lifecycle runs a needle server process from its socket to its exit: it listens (or
+// takes the listening socket over from the needle serving there, Options.Replace: handover.go),
+// answers GET /health and holds requests while the retriever loads, announces the address
+// file ASearcher's clients pick servers from (address.go), and drains on SIGINT or SIGTERM or
+// when a successor took over. The HTTP handlers are package server's, what they serve is
+// package engine's; this package owns the order in which a process starts and stops.
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"needle/engine"
+	"needle/server"
+)
+
+// Options are a serving process's lifecycle settings (needle serve's flags).
+type Options struct {
+	Host          string        // address to bind
+	Port          int           // TCP port (0: a free one)
+	SaveAddressTo string        // folder of the address file (""; none)
+	Replace       bool          // take the socket over from the needle serving on Host:Port
+	Drain         time.Duration // how long in-flight requests may finish at the end
+	IndexName     string        // what is loading, for the log
+	QueryPrefix   string        // for the log's curl example
+	Log           io.Writer     // progress lines (needle serve: stderr)
+	// Stop delivers the signals that end the process (nil: SIGINT and SIGTERM); a second one
+	// during the drain exits at once.
+	Stop <-chan os.Signal
+}
+
+// Run serves srv with the retriever open returns, from the socket to the end of the drain,
+// and returns why it stopped (nil after a drain that completed). srv is ready (SetRetriever)
+// once open returns.
+func Run(opt Options, srv *server.Server, open func() (*engine.Retriever, error)) error {
+	log := func(format string, a ...any) { fmt.Fprintf(opt.Log, "needle serve: "+format+"\n", a...) }
+	stop := opt.Stop
+	if stop == nil {
+		c := make(chan os.Signal, 2)
+		signal.Notify(c, syscall.SIGINT, syscall.SIGTERM)
+		stop = c
+	}
+	ln, handed, err := listen(opt, log)
+	if err != nil {
+		return err
+	}
+	served := make(chan error, 1)
+	serve := func() { go func() { served <- srv.Serve(ln) }() }
+	addr := ln.Addr().(*net.TCPAddr)
+	began := time.Now()
+	var h *handover
+	var address *addressFile
+	// withdraw takes the address file back (see address.go) while the port still accepts
+	// connections: it runs before every srv.Shutdown (which closes the listener). Once: the
+	// second signal's goroutine and the main path may both reach it.
+	withdraw := sync.OnceValue(func() error {
+		if address == nil {
+			return nil
+		}
+		what, err := address.withdraw()
+		if err == nil {
+			log("%s", what)
+		}
+		return err
+	})
+	shutdown := func() error { return errors.Join(withdraw(), srv.Shutdown(context.Background())) }
+	// The replaced needle serves until this one is ready; a new one serves (/health; held
+	// requests) while it loads, with its address file already written.
+	if handed != nil {
+		log("replacing pid %d on %s: it serves until this one is ready (loading %s)", handed.pid, addr, opt.IndexName)
+	} else {
+		serve()
+		log("listening on %s (GET /health answers; loading %s)", addr, opt.IndexName)
+		if address, err = announce(opt, addr, log); err != nil {
+			return errors.Join(err, shutdown())
+		}
+		h = handoverFor(opt, ln, log)
+	}
+	type opened struct {
+		r   *engine.Retriever
+		err error
+	}
+	openDone := make(chan opened, 1)
+	go func() {
+		r, err := open()
+		openDone <- opened{r, err}
+	}()
+	var r *engine.Retriever
+	select {
+	case res := <-openDone:
+		if res.err != nil {
+			return errors.Join(res.err, shutdown())
+		}
+		r = res.r
+	case sig := <-stop:
+		return errors.Join(fmt.Errorf("%v while loading: stopped before ready", sig), shutdown())
+	}
+	srv.SetRetriever(r)
+	if handed != nil {
+		serve()
+		if address, err = announce(opt, addr, log); err != nil {
+			return errors.Join(err, shutdown())
+		}
+		if err := handed.ready(); err != nil { // it exited meanwhile: the socket is this process's alone
+			log("telling pid %d to drain: %v", handed.pid, err)
+		}
+		h = serveHandover(ln.(*net.TCPListener), handed.ctl)
+	}
+	var replaced <-chan int
+	if h != nil {
+		h.ready.Store(true)
+		replaced = h.replaced
+	}
+	log("ready in %.1fs: %d vectors (%s, %s index), query prefix %q\n"+
+		"  curl -s http://%s/retrieve -H 'Content-Type: application/json' -d '{\"queries\":[\"what is a needle\"],\"topk\":3,\"return_scores\":true}'",
+		time.Since(began).Seconds(), r.Ntotal(), opt.IndexName, r.IndexBackend(), opt.QueryPrefix, net.JoinHostPort(advertisedIP(opt.Host), strconv.Itoa(addr.Port)))
+
+	select {
+	case err := <-served:
+		return errors.Join(fmt.Errorf("HTTP server stopped: %w", err), withdraw())
+	case sig := <-stop:
+		log("%v: draining in-flight requests (up to %v; a second SIGINT or SIGTERM exits at once)", sig, opt.Drain)
+	case pid := <-replaced:
+		log("pid %d serves on %s now: draining in-flight requests (up to %v; SIGINT or SIGTERM exits at once)", pid, addr, opt.Drain)
+	}
+	if h != nil {
+		h.close()
+	}
+	go func() {
+		sig := <-stop
+		log("second %v: exiting without waiting for in-flight requests", sig)
+		if err := withdraw(); err != nil {
+			log("%v", err)
+		}
+		os.Exit(1)
+	}()
+	withdrawErr := withdraw() // before the listener closes: clients that pick the file now find the port open
+	ctx, cancel := context.WithTimeout(context.Background(), opt.Drain)
+	defer cancel()
+	shutdownErr := srv.Shutdown(ctx)
+	if shutdownErr == nil {
+		// Only once no handler can call the engine any more; after a drain timeout the
+		// process exits and the OS releases everything.
+		r.Close()
+	}
+	return errors.Join(withdrawErr, shutdownErr)
+}
+
+// listen binds Host:Port, or with Replace takes the listening socket of the needle serving
+// there (handed, nil when none answers: then it binds).
+func listen(opt Options, log func(string, ...any)) (net.Listener, *takeover, error) {
+	if opt.Replace {
+		addr, err := serveAddr(opt.Host, opt.Port)
+		if err != nil {
+			return nil, nil, err
+		}
+		handed, err := takeOver(addr)
+		if err != nil {
+			return nil, nil, err
+		}
+		if handed != nil {
+			return handed.tcp, handed, nil
+		}
+		log("--replace: no needle serves %s; starting as the first", addr)
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(opt.Host, strconv.Itoa(opt.Port)))
+	return ln, nil, err
+}
+
+// serveAddr is the TCP address host and port name.
+func serveAddr(host string, port int) (*net.TCPAddr, error) {
+	return net.ResolveTCPAddr("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+}
+
+// handoverFor answers --replace requests for the socket ln this process bound (nil, with a
+// log line, when its control socket cannot be opened: the server runs without).
+func handoverFor(opt Options, ln net.Listener, log func(string, ...any)) *handover {
+	addr, err := serveAddr(opt.Host, ln.Addr().(*net.TCPAddr).Port)
+	var ctl *net.UnixListener
+	if err == nil {
+		ctl, err = listenControl(addr)
+	}
+	if err != nil {
+		log("--replace will not find this server: %v", err)
+		return nil
+	}
+	return serveHandover(ln.(*net.TCPListener), ctl)
+}
+
+// announce checks that the server answers GET /health through its socket, then writes the
+// address file if SaveAddressTo is set (nil without).
+func announce(opt Options, addr *net.TCPAddr, log func(string, ...any)) (*addressFile, error) {
+	host := advertisedIP(opt.Host)
+	hostPort := net.JoinHostPort(host, strconv.Itoa(addr.Port))
+	probe := net.JoinHostPort(opt.Host, strconv.Itoa(addr.Port))
+	if wildcard(opt.Host) {
+		probe = net.JoinHostPort("127.0.0.1", strconv.Itoa(addr.Port))
+	}
+	client := http.Client{Timeout: 10 * time.Second}
+	resp, err := client.Get("http://" + probe + "/health")
+	if err != nil {
+		return nil, fmt.Errorf("self-check GET /health: %w", err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("self-check GET /health: status %d", resp.StatusCode)
+	}
+	if opt.SaveAddressTo == "" {
+		return nil, nil
+	}
+	a, done, err := writeAddress(opt.SaveAddressTo, hostPort, host, addr.Port)
+	for _, d := range done {
+		log("%s", d)
+	}
+	return a, err
+}
+
+// advertisedIP is the address clients should dial: the bind address, or for a wildcard
+// bind the machine's first non-loopback IPv4 address (the anchors use their host's IP).
+func advertisedIP(host string) string {
+	if !wildcard(host) {
+		return host
+	}
+	addrs, err := net.InterfaceAddrs()
+	if err == nil {
+		for _, a := range addrs {
+			if ipn, ok := a.(*net.IPNet); ok && !ipn.IP.IsLoopback() && ipn.IP.To4() != nil {
+				return ipn.IP.String()
+			}
+		}
+	}
+	return "127.0.0.1"
+}
+
+// wildcard reports whether host binds every interface.
+func wildcard(host string) bool { return host == "0.0.0.0" || host == "::" || host == "" }
