@@ -10,8 +10,8 @@ import (
 	"runtime"
 	"time"
 
-	"needle/engine/docstore"
 	"needle/bench/synth"
+	"needle/engine/docstore"
 )
 
 // DocstoreOptions are the flags of `needle bench docstore`.

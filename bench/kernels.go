@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"needle/cuda"
+	"needle/kernels/trainer/logprob"
 	"needle/platform/cpu"
 	"needle/platform/membw"
-	"needle/kernels/trainer/logprob"
 )
 
 // KernelsOptions are the flags of `needle bench kernels`.

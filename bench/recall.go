@@ -40,7 +40,7 @@ func Recall(w io.Writer, opt RecallOptions) error {
 	if opt.Model == "" {
 		opt.Model = m.Model
 	}
-	queries, err := indexbuild.ReadQueries(opt.Queries)
+	queries, err := ReadQueries(opt.Queries)
 	if err != nil {
 		return err
 	}
@@ -74,7 +74,7 @@ func Recall(w io.Writer, opt RecallOptions) error {
 	}
 	out := map[string]any{"index": opt.Index, "factory": m.Factory, "rows": m.Count, "queries": len(queries),
 		"precision": string(enc.Options().Precision)}
-	var searched indexbuild.Searcher = idx
+	var searched Searcher = idx
 	if opt.Milvus.URI != "" {
 		mx, err := milvusindex.Open(opt.Milvus)
 		if err != nil {
@@ -84,13 +84,13 @@ func Recall(w io.Writer, opt RecallOptions) error {
 		if mx.Ntotal() != m.Count {
 			return fmt.Errorf("%s holds %d rows, %s %d", mx.Describe(), mx.Ntotal(), opt.Index, m.Count)
 		}
-		exact, err := indexbuild.Agreement(mx, idx, emb, enc.Dim(), 10)
+		exact, err := Agreement(mx, idx, emb, enc.Dim(), 10)
 		if err != nil {
 			return err
 		}
 		searched, out["milvus"], out["recall_at_10_vs_index"] = mx, mx.Describe(), exact
 	}
-	r, err := indexbuild.Recall(searched, emb, enc.Dim(), gold, []int{1, 5, 10})
+	r, err := RecallAt(searched, emb, enc.Dim(), gold, []int{1, 5, 10})
 	if err != nil {
 		return err
 	}

@@ -55,9 +55,9 @@ func TestRecallReport(t *testing.T) {
 	// another passage's, found within the top 5 of 4 rows but not at 1.
 	var q strings.Builder
 	for i, p := range passages {
-		json.NewEncoder(&q).Encode(indexbuild.Query{Query: p, Gold: int64(i)})
+		json.NewEncoder(&q).Encode(Query{Query: p, Gold: int64(i)})
 	}
-	json.NewEncoder(&q).Encode(indexbuild.Query{Query: passages[0], Gold: 2})
+	json.NewEncoder(&q).Encode(Query{Query: passages[0], Gold: 2})
 	queries := writeQueries(t, q.String())
 	var out bytes.Buffer
 	if err := Recall(&out, RecallOptions{Index: dir, Queries: queries}); err != nil {

@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"needle/engine"
+	"needle/engine/flatgpu"
 	"needle/faissgo"
 	"needle/platform/membw"
-	"needle/engine/flatgpu"
 )
 
 // SearchOptions are the flags of `needle bench search`.

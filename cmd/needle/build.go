@@ -4,15 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime/debug"
-	"time"
 
 	"needle/engine/bert"
-	"needle/engine/docstore"
 	"needle/engine/indexbuild"
 	"needle/engine/milvusindex"
 	"needle/faissgo"
-	"needle/internal/progress"
+	"needle/internal/buildinfo"
 )
 
 func init() {
@@ -72,143 +69,11 @@ func runBuild(args []string) error {
 		return fmt.Errorf("--metric: %w", err)
 	}
 	cfg.Metric = map[faissgo.Metric]string{faissgo.IP: "ip", faissgo.L2: "l2"}[m]
-	cfg.Normalize = true
-	cfg.Version = needleVersion()
-	cfg.Log = os.Stderr
+	cfg.Normalize, cfg.Version, cfg.Log = true, buildinfo.Version(), os.Stderr
+	job := indexbuild.Job{Config: cfg, Metric: m, LoadEncoder: load,
+		Encoder: bert.Options{BatchSize: *batch, Threads: *threads, Precision: bert.Precision(*precision)}}
 	if mv.URI != "" {
-		mv.Metric, mv.Restart, mv.Log = cfg.Metric, cfg.Restart, os.Stderr
-		return buildMilvus(cfg, mv, load, *batch, *threads, *precision)
+		job.Milvus = &mv
 	}
-
-	if done, err := indexbuild.UpToDate(cfg); err != nil {
-		return err
-	} else if done != nil {
-		fmt.Fprintf(os.Stderr, "needle build: %s is up to date (%d rows, %s, built from these arguments); nothing to do\n",
-			cfg.Out, done.Count, done.Factory)
-		return nil
-	}
-
-	began := time.Now()
-	corpus, err := openCorpusWithProgress(cfg.Corpus, cfg.Out)
-	if err != nil {
-		return err
-	}
-	defer corpus.Close()
-	faissgo.Init(*threads)
-	parts := indexbuild.Parts{
-		Corpus: corpusPassages{corpus},
-		NewIndex: func(dim int) (indexbuild.Index, error) {
-			return faissgo.New(dim, cfg.Factory, m)
-		},
-	}
-	enc, err := loadPassageEncoder(&cfg, &parts, load, *batch, *threads, *precision)
-	if err != nil {
-		return err
-	}
-	if enc != nil {
-		defer enc.Close()
-	}
-	rep, err := indexbuild.Run(cfg, parts)
-	if err != nil {
-		return err
-	}
-	printBuildSummary(cfg, rep, time.Since(began))
-	return nil
-}
-
-// loadPassageEncoder loads cfg.Model into parts (unless cfg.Embeddings gives the vectors)
-// and records its precision and pooling.
-func loadPassageEncoder(cfg *indexbuild.Config, parts *indexbuild.Parts, load encoderLoader, batch, threads int, precision string) (*bert.Encoder, error) {
-	if cfg.Embeddings != "" {
-		return nil, nil
-	}
-	enc, err := load(cfg.Model, bert.Options{
-		MaxLength: cfg.MaxLength, Pooling: cfg.Pooling, BatchSize: batch, Threads: threads,
-		Precision: bert.Precision(precision),
-	}, os.Stderr)
-	if err != nil {
-		return nil, err
-	}
-	cfg.Precision = string(enc.Options().Precision)
-	parts.Pooling = enc.Options().Pooling
-	parts.Encoder = enc
-	return enc, nil
-}
-
-// openCorpusWithProgress opens the corpus with its offsets sidecar in the output folder,
-// created if need be ("": the docstore's default place), built on first use with a
-// progress bar (a full scan of the file).
-func openCorpusWithProgress(path, out string) (*docstore.Corpus, error) {
-	if out != "" {
-		if err := os.MkdirAll(out, 0o755); err != nil {
-			return nil, fmt.Errorf("output folder: %w", err)
-		}
-	}
-	var bar *progress.Bar
-	c, err := docstore.OpenCorpus(path, docstore.Options{SidecarDir: out, Progress: func(done, total int64) {
-		if bar == nil {
-			bar = progress.Start(os.Stderr, progress.Options{Label: "corpus bytes indexed", Total: total})
-		}
-		bar.Set(done)
-	}})
-	if bar != nil {
-		bar.Finish()
-	}
-	return c, err
-}
-
-// corpusPassages adapts docstore.Corpus to indexbuild.Corpus: a bad line is reported with its
-// reason, not as an error, so it keeps its row.
-type corpusPassages struct{ c *docstore.Corpus }
-
-func (p corpusPassages) Len() int64 { return p.c.Len() }
-
-func (p corpusPassages) Passage(i int64) (string, string, error) {
-	s, err := p.c.Contents(i)
-	var bad *docstore.BadRowError
-	if errors.As(err, &bad) {
-		return "", bad.Reason, nil
-	}
-	return s, "", err
-}
-
-func printBuildSummary(cfg indexbuild.Config, rep *indexbuild.Report, total time.Duration) {
-	w := os.Stderr
-	fmt.Fprintf(w, "needle build: done in %s: %d rows (%d bad, indexed as empty text), index %s = %.1f MiB\n",
-		progress.Duration(total), rep.Rows, rep.BadRows, cfg.Out+"/"+indexbuild.IndexFileName, float64(rep.IndexBytes)/(1<<20))
-	if rep.Encoded > 0 {
-		fmt.Fprintf(w, "needle build: encoded %d passages in %s = %.1f passages/s (%.1f passages/s end to end)\n",
-			rep.Encoded, progress.Duration(rep.EncodeTime), float64(rep.Encoded)/rep.EncodeTime.Seconds(),
-			float64(rep.Encoded)/total.Seconds())
-	}
-	if resumed := rep.Rows - rep.Encoded; resumed > 0 && cfg.Embeddings == "" {
-		fmt.Fprintf(w, "needle build: %d rows came from the shards of an earlier run\n", resumed)
-	}
-}
-
-// needleVersion is the module version or VCS revision this binary was built from.
-func needleVersion() string {
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "unknown"
-	}
-	rev, dirty := "", false
-	for _, s := range info.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.modified":
-			dirty = s.Value == "true"
-		}
-	}
-	if rev == "" {
-		return info.Main.Version
-	}
-	if len(rev) > 12 {
-		rev = rev[:12]
-	}
-	if dirty {
-		rev += "-dirty"
-	}
-	return rev
+	return job.Run()
 }

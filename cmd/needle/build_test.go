@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"needle/bench"
 	"needle/engine/bert"
 	"needle/engine/indexbuild"
 	"needle/faissgo"
@@ -181,7 +182,7 @@ func TestBuildWordNetRecall(t *testing.T) {
 	tools.run("build", "--corpus", filepath.Join(data, "corpus.jsonl"), "--out", hnsw, "--factory", "HNSW32",
 		"--embeddings", filepath.Join(flat, indexbuild.EmbeddingsFileName))
 
-	queries, err := indexbuild.ReadQueries(filepath.Join(data, "queries.jsonl"))
+	queries, err := bench.ReadQueries(filepath.Join(data, "queries.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +205,7 @@ func TestBuildWordNetRecall(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := indexbuild.Recall(idx, emb, enc.Dim(), gold, []int{1, 5})
+		r, err := bench.RecallAt(idx, emb, enc.Dim(), gold, []int{1, 5})
 		idx.Close()
 		if err != nil {
 			t.Fatal(err)

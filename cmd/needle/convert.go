@@ -8,6 +8,7 @@ import (
 
 	"needle/engine/compact"
 	"needle/faissgo"
+	"needle/internal/buildinfo"
 	"needle/internal/progress"
 )
 
@@ -46,7 +47,7 @@ func runConvert(args []string) error {
 		return errors.New("--from and --out are required (see --help)")
 	}
 	faissgo.Init(*threads)
-	cfg.Version, cfg.Log = needleVersion(), os.Stderr
+	cfg.Version, cfg.Log = buildinfo.Version(), os.Stderr
 	began := time.Now()
 	rep, err := compact.Convert(cfg)
 	if err != nil {

@@ -9,9 +9,9 @@ import (
 	"slices"
 	"time"
 
-	"needle/platform/cpu"
 	"needle/kernels/trainer/delta"
 	"needle/kernels/trainer/delta/deltafile"
+	"needle/platform/cpu"
 )
 
 func init() {

@@ -1,18 +1,12 @@
 package main
 
 import (
-	"bufio"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"math"
 	"os"
-	"strconv"
 
 	"needle/engine/bert"
-	"needle/internal/atomicfile"
 	"needle/internal/jsonl"
-	"needle/internal/npy"
 )
 
 // precisionUsage documents --precision of encode, build and serve.
@@ -69,67 +63,7 @@ func runEncode(args []string) error {
 	}
 	defer closer.Close()
 	if *npyPath == "" {
-		out := bufio.NewWriterSize(os.Stdout, 1<<16)
-		err := encodeStream(enc, src, *prefix, func(v []float32) error { return writeJSONVector(out, v) })
-		if ferr := out.Flush(); err == nil {
-			err = ferr
-		}
-		return err
+		return enc.EncodeJSONL(os.Stdout, src, *prefix)
 	}
-	return atomicfile.Create(*npyPath, func(f *os.File) error {
-		w := bufio.NewWriterSize(f, 1<<20)
-		if _, err := w.Write(npy.Header("<f4", 0, int64(enc.Dim()))); err != nil { // placeholder: count unknown yet
-			return err
-		}
-		rows := 0
-		err := encodeStream(enc, src, *prefix, func(v []float32) error {
-			rows++
-			return binary.Write(w, binary.LittleEndian, v)
-		})
-		if err == nil {
-			err = w.Flush()
-		}
-		if err == nil {
-			_, err = f.WriteAt(npy.Header("<f4", int64(rows), int64(enc.Dim())), 0)
-		}
-		return err
-	})
-}
-
-// encodeStream encodes src chunk by chunk and hands each vector to emit in input order.
-func encodeStream(enc *bert.Encoder, src *jsonl.Strings, prefix string, emit func([]float32) error) error {
-	d := enc.Dim()
-	for {
-		texts, err := src.NextN(encodeChunk)
-		if err != nil || len(texts) == 0 {
-			return err
-		}
-		vecs, err := enc.Encode(texts, prefix)
-		if err != nil {
-			return err
-		}
-		for i := range texts {
-			if err := emit(vecs[i*d : (i+1)*d]); err != nil {
-				return err
-			}
-		}
-	}
-}
-
-// writeJSONVector writes v as one JSON array line, each float in its shortest float32 form.
-func writeJSONVector(w *bufio.Writer, v []float32) error {
-	buf := make([]byte, 0, 12*len(v)+2)
-	buf = append(buf, '[')
-	for i, x := range v {
-		if i > 0 {
-			buf = append(buf, ',')
-		}
-		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
-			return fmt.Errorf("embedding holds %v, which JSON cannot represent", x)
-		}
-		buf = strconv.AppendFloat(buf, float64(x), 'g', -1, 32)
-	}
-	buf = append(buf, ']', '\n')
-	_, err := w.Write(buf)
-	return err
+	return enc.EncodeNPY(*npyPath, src, *prefix)
 }

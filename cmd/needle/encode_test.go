@@ -9,9 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"needle/kernels/bert/nn"
 	"needle/testkit/cudatest"
 	"needle/testkit/testenv"
-	"needle/kernels/bert/nn"
 )
 
 // captureStdout runs f with os.Stdout redirected to a file and returns what it wrote.

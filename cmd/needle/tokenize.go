@@ -4,9 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"strconv"
 
 	"needle/engine/wordpiece"
 	"needle/internal/jsonl"
@@ -46,32 +44,9 @@ func runTokenize(args []string) error {
 	}
 	defer closer.Close()
 	out := bufio.NewWriterSize(os.Stdout, 1<<16)
-	if err := tokenizeLines(src, out, tok, *maxLen); err != nil {
+	if err := tok.WriteIDs(out, src, *maxLen); err != nil {
 		out.Flush()
 		return err
 	}
 	return out.Flush()
-}
-
-// tokenizeLines writes one line of space-separated ids to w for each text of src.
-func tokenizeLines(src *jsonl.Strings, w io.Writer, tok *wordpiece.Tokenizer, maxLen int) error {
-	var ids []int32
-	var line []byte
-	for {
-		text, ok, err := src.Next()
-		if err != nil || !ok {
-			return err
-		}
-		ids = tok.AppendEncode(ids[:0], text, maxLen)
-		line = line[:0]
-		for i, id := range ids {
-			if i > 0 {
-				line = append(line, ' ')
-			}
-			line = strconv.AppendInt(line, int64(id), 10)
-		}
-		if _, err := w.Write(append(line, '\n')); err != nil {
-			return err
-		}
-	}
 }

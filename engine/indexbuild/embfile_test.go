@@ -49,35 +49,3 @@ func TestEmbeddingsFromFlatIndex(t *testing.T) {
 		t.Fatal("a truncated flat index was accepted")
 	}
 }
-
-// scored is a Searcher answering fixed hits for every query.
-type scored struct {
-	labels []int64
-	dist   []float32
-}
-
-func (s scored) Search(q []float32, k int, dist []float32, labels []int64) error {
-	copy(labels, s.labels)
-	copy(dist, s.dist)
-	return nil
-}
-
-// Agreement counts hits by score: a row tied with exact's k-th counts, a worse one does not,
-// for inner products (best first = largest) and L2 distances (smallest).
-func TestAgreement(t *testing.T) {
-	q := []float32{1}
-	for _, tc := range []struct {
-		got, exact scored
-		want       float64
-	}{
-		{scored{[]int64{1, 9}, []float32{0.9, 0.5}}, scored{[]int64{1, 2}, []float32{0.9, 0.5}}, 1},   // 9 ties with 2
-		{scored{[]int64{1, 9}, []float32{0.9, 0.4}}, scored{[]int64{1, 2}, []float32{0.9, 0.5}}, 0.5}, // 9 is worse
-		{scored{[]int64{1, -1}, []float32{0.9, 0}}, scored{[]int64{1, 2}, []float32{0.9, 0.5}}, 0.5},  // a missing hit
-		{scored{[]int64{1, 9}, []float32{0.1, 0.3}}, scored{[]int64{1, 2}, []float32{0.1, 0.3}}, 1},   // L2: tie
-		{scored{[]int64{1, 9}, []float32{0.1, 0.4}}, scored{[]int64{1, 2}, []float32{0.1, 0.3}}, 0.5}, // L2: worse
-	} {
-		if got, err := Agreement(tc.got, tc.exact, q, 1, 2); err != nil || got != tc.want {
-			t.Errorf("Agreement(%v, %v) = %v, %v; want %v", tc.got, tc.exact, got, err, tc.want)
-		}
-	}
-}

@@ -39,7 +39,7 @@ func TestRun(t *testing.T) {
 	}
 	loading, stop := make(chan struct{}), make(chan os.Signal, 1)
 	var log strings.Builder
-	srv := server.New(server.Config{})
+	srv := server.New(server.Config{LoadWait: time.Minute})
 	opt := Options{Host: "127.0.0.1", SaveAddressTo: dir, Drain: time.Minute, IndexName: "fake", Log: &syncWriter{w: &log}, Stop: stop}
 	done := make(chan error, 1)
 	go func() {
@@ -72,6 +72,9 @@ func TestRun(t *testing.T) {
 		resp.Body.Close()
 		answered <- resp.StatusCode
 	}()
+	for !strings.Contains(get(t, "http://"+addr+"/metrics"), "needle_held_requests 1\n") {
+		time.Sleep(time.Millisecond) // until the request is held
+	}
 	close(loading)
 	if code := <-answered; code != 200 {
 		t.Fatalf("POST /retrieve held while loading: %d, want 200", code)
@@ -86,6 +89,21 @@ func TestRun(t *testing.T) {
 	if _, err := http.Get("http://" + addr + "/health"); err == nil {
 		t.Error("the port still answers after Run returned")
 	}
+}
+
+// get returns the body of a GET of url.
+func get(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 // syncWriter serializes writes to w: Run logs from its goroutines.

@@ -1,4 +1,4 @@
-package indexbuild
+package bench
 
 import (
 	"bufio"
@@ -45,9 +45,9 @@ type Searcher interface {
 	Search(x []float32, k int, dist []float32, labels []int64) error
 }
 
-// Recall returns, for each k in ks, the fraction of queries whose gold row is among the k
+// RecallAt returns, for each k in ks, the fraction of queries whose gold row is among the k
 // best hits of s for their embedding (emb holds len(gold) rows of width dim).
-func Recall(s Searcher, emb []float32, dim int, gold []int64, ks []int) ([]float64, error) {
+func RecallAt(s Searcher, emb []float32, dim int, gold []int64, ks []int) ([]float64, error) {
 	n := len(gold)
 	if len(emb) != n*dim {
 		return nil, fmt.Errorf("recall: %d floats for %d queries of dim %d", len(emb), n, dim)

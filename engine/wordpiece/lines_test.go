@@ -1,4 +1,4 @@
-package main
+package wordpiece
 
 import (
 	"bytes"
@@ -6,14 +6,13 @@ import (
 	"strings"
 	"testing"
 
-	"needle/engine/wordpiece"
 	"needle/internal/jsonl"
 	"needle/testkit/testenv"
 )
 
-func loadTokenizer(t testing.TB) *wordpiece.Tokenizer {
+func loadTokenizer(t testing.TB) *Tokenizer {
 	t.Helper()
-	tok, err := wordpiece.Load(testenv.MiniLMDir(t))
+	tok, err := Load(testenv.MiniLMDir(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,12 +24,12 @@ func formatIDs(ids []int32) string {
 	return strings.Trim(fmt.Sprint(ids), "[]") + "\n"
 }
 
-func TestTokenizeLines(t *testing.T) {
+func TestWriteIDs(t *testing.T) {
 	tok := loadTokenizer(t)
 	texts := []string{"Hello, World!", "", "naïve café 中文 [MASK]", strings.Repeat("word ", 50)}
 	in := `"Hello, World!"` + "\n" + `""` + "\r\n" + `  "na\u00efve caf\u00e9 中文 [MASK]"  ` + "\n" + `"` + texts[3] + `"`
 	var out bytes.Buffer
-	if err := tokenizeLines(jsonl.NewStrings(strings.NewReader(in), "in.jsonl"), &out, tok, 16); err != nil {
+	if err := tok.WriteIDs(&out, jsonl.NewStrings(strings.NewReader(in), "in.jsonl"), 16); err != nil {
 		t.Fatal(err)
 	}
 	var want strings.Builder
@@ -42,7 +41,7 @@ func TestTokenizeLines(t *testing.T) {
 	}
 }
 
-func TestTokenizeLinesErrors(t *testing.T) {
+func TestWriteIDsErrors(t *testing.T) {
 	tok := loadTokenizer(t)
 	for _, c := range []struct{ in, want string }{
 		{"\"ok\"\n42\n", "in.jsonl line 2: want a JSON string"},
@@ -52,7 +51,7 @@ func TestTokenizeLinesErrors(t *testing.T) {
 		{"\"a\" \"b\"\n", "in.jsonl line 1: invalid character"},
 	} {
 		var out bytes.Buffer
-		err := tokenizeLines(jsonl.NewStrings(strings.NewReader(c.in), "in.jsonl"), &out, tok, 256)
+		err := tok.WriteIDs(&out, jsonl.NewStrings(strings.NewReader(c.in), "in.jsonl"), 256)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q: error %v, want one containing %q", c.in, err, c.want)
 		}
@@ -69,7 +68,7 @@ func FuzzTokenizeLines(f *testing.F) {
 	f.Add("[\"x\"]\n")
 	f.Fuzz(func(t *testing.T, in string) {
 		var out bytes.Buffer
-		err := tokenizeLines(jsonl.NewStrings(strings.NewReader(in), "in"), &out, tok, 8)
+		err := tok.WriteIDs(&out, jsonl.NewStrings(strings.NewReader(in), "in"), 8)
 		if err != nil {
 			if !strings.Contains(err.Error(), "in line ") {
 				t.Fatalf("error %q does not name the line", err)
