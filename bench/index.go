@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"needle/internal/byteview"
 	"os"
 	"time"
 
@@ -200,8 +201,6 @@ func readFloats(path string, dim int) ([]float32, error) {
 		return nil, fmt.Errorf("%s: %d bytes is not rows of %d float32s", path, len(b), dim)
 	}
 	v := make([]float32, len(b)/4)
-	for i := range v {
-		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-	}
+	byteview.ReadFloat32s(v, b)
 	return v, nil
 }

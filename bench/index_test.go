@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"needle/internal/byteview"
 	"os"
 	"path/filepath"
 	"testing"
@@ -39,7 +40,7 @@ func TestIndexReportOfAFlatFile(t *testing.T) {
 	for i, v := range l {
 		binary.LittleEndian.PutUint64(gtBytes[8*i:], uint64(v))
 	}
-	os.WriteFile(queries, testvec.Bytes(q), 0o644)
+	os.WriteFile(queries, byteview.Float32s(q), 0o644)
 	os.WriteFile(gt, gtBytes, 0o644)
 	var out bytes.Buffer
 	err = Index(&out, IndexOptions{Index: index, Queries: queries, GT: gt, GTK: gtk, K: 10, Batch: 7, Batches: 3, Faiss: true})

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"needle/engine"
-	"needle/engine/enginetest"
+	"needle/testkit/enginetest"
 	"needle/engine/gate"
 )
 

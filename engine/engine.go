@@ -8,19 +8,18 @@
 // resolves a `needle build` folder's manifest, picks the index backend, loads the index,
 // corpus, pages and encoder (engine/bert, faissgo, engine/docstore) and checks that they
 // agree. The Retriever itself works against the interfaces below, so engine's tests and the
-// server's run with the in-memory fakes of engine/enginetest.
+// server's run with the in-memory fakes of testkit/enginetest.
 package engine
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"sync"
 	"sync/atomic"
 
 	"needle/engine/docstore"
-	"needle/engine/milvusindex"
+	"needle/internal/prom"
 )
 
 // Encoder turns texts into L2-normalized vectors. Implementations must be safe for
@@ -52,6 +51,23 @@ type ContextEncoder interface {
 type ContextIndex interface {
 	Index
 	SearchContext(ctx context.Context, x []float32, k int, dist []float32, labels []int64) error
+}
+
+// The Index's other optional abilities, asked for by the Retriever alone (the server never
+// learns which index runs): Checker (below), and
+
+// DeviceIndex is an Index on a device that can fail (engine/flatgpu): Err is nil while it can
+// search; once not, the server answers 503 and is no longer ready (a restart is needed).
+type DeviceIndex interface {
+	Index
+	Err() error
+}
+
+// MetricsIndex is an Index with figures of its own for /metrics (engine/flatgpu: devices,
+// memory, search time), written by the server's writer with its own.
+type MetricsIndex interface {
+	Index
+	Metrics() []prom.Metric
 }
 
 // Index is a vector index searched by inner product (or L2). Search reads n = len(x)/Dim()
@@ -129,15 +145,35 @@ func NewRetriever(enc Encoder, idx Index, docs DocStore, pages PageStore, prefix
 	return r, nil
 }
 
-// Checker is implemented by an index that lives in another process (Milvus): Check says
-// whether it can answer now, with an error wrapping ErrUnavailable when not.
+// Checker is an Index that lives in another process (engine/milvusindex): Check says whether
+// it can answer now, with an UnavailableError when not.
 type Checker interface {
+	Index
 	Check(ctx context.Context) error
 }
 
-// ErrUnavailable is wrapped by the errors of an index backend in another process that did
-// not answer (Milvus down, restarting, or its collection not loaded): a retry may succeed.
-var ErrUnavailable = milvusindex.ErrUnavailable
+// UnavailableError is the error of an index backend in another process that did not answer
+// (Milvus down, restarting, or its collection not loaded): a retry may succeed, and the
+// server answers 503 + Retry-After. Backends define their own (milvusindex.ErrUnavailable);
+// IsUnavailable finds one in an error chain.
+type UnavailableError interface {
+	error
+	Unavailable() bool
+}
+
+// IsUnavailable reports whether err wraps an UnavailableError.
+func IsUnavailable(err error) bool {
+	var u UnavailableError
+	return errors.As(err, &u) && u.Unavailable()
+}
+
+// ErrUnavailable is an UnavailableError for stand-ins of remote backends to wrap.
+var ErrUnavailable error = unavailable("index unavailable")
+
+type unavailable string
+
+func (e unavailable) Error() string     { return string(e) }
+func (e unavailable) Unavailable() bool { return true }
 
 // Ready reports whether the index can answer now (nil for an index in this process).
 func (r *Retriever) Ready(ctx context.Context) error {
@@ -323,10 +359,10 @@ func (r *Retriever) getResult(n int) *searchResult {
 // serving): the server answers 503 and is no longer ready; a restart is needed.
 var ErrIndexLost = errors.New("the index's device failed")
 
-// IndexErr is nil while the index can search; for an index on a device that failed (one
-// with an Err method, the GPU index), an error wrapping ErrIndexLost that says why.
+// IndexErr is nil while the index can search; for a DeviceIndex whose device failed (the GPU
+// index), an error wrapping ErrIndexLost that says why.
 func (r *Retriever) IndexErr() error {
-	if h, ok := r.index.(interface{ Err() error }); ok {
+	if h, ok := r.index.(DeviceIndex); ok {
 		if err := h.Err(); err != nil {
 			return fmt.Errorf("%w: %v", ErrIndexLost, err)
 		}
@@ -334,12 +370,13 @@ func (r *Retriever) IndexErr() error {
 	return nil
 }
 
-// WriteIndexMetrics writes the index's own Prometheus metrics, for an index that has them
-// (the GPU index: devices, memory, search time); nothing for a CPU index.
-func (r *Retriever) WriteIndexMetrics(w io.Writer) {
-	if m, ok := r.index.(interface{ WriteMetrics(io.Writer) }); ok {
-		m.WriteMetrics(w)
+// IndexMetrics are the index's own figures for /metrics, for a MetricsIndex (the GPU index:
+// devices, memory, search time); none for a CPU index.
+func (r *Retriever) IndexMetrics() []prom.Metric {
+	if m, ok := r.index.(MetricsIndex); ok {
+		return m.Metrics()
 	}
+	return nil
 }
 
 // Access returns the page row of each URL, nil for a URL that is not in the pages file

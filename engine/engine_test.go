@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"needle/engine"
-	"needle/engine/enginetest"
+	"needle/testkit/enginetest"
 	"needle/internal/lru"
 )
 

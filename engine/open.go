@@ -14,10 +14,10 @@ import (
 	"needle/engine/compact"
 	"needle/engine/docstore"
 	"needle/engine/flat"
+	"needle/engine/flatgpu"
 	"needle/engine/indexbuild"
 	"needle/engine/milvusindex"
 	"needle/faissgo"
-	"needle/engine/flatgpu"
 )
 
 // Index backends (Options.Backend), each one case of OpenIndex.

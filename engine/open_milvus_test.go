@@ -2,7 +2,6 @@ package engine_test
 
 import (
 	"context"
-	"errors"
 	"math"
 	"needle/testkit/testvec"
 	"path/filepath"
@@ -94,10 +93,10 @@ func TestOpenMilvus(t *testing.T) {
 	}
 
 	srv.Kill()
-	if _, err := r.Retrieve(ctx, texts[:1], 2); !errors.Is(err, engine.ErrUnavailable) {
+	if _, err := r.Retrieve(ctx, texts[:1], 2); !engine.IsUnavailable(err) {
 		t.Fatalf("Retrieve with Milvus down: %v, want ErrUnavailable", err)
 	}
-	if err := r.Ready(ctx); !errors.Is(err, engine.ErrUnavailable) {
+	if err := r.Ready(ctx); !engine.IsUnavailable(err) {
 		t.Fatalf("Ready with Milvus down: %v", err)
 	}
 	srv.Restart()

@@ -11,12 +11,12 @@ import (
 	"strings"
 	"testing"
 
-	"needle/testkit/cudatest"
 	"needle/engine"
 	"needle/engine/bert"
 	"needle/engine/compact"
 	"needle/engine/indexbuild"
 	"needle/faissgo"
+	"needle/testkit/cudatest"
 	"needle/testkit/testenv"
 	"needle/testkit/testflat"
 )

@@ -3,16 +3,15 @@ package faissgo
 import (
 	"bytes"
 	"io"
+	"needle/internal/byteview"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"needle/testkit/testvec"
 )
 
 // putFloats is the data WriteFlat's caller streams: little-endian float32s.
-func putFloats(v []float32) []byte { return testvec.Bytes(v) }
+func putFloats(v []float32) []byte { return byteview.Float32s(v) }
 
 // The oracle is FAISS's own writer: an IndexFlat of the same vectors written by FAISS.
 func TestWriteFlatMatchesFAISSWriter(t *testing.T) {

@@ -12,10 +12,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"needle/internal/byteview"
 	"os"
 	"sort"
 	"strings"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -224,9 +224,7 @@ func (f *File) Float32Into(dst []float32, name string) error {
 	}
 	switch t.DType {
 	case "F32":
-		for i := range dst {
-			dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-		}
+		byteview.ReadFloat32s(dst, b)
 	case "BF16":
 		for i := range dst {
 			dst[i] = math.Float32frombits(uint32(binary.LittleEndian.Uint16(b[2*i:])) << 16)
@@ -270,15 +268,6 @@ func (f *File) Close() error {
 	err := unix.Munmap(f.mapped)
 	f.mapped, f.data = nil, nil
 	return err
-}
-
-// Float32Bytes is the little-endian byte view of x (x86 and arm64 are little-endian) for
-// WriteTensor of an F32 tensor; it shares x's memory.
-func Float32Bytes(x []float32) []byte {
-	if len(x) == 0 {
-		return nil
-	}
-	return unsafe.Slice((*byte)(unsafe.Pointer(&x[0])), 4*len(x))
 }
 
 // escapeJSON returns s as a JSON string literal.

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"math"
+	"needle/internal/byteview"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -44,7 +45,7 @@ func TestRoundTripAndConversion(t *testing.T) {
 		{Name: "empty", DType: "I64", Shape: []int64{0, 3}},
 		{Name: "scalar", DType: "U8", Shape: nil},
 	}
-	path := writeFile(t, tensors, [][]byte{Float32Bytes(f32), f16, bf16, nil, {7}}, map[string]string{"format": "pt"})
+	path := writeFile(t, tensors, [][]byte{byteview.Float32s(f32), f16, bf16, nil, {7}}, map[string]string{"format": "pt"})
 	f, err := Open(path)
 	if err != nil {
 		t.Fatal(err)
@@ -168,7 +169,7 @@ func TestChunkedWrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := Float32Bytes(x)
+	b := byteview.Float32s(x)
 	if err := w.WriteTensor("x", b[:8]); err != nil {
 		t.Fatal(err)
 	}
@@ -280,7 +281,7 @@ func TestPythonInterop(t *testing.T) {
 	theirs := filepath.Join(dir, "theirs.safetensors")
 	x := []float32{0.5, -1, 2, 1e-3, 7, 8}
 	ours := writeFile(t, []Tensor{{Name: "x", DType: "F32", Shape: []int64{2, 3}}, {Name: "h", DType: "F16", Shape: []int64{2}}},
-		[][]byte{Float32Bytes(x), {0x00, 0x3c, 0x00, 0xc0}}, map[string]string{"who": "needle"})
+		[][]byte{byteview.Float32s(x), {0x00, 0x3c, 0x00, 0xc0}}, map[string]string{"who": "needle"})
 	script := `
 import sys, json, numpy as np
 from safetensors.numpy import load_file, save_file

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"needle/engine/enginetest"
+	"needle/testkit/enginetest"
 )
 
 // A client that closes its connection while its 80 queries (10 jobs of 8) wait behind the

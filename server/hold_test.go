@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"needle/engine/enginetest"
+	"needle/testkit/enginetest"
 )
 
 // Requests that come while the index loads are held (Config.LoadWait) and answered once the

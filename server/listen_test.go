@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"needle/engine/enginetest"
+	"needle/testkit/enginetest"
 )
 
 // Over a real socket: limits fasthttp enforces before the handler still answer JSON.

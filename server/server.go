@@ -107,7 +107,7 @@ func (s *Server) SetRetriever(r *engine.Retriever) {
 }
 
 // ObserveBatch records the query count of one encoder batch (engine.BatcherOptions.OnBatch).
-func (s *Server) ObserveBatch(queries int) { s.metrics.batch.observe(float64(queries)) }
+func (s *Server) ObserveBatch(queries int) { s.metrics.batch.Observe(float64(queries)) }
 
 // Serve answers requests on ln until Shutdown.
 func (s *Server) Serve(ln net.Listener) error {
@@ -183,13 +183,10 @@ func (s *Server) route(ctx *fasthttp.RequestCtx) endpoint {
 		if r != nil {
 			g = gauges{ready: !s.changed.Load() && r.IndexErr() == nil && r.Ready(ctx) == nil, queueQueries: r.Queued(), indexVectors: r.Ntotal(),
 				indexBackend: r.IndexBackend(), badRows: r.BadRowsSkipped(), cache: r.CacheStats()}
-			g.droppedQueries, g.bulkPauses = r.DroppedQueries(), r.BulkPauses()
+			g.droppedQueries, g.bulkPauses, g.index = r.DroppedQueries(), r.BulkPauses(), r.IndexMetrics()
 		}
 		ctx.SetContentType("text/plain; version=0.0.4; charset=utf-8")
 		s.metrics.write(ctx, g)
-		if r != nil {
-			r.WriteIndexMetrics(ctx) // a GPU index's device, memory and search time
-		}
 	default:
 		if gone {
 			ctx.SetConnectionClose()
@@ -276,7 +273,7 @@ func (s *Server) retrieve(ctx *fasthttp.RequestCtx, r *engine.Retriever) {
 	case errors.Is(err, engine.ErrIndexLost): // /ready is false from now on (IndexErr)
 		writeDetail(ctx, fasthttp.StatusServiceUnavailable, err.Error())
 		return
-	case errors.Is(err, engine.ErrUnavailable): // the remote index (Milvus); /ready says when it is back
+	case engine.IsUnavailable(err): // the remote index (Milvus); /ready says when it is back
 		ctx.Response.Header.Set("Retry-After", "5")
 		writeDetail(ctx, fasthttp.StatusServiceUnavailable, err.Error())
 		return

@@ -16,7 +16,7 @@ import (
 
 	"needle/engine"
 	"needle/engine/docstore"
-	"needle/engine/enginetest"
+	"needle/testkit/enginetest"
 )
 
 // testParts are 50 fake documents, their index and encoder.
@@ -647,7 +647,7 @@ func TestRemoteIndexDownAndBack(t *testing.T) {
 	if code != 503 || !strings.Contains(string(out), "remote index is down") || len(resp.Header.Peek("Retry-After")) == 0 {
 		t.Errorf("/retrieve while down: %d %s (Retry-After %q)", code, out, resp.Header.Peek("Retry-After"))
 	}
-	if code, out, _ := do(s, "GET", "/ready", ""); code != 503 || !strings.Contains(string(out), `"status":"milvus unavailable: the test's remote index is down"`) {
+	if code, out, _ := do(s, "GET", "/ready", ""); code != 503 || !strings.Contains(string(out), `"status":"index unavailable: the test's remote index is down"`) {
 		t.Errorf("/ready while down: %d %s", code, out)
 	}
 	if _, out, _ := do(s, "GET", "/metrics", ""); !strings.Contains(string(out), "needle_ready 0\n") {

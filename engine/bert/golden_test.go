@@ -10,9 +10,9 @@ import (
 	"slices"
 	"testing"
 
-	"needle/testkit/testenv"
-	"needle/platform/cpu"
 	"needle/kernels/bert/nn"
+	"needle/platform/cpu"
+	"needle/testkit/testenv"
 )
 
 // readJSONL reads one JSON value per line of testdata/name into a []T.

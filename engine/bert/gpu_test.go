@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"needle/testkit/cudatest"
 	"needle/engine/wordpiece"
+	"needle/testkit/cudatest"
 	"needle/testkit/testenv"
 )
 

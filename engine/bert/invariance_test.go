@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"needle/platform/cpu"
 	"needle/kernels/bert/nn"
+	"needle/platform/cpu"
 )
 
 // TestBatchInvariant: a query's embedding is the same bits encoded alone, among 60 random

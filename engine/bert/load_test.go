@@ -5,16 +5,17 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"needle/internal/byteview"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"needle/engine/wordpiece"
-	"needle/testkit/testenv"
-	"needle/platform/cpu"
 	"needle/kernels/bert/nn"
+	"needle/platform/cpu"
 	"needle/safetensors"
+	"needle/testkit/testenv"
 )
 
 // tinyConfig is a 2-layer BERT with MiniLM's vocabulary, small enough to write in a test.
@@ -92,7 +93,7 @@ func encodeAs(x []float32, dtype string) []byte {
 		}
 		return b
 	}
-	return append([]byte{}, safetensors.Float32Bytes(x)...)
+	return append([]byte{}, byteview.Float32s(x)...)
 }
 
 // writeTinyModel writes a model folder for cfg/w; edit may change the tensors (name -> data)

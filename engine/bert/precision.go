@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"strings"
 
-	"needle/platform/cpu"
 	"needle/kernels/bert/nn"
+	"needle/platform/cpu"
 )
 
 // Precision is the number format of the Linear layers (the encoder's GEMMs); everything else

@@ -4,9 +4,9 @@ import (
 	"strings"
 	"testing"
 
-	"needle/testkit/testenv"
-	"needle/platform/cpu"
 	"needle/kernels/bert/nn"
+	"needle/platform/cpu"
+	"needle/testkit/testenv"
 )
 
 func TestParsePrecision(t *testing.T) {

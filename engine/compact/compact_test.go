@@ -3,6 +3,7 @@ package compact
 import (
 	"bytes"
 	"encoding/binary"
+	"needle/internal/byteview"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -150,7 +151,7 @@ func TestPythonFaissReadsTheForm(t *testing.T) {
 	q := testvec.Clustered(nq, dim, 2, 1)
 	_, ours := search(t, open(t, out, Options{Threads: 2, Rerank: -1}), q, dim, k)
 	qpath, res := filepath.Join(dir, "q.f32"), filepath.Join(dir, "res.bin")
-	os.WriteFile(qpath, testvec.Bytes(q), 0o644)
+	os.WriteFile(qpath, byteview.Float32s(q), 0o644)
 	cmd := exec.Command(py, "../../faissgo/testdata/interop.py", "search", filepath.Join(out, IndexFileName), "32", qpath, "10", "nprobe", "4", res)
 	if msg, err := cmd.CombinedOutput(); err != nil || !strings.HasPrefix(string(msg), "IndexPreTransform 5000 ") {
 		t.Fatalf("interop.py: %v\n%s", err, msg)

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"needle/internal/byteview"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -14,9 +15,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"needle/faissgo"
-	"needle/platform/cpu"
 	"needle/kernels/search/flatscan"
-	"needle/safetensors"
+	"needle/platform/cpu"
 )
 
 // Options say how a form is served (`needle serve` flags).
@@ -206,7 +206,7 @@ func (x *Index) gather(ids []int64, rows []float32) error {
 					continue
 				}
 				// The rows are little-endian float32s, as this machine's (x86-64) floats.
-				dst := safetensors.Float32Bytes(rows[i*d : (i+1)*d])
+				dst := byteview.Float32s(rows[i*d : (i+1)*d])
 				if _, err := x.src.ReadAt(dst, x.form.Source.Offset+ids[i]*rowBytes); err != nil {
 					err = fmt.Errorf("compact: read row %d of the source %s: %w", ids[i], x.form.Source.Path, err)
 					failed.CompareAndSwap(nil, &err)

@@ -28,6 +28,7 @@ import (
 	"needle/engine/indexbuild"
 	"needle/faissgo"
 	"needle/internal/progress"
+	"needle/internal/prom"
 	"needle/kernels/search/flatscangpu"
 )
 
@@ -517,21 +518,23 @@ func (x *Index) Stats() Stats {
 	return st
 }
 
-// WriteMetrics writes the index's Prometheus metrics (needle serve's /metrics).
-func (x *Index) WriteMetrics(w io.Writer) {
+// Metrics are the index's figures for /metrics (engine.MetricsIndex).
+func (x *Index) Metrics() []prom.Metric {
 	st := x.Stats()
-	fmt.Fprintf(w, "# HELP needle_gpu_device GPUs the index is sharded over (one per shard).\n# TYPE needle_gpu_device gauge\n")
+	devices := prom.Metric{Name: "needle_gpu_device", Type: "gauge", Help: "GPUs the index is sharded over (one per shard)."}
 	for _, d := range st.Devices {
-		fmt.Fprintf(w, "needle_gpu_device{device=%q} 1\n", d)
+		devices.Samples = append(devices.Samples, prom.Sample{Labels: fmt.Sprintf("device=%q", d), Value: 1})
 	}
-	healthy := 0
+	healthy := 0.0
 	if st.Healthy {
 		healthy = 1
 	}
-	fmt.Fprintf(w, "# HELP needle_gpu_memory_bytes Device memory the index holds (vectors and work space).\n# TYPE needle_gpu_memory_bytes gauge\nneedle_gpu_memory_bytes %d\n", st.MemoryBytes)
-	fmt.Fprintf(w, "# HELP needle_gpu_searches_total Index searches (batches) run on the GPU.\n# TYPE needle_gpu_searches_total counter\nneedle_gpu_searches_total %d\n", st.Searches)
-	fmt.Fprintf(w, "# HELP needle_gpu_search_seconds_total Time spent in GPU index searches.\n# TYPE needle_gpu_search_seconds_total counter\nneedle_gpu_search_seconds_total %g\n", st.SearchSeconds)
-	fmt.Fprintf(w, "# HELP needle_gpu_healthy 0 once a CUDA call failed (the server is then not ready).\n# TYPE needle_gpu_healthy gauge\nneedle_gpu_healthy %d\n", healthy)
+	return []prom.Metric{devices,
+		prom.Gauge("needle_gpu_memory_bytes", "Device memory the index holds (vectors and work space).", float64(st.MemoryBytes)),
+		prom.Counter("needle_gpu_searches_total", "Index searches (batches) run on the GPU.", float64(st.Searches)),
+		prom.Counter("needle_gpu_search_seconds_total", "Time spent in GPU index searches.", st.SearchSeconds),
+		prom.Gauge("needle_gpu_healthy", "0 once a CUDA call failed (the server is then not ready).", healthy),
+	}
 }
 
 // Err is the first CUDA failure of any shard's device, or nil while all are healthy.

@@ -11,6 +11,7 @@ import (
 
 	"needle/cuda"
 	"needle/faissgo"
+	"needle/internal/prom"
 	"needle/kernels/search/flatscangpu"
 	"needle/testkit/cudatest"
 )
@@ -161,14 +162,14 @@ func TestHalf(t *testing.T) {
 	}
 }
 
-// TestWriteMetrics: the /metrics lines of a GPU index (here one without shards, as no GPU
+// TestMetrics: the /metrics lines of a GPU index (here one without shards, as no GPU
 // is needed to format them).
-func TestWriteMetrics(t *testing.T) {
+func TestMetrics(t *testing.T) {
 	x := &Index{}
 	x.searches.Add(3)
 	x.nanos.Add(1_500_000_000)
 	var b strings.Builder
-	x.WriteMetrics(&b)
+	prom.NewWriter(&b).Write(x.Metrics()...)
 	for _, want := range []string{"needle_gpu_searches_total 3\n", "needle_gpu_search_seconds_total 1.5\n", "needle_gpu_memory_bytes 0\n", "needle_gpu_healthy 1\n"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("metrics lack %q:\n%s", want, b.String())

@@ -8,12 +8,11 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
-	"math"
+	"needle/internal/byteview"
 	"os"
 	"path/filepath"
 
 	"needle/internal/atomicfile"
-	"needle/safetensors"
 )
 
 // A shard file holds the embeddings of rows [start, start+count) and the bad rows among
@@ -154,15 +153,11 @@ func (s *shardSet) Read(start int64, dst []float32) error {
 }
 
 // readFloatsAt fills dst with the little-endian float32s at byte offset off of r, read in
-// place (this machine's floats are little-endian: safetensors.Float32Bytes).
+// place (this machine's floats are little-endian: internal/byteview).
 func readFloatsAt(r io.ReaderAt, off int64, dst []float32) error {
-	_, err := r.ReadAt(safetensors.Float32Bytes(dst), off)
+	_, err := r.ReadAt(byteview.Float32s(dst), off)
 	return err
 }
 
 // putFloats writes src into dst (4*len(src) bytes) as little-endian float32s.
-func putFloats(dst []byte, src []float32) {
-	for i, v := range src {
-		binary.LittleEndian.PutUint32(dst[4*i:], math.Float32bits(v))
-	}
-}
+func putFloats(dst []byte, src []float32) { copy(dst, byteview.Float32s(src)) }

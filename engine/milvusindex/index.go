@@ -2,11 +2,10 @@ package milvusindex
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
+	"needle/internal/byteview"
 	"strconv"
 	"time"
 
@@ -111,10 +110,7 @@ func (x *Index) Search(q []float32, k int, dist []float32, labels []int64) error
 
 func (x *Index) search(ctx context.Context, q []float32, k int, dist []float32, labels []int64) error {
 	n := len(q) / x.dim
-	raw := make([]byte, 4*len(q))
-	for i, v := range q {
-		binary.LittleEndian.PutUint32(raw[4*i:], math.Float32bits(v))
-	}
+	raw := byteview.Float32s(q) // read while the request is built
 	values := make([][]byte, n)
 	for i := range values {
 		values[i] = raw[4*i*x.dim : 4*(i+1)*x.dim]

@@ -34,7 +34,13 @@ const (
 
 // ErrUnavailable is wrapped by the errors of a search or check that Milvus did not answer
 // (unreachable, restarting, collection not loaded): the caller may retry later.
-var ErrUnavailable = errors.New("milvus unavailable")
+var ErrUnavailable error = unavailable("milvus unavailable")
+
+// unavailable is engine's UnavailableError (the server answers 503 + Retry-After).
+type unavailable string
+
+func (e unavailable) Error() string     { return string(e) }
+func (e unavailable) Unavailable() bool { return true }
 
 // dial connects to the Milvus proxy at uri ("host:port", or http(s)://host:port).
 func dial(ctx context.Context, uri string) (client.Client, error) {

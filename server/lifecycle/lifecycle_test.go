@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"needle/engine"
-	"needle/engine/enginetest"
+	"needle/testkit/enginetest"
 	"needle/server"
 )
 

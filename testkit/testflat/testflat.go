@@ -4,11 +4,11 @@ package testflat
 
 import (
 	"io"
+	"needle/internal/byteview"
 	"os"
 	"testing"
 
 	"needle/faissgo"
-	"needle/testkit/testvec"
 )
 
 // WriteFlat writes n rows of dim floats as a FAISS IndexFlatIP/L2 file at path, asking rows
@@ -21,7 +21,7 @@ func WriteFlat(t testing.TB, path string, m faissgo.Metric, dim int, n int64, ro
 	}
 	err = faissgo.WriteFlat(f, m, dim, n, func(w io.Writer) error {
 		for start := int64(0); start < n; start += 8192 {
-			if _, err := w.Write(testvec.Bytes(rows(start, min(8192, n-start)))); err != nil {
+			if _, err := w.Write(byteview.Float32s(rows(start, min(8192, n-start)))); err != nil {
 				return err
 			}
 		}

@@ -3,7 +3,6 @@
 package testvec
 
 import (
-	"encoding/binary"
 	"math"
 	"math/rand/v2"
 )
@@ -84,13 +83,4 @@ func SmallInts(n, dim int, seed uint64) []float32 {
 		v[i] = float32(r.IntN(5) - 2)
 	}
 	return v
-}
-
-// Bytes returns v as little-endian float32s, the layout of FAISS files and memmaps.
-func Bytes(v []float32) []byte {
-	b := make([]byte, 4*len(v))
-	for i, x := range v {
-		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
-	}
-	return b
 }

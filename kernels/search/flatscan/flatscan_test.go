@@ -3,16 +3,17 @@ package flatscan
 import (
 	"fmt"
 	"math"
+	"needle/internal/byteview"
 	"testing"
 
-	"needle/testkit/testvec"
 	"needle/platform/cpu"
+	"needle/testkit/testvec"
 )
 
 // rowBytes lays rows out as a mapped file does: little-endian float32s after skip bytes, so
 // the rows are misaligned unless skip is a multiple of 4.
 func rowBytes(v []float32, skip int) []byte {
-	return append(make([]byte, skip), testvec.Bytes(v)...)[skip:]
+	return append(make([]byte, skip), byteview.Float32s(v)...)[skip:]
 }
 
 var smallInts, gaussians = testvec.SmallInts, testvec.Unit

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
+	"needle/internal/byteview"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,13 +18,13 @@ import (
 	"needle/engine/gate"
 	"needle/faissgo"
 	"needle/internal/procstat"
+	"needle/kernels/search/flatscan"
 	"needle/testkit/testenv"
 	"needle/testkit/testflat"
 	"needle/testkit/testvec"
-	"needle/kernels/search/flatscan"
 )
 
-var floatBytes = testvec.Bytes
+var floatBytes = byteview.Float32s
 
 // writeFlat writes an index file with faissgo's streaming writer (testvec.WriteFlat).
 func writeFlat(t testing.TB, m faissgo.Metric, dim int, db []float32) string {

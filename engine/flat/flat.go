@@ -26,8 +26,8 @@ import (
 	"needle/engine/gate"
 	"needle/faissgo"
 	"needle/internal/pagecache"
-	"needle/platform/cpu"
 	"needle/kernels/search/flatscan"
+	"needle/platform/cpu"
 )
 
 // Index is a flat index file mapped read-only. Safe for concurrent use (searches run side by
