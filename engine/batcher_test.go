@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"needle/engine"
-	"needle/testkit/enginetest"
 	"needle/engine/gate"
+	"needle/testkit/enginetest"
 )
 
 // corpusTexts returns n distinct small documents.

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"needle/engine"
-	"needle/testkit/enginetest"
 	"needle/internal/lru"
+	"needle/testkit/enginetest"
 )
 
 func TestNewRetrieverChecksShapes(t *testing.T) {

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"needle/testkit/testenv"
 	"needle/platform/cpu"
+	"needle/testkit/testenv"
 )
 
 // TestPytest runs the suite once per SIMD level this CPU has (NEEDLE_SIMD), so every kernel

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"needle/engine"
-	"needle/testkit/enginetest"
 	"needle/server"
+	"needle/testkit/enginetest"
 )
 
 func TestAdvertisedIP(t *testing.T) {
