@@ -86,7 +86,7 @@ func TestEncodeMatchesReference(t *testing.T) {
 }
 
 // TestEncodeStaysInRoom gives every level outputs with room for exactly n entries, followed by
-// guard bytes: the scratch entries a level writes past the last one (delta_blocks.h) must stay
+// guard bytes: the scratch entries a level writes past the last one (delta_vec.h) must stay
 // in that room, for both index sizes.
 func TestEncodeStaysInRoom(t *testing.T) {
 	const guard = 256
