@@ -40,7 +40,7 @@ func sizeName(size int64) string {
 // deltaGap is the room between the old and new tensors of deltaPair: 37 pages, so they are not a
 // multiple of 256 MiB apart, as two 1 GiB allocations in a row are. Two input streams that far
 // apart contend for the same DRAM banks (Zen 4: encode at 15-17 GB/s per CPU-s, 23-28 at other
-// distances), a layout the tensors of a checkpoint rarely have; README "needle delta" says so.
+// distances), a layout the tensors of a checkpoint rarely have; docs/delta.md says so.
 const deltaGap = 37 << 12
 
 // deltaPair returns a random bf16 tensor of size bytes and a copy with about frac of its

@@ -1,6 +1,6 @@
 """By hand: how soon a single query is answered after a 2,560-query POST's client disconnects,
 against that server's idle latency, for one or more needle binaries run alternately on the same
-index (README: needle serve, the disconnect paragraph). Not part of `make test`.
+index (docs/measurements/2026-11-24-disconnect-latency.md). Not part of `make test`.
 
 A cycle: 5 single-query POSTs (idle: their median), one Search-R1-shaped POST of 2,560 distinct
 queries whose socket is closed once 2 encoder batches of it began, then 3 single queries, the

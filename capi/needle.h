@@ -84,7 +84,7 @@ int32_t needle_membw_read(const void* buf, int64_t bytes, uint64_t* out_sum, cha
                           int64_t err_len);
 
 /* ---- CUDA: the same ops on device memory (a trainer's torch CUDA tensors) --------------------
- * Never run on a GPU yet (README "What has never run on a GPU"). The CUDA driver (libcuda.so.1,
+ * Never run on a GPU yet (docs/gpu.md, "What has never run on a GPU"). The CUDA driver (libcuda.so.1,
  * or NEEDLE_CUDA_LIB) is opened at the first call: without it these return -1 saying so, and the
  * library works as before. Device addresses cross as uint64_t. Work runs on GPU `device` (an
  * ordinal among CUDA_VISIBLE_DEVICES) in its primary context, the CUDA runtime's and PyTorch's,

@@ -23,7 +23,7 @@ func runConvert(args []string) error {
 		"Python faiss reads it) and compact.json. The source is read once and never held in RAM. Rerun the same\n"+
 		"command after a kill: it resumes from the last checkpoint and ends with the same bytes. Serve the form with\n"+
 		"`needle serve --index DIR`: candidates from the codes, re-ranked exactly from the source file, which must stay\n"+
-		"where it is (README: Compact forms).")
+		"where it is (docs/convert.md).")
 	var cfg compact.Config
 	fs.StringVar(&cfg.From, "from", "", "the vectors: a FAISS flat index file, a headerless float32 memmap (with --dim) or a float32 .npy (required)")
 	fs.StringVar(&cfg.Out, "out", "", "the form's folder; partial/ holds the checkpoint while converting (required)")

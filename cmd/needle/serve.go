@@ -61,7 +61,7 @@ func parseServeFlags(args []string) (*serveFlags, error) {
 	fs.IntVar(&f.engine.Threads, "threads", 0, "threads for the encoder and FAISS (0 = all cores)")
 	fs.StringVar(&f.engine.Precision, "precision", "", precisionUsage+" (default: the build manifest's, else fp16; another than the manifest's is an error without --force-precision)")
 	fs.BoolVar(&f.engine.ForcePrecision, "force-precision", false, "serve at --precision even where the build manifest records another")
-	fs.StringVar(&f.saveAddressTo, "save-address-to", "", "folder to write Host{ip}_IP{port}.txt = \"{ip}:{port}\" into (ASearcher's client reads it) as soon as the port listens; until ready, requests are held (--load-wait). Removed when the drain begins, before the port refuses connections, unless it is the folder's last address file (README: Lifecycle)")
+	fs.StringVar(&f.saveAddressTo, "save-address-to", "", "folder to write Host{ip}_IP{port}.txt = \"{ip}:{port}\" into (ASearcher's client reads it) as soon as the port listens; until ready, requests are held (--load-wait). Removed when the drain begins, before the port refuses connections, unless it is the folder's last address file (docs/lifecycle.md)")
 	fs.StringVar(&f.authToken, "auth-token", os.Getenv("NEEDLE_AUTH_TOKEN"), "if set, /retrieve, /access and /metrics need \"Authorization: Bearer <token>\" (default $NEEDLE_AUTH_TOKEN)")
 	fs.BoolVar(&f.faissGPU, "faiss_gpu", false, "the anchors' flag: same as --gpu")
 	fs.Var(gpuMode{&f.engine.GPU}, "gpu", "serve a flat index (IndexFlatIP/L2) from the GPUs in fp16 and encode queries on the first of them: --gpu uses them when it can, else says why in one line and serves on the CPU; --gpu=require fails instead")
@@ -89,7 +89,7 @@ func parseServeFlags(args []string) (*serveFlags, error) {
 	fs.IntVar(&f.cacheMB, "cache-mb", 256, "result cache in MiB: answers kept by exact query text and topk, so the rollouts of a GRPO group asking the same query are searched once; cached answers are byte for byte the first one (0 turns it off)")
 	fs.DurationVar(&f.drain, "drain", 30*time.Second, "on SIGINT/SIGTERM, how long in-flight requests may finish")
 	fs.DurationVar(&f.cfg.LoadWait, "load-wait", 10*time.Minute, "how long a /retrieve or /access that arrives while the index loads waits for it (clients without retries, e.g. Search-R1's, get their answer late instead of a 503); past it 503 + Retry-After; 0 answers 503 at once")
-	fs.BoolVar(&f.replace, "replace", false, "take over --host:--port from the needle serve running there: it keeps serving while this one loads, then drains and exits, and no connection is refused in between (README: Lifecycle); without a needle there, start as usual")
+	fs.BoolVar(&f.replace, "replace", false, "take over --host:--port from the needle serve running there: it keeps serving while this one loads, then drains and exits, and no connection is refused in between (docs/lifecycle.md); without a needle there, start as usual")
 	fs.StringVar(&f.engine.Milvus.URI, "milvus", "", "search a Milvus collection (standalone or cluster: same API) at this URI, host:port or http(s)://host:port,\n"+
 		"instead of a FAISS index; needs --collection, and --corpus and --model (or --index DIR of a needle build naming them)")
 	fs.StringVar(&f.engine.Milvus.Collection, "collection", "", "with --milvus: the collection, built by needle build --milvus")

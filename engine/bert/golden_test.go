@@ -193,8 +193,8 @@ func TestWordNetTop10(t *testing.T) {
 // set; the order is reported). Issue 17 asks for 95 of 100; measured: 83 with groups of 32
 // (73 per output channel; most misses swap rank 10 with 11, whose reference scores differ by
 // 1e-4 to 5e-4 in a dozen queries). The weights' rounding is the whole error: fp16 weights
-// rounded to these int8 values give the same 83; what would close the gap is in README
-// ("Precision of the Linear layers"). The bound sits just below that.
+// rounded to these int8 values give the same 83; what was tried to close the gap is in
+// docs/measurements/2026-11-25-int8-alternatives.md. The bound sits just below that.
 func TestWordNetTop10Int8(t *testing.T) { checkSameTop10(t, Int8, 80) }
 
 // TestGoldenMiniLMBF16 bounds the bf16 Linears' drift from fp32: issue 17 asks for every cosine

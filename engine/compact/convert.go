@@ -17,7 +17,7 @@ import (
 )
 
 // Defaults of a conversion (`needle convert`), chosen by measurement on the full 21M-row
-// wiki-18-shaped set (README: "needle convert"): OPQ keeps the fine score differences plain PQ
+// wiki-18-shaped set (docs/measurements/2026-11-24-compact-form.md): OPQ keeps the fine score differences plain PQ
 // loses, and 32 lists with 200 candidates re-ranked gave recall@10 0.966 at 119 queries/s from a
 // cold page cache, where 64 lists with 100 candidates gave 0.937 at 96.
 const (

@@ -2,7 +2,7 @@ package flatgpu
 
 // GPU tests: they skip (saying why) without a CUDA device and cuBLAS, or fail under
 // NEEDLE_REQUIRE_GPU=1 (the GPU check). NEVER RUN ON A GPU so far: written and compiled on a
-// machine without one (see README "GPU flat index").
+// machine without one (see docs/gpu.md).
 
 import (
 	"cmp"

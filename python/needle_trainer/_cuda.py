@@ -1,7 +1,7 @@
 """The CUDA path of the trainer ops: torch CUDA tensors in and out, used in place through their
 device pointers, work queued on torch's current stream of their device with libneedle.so's
 needle_cuda_* entry points (capi/needle.h). Nothing here waits for the device except the delta
-encode, whose output size comes back to the host. NEVER RUN ON A GPU so far (README "What has
+encode, whose output size comes back to the host. NEVER RUN ON A GPU so far (docs/gpu.md "What has
 never run on a GPU"); the GPU check runs tests/test_cuda.py there.
 """
 import ctypes

@@ -1,4 +1,4 @@
-// Package layout holds the test that keeps the repository's floors true (README: Layout):
+// Package layout holds the test that keeps the repository's floors true (docs/layout.md):
 // every import goes down or sideways, never up, and only tests (and the benchmarks' own
 // harness) use the test kit.
 package layout
@@ -48,7 +48,7 @@ func TestImportsGoDown(t *testing.T) {
 		pkg := fields[0]
 		from, ok := floorOf(pkg)
 		if !ok {
-			t.Errorf("%s has no floor: add it to floors (and to README's layout)", pkg)
+			t.Errorf("%s has no floor: add it to floors (and to docs/layout.md)", pkg)
 			continue
 		}
 		for _, imp := range fields[1:] {
