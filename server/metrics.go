@@ -18,11 +18,12 @@ const (
 	epHealth
 	epReady
 	epMetrics
+	epPage
 	epOther
 	numEndpoints
 )
 
-var endpointNames = [numEndpoints]string{"retrieve", "access", "health", "ready", "metrics", "other"}
+var endpointNames = [numEndpoints]string{"retrieve", "access", "health", "ready", "metrics", "page", "other"}
 
 // metrics are the server's Prometheus metrics (internal/prom writes them).
 // All fields are safe for concurrent use.
@@ -71,6 +72,8 @@ type gauges struct {
 	cache engine.CacheStats
 	// index are the index's own figures (the GPU index: devices, memory, search time).
 	index []prom.Metric
+	info  Info // what is served (Config.Info)
+	pages bool // the retriever has a pages file: /access answers
 }
 
 func (m *metrics) write(w io.Writer, g gauges) {
@@ -108,6 +111,13 @@ func (m *metrics) write(w io.Writer, g gauges) {
 		prom.Gauge("needle_queue_queries", "Queries admitted and not yet answered.", float64(g.queueQueries)),
 		prom.Gauge("needle_index_vectors", "Vectors in the served index.", float64(g.indexVectors)),
 	)
+	pages := "0"
+	if g.pages {
+		pages = "1"
+	}
+	p.Write(prom.Metric{Name: "needle_info", Type: "gauge", Help: "What is served: index, model, query precision, pages (1: /access answers); always 1. The search page at / reads it.",
+		Samples: []prom.Sample{{Labels: prom.Label("index", g.info.Index) + "," + prom.Label("model", g.info.Model) + "," +
+			prom.Label("precision", g.info.Precision) + "," + prom.Label("pages", pages), Value: 1}}})
 	if g.indexBackend != "" {
 		p.Write(prom.Metric{Name: "needle_index_backend", Type: "gauge", Help: "The index backend serving searches (label backend).",
 			Samples: []prom.Sample{{Labels: fmt.Sprintf("backend=%q", g.indexBackend), Value: 1}}})

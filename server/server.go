@@ -21,6 +21,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"needle/engine"
+	"needle/server/ui"
 )
 
 // Config holds the server's defaults and limits. Zero values take the defaults.
@@ -38,6 +39,16 @@ type Config struct {
 	// LoadWait is how long a /retrieve or /access that arrives before SetRetriever waits for
 	// it (then 503 + Retry-After); 0 answers 503 at once. See awaitReady.
 	LoadWait time.Duration
+	// Info names what is served, for /metrics (needle_info) and so for the search page.
+	Info Info
+}
+
+// Info names what the server serves; cmd/needle fills it from the resolved engine options.
+// Empty fields are written as "".
+type Info struct {
+	Index     string // the index file (or Milvus collection) served
+	Model     string // the query encoder's model folder
+	Precision string // the query encoder's Linear precision (fp16, int8, bf16)
 }
 
 func (c Config) withDefaults() Config {
@@ -145,6 +156,8 @@ func (s *Server) route(ctx *fasthttp.RequestCtx) endpoint {
 		ep = epReady
 	case "/metrics":
 		ep = epMetrics
+	case "/":
+		ep = epPage
 	default:
 		writeDetail(ctx, fasthttp.StatusNotFound, "Not Found")
 		return ep
@@ -163,6 +176,9 @@ func (s *Server) route(ctx *fasthttp.RequestCtx) endpoint {
 		r, gone = s.awaitReady(ctx)
 	}
 	switch ep {
+	case epPage:
+		// The page holds no data: it reads /metrics and /retrieve with the token it asks for.
+		ui.Write(ctx)
 	case epHealth:
 		writeJSON(ctx, fasthttp.StatusOK, []byte(`{"status":"ok"}`))
 	case epReady:
@@ -179,11 +195,12 @@ func (s *Server) route(ctx *fasthttp.RequestCtx) endpoint {
 			writeJSON(ctx, fasthttp.StatusOK, []byte(`{"status":"ready"}`))
 		}
 	case epMetrics:
-		g := gauges{}
+		g := gauges{info: s.cfg.Info}
 		if r != nil {
-			g = gauges{ready: !s.changed.Load() && r.IndexErr() == nil && r.Ready(ctx) == nil, queueQueries: r.Queued(), indexVectors: r.Ntotal(),
+			g = gauges{info: s.cfg.Info, ready: !s.changed.Load() && r.IndexErr() == nil && r.Ready(ctx) == nil, queueQueries: r.Queued(), indexVectors: r.Ntotal(),
 				indexBackend: r.IndexBackend(), badRows: r.BadRowsSkipped(), cache: r.CacheStats()}
 			g.droppedQueries, g.bulkPauses, g.index = r.DroppedQueries(), r.BulkPauses(), r.IndexMetrics()
+			g.pages = r.HasPages()
 		}
 		ctx.SetContentType("text/plain; version=0.0.4; charset=utf-8")
 		s.metrics.write(ctx, g)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"needle/engine"
+	"needle/engine/bert"
 	"needle/server"
 	"needle/server/lifecycle"
 )
@@ -224,6 +226,7 @@ func runServe(args []string) error {
 	if err != nil {
 		return err
 	}
+	f.cfg.Info = server.Info{Index: opts.IndexName(), Model: opts.Model, Precision: cmp.Or(opts.Precision, string(bert.FP16))}
 	srv := server.New(f.cfg)
 	opts.Batcher.OnBatch = srv.ObserveBatch
 	return lifecycle.Run(lifecycle.Options{Host: f.host, Port: f.port, SaveAddressTo: f.saveAddressTo, Replace: f.replace,

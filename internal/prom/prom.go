@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"strconv"
+	"strings"
 	"sync/atomic"
 )
 
@@ -117,3 +118,12 @@ func (p Writer) Histograms(name, help string, hs ...Labeled) {
 		p.sample(name+"_count", l.Labels, float64(cum))
 	}
 }
+
+// Label writes one label pair key="value", the value escaped as the exposition format wants
+// (backslash, double quote and newline; other bytes, UTF-8 included, as they are). For values
+// that come from users (file paths), where Go's %q would write \u escapes Prometheus keeps.
+func Label(key, value string) string {
+	return key + `="` + labelEscaper.Replace(value) + `"`
+}
+
+var labelEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)

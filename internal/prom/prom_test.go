@@ -52,3 +52,14 @@ lat_seconds_count 0
 		t.Fatalf("got\n%s\nwant\n%s", b.String(), want)
 	}
 }
+
+func TestLabel(t *testing.T) {
+	for _, c := range []struct{ value, want string }{
+		{"plain", `k="plain"`},
+		{`/data/"idx"\n` + "\n" + "é", `k="/data/\"idx\"\\n\n` + "é\""},
+	} {
+		if got := Label("k", c.value); got != c.want {
+			t.Errorf("Label(%q) = %s, want %s", c.value, got, c.want)
+		}
+	}
+}
