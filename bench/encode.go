@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"needle/bench/plot"
 	"needle/engine/bert"
 	"needle/engine/wordpiece"
 	"needle/internal/atomicfile"
@@ -38,7 +39,8 @@ type EncodeOptions struct {
 	Precisions []bert.Precision
 	// GPU runs the encoders on GPU 0 ("", bert.GPUAuto or bert.GPURequire, as --gpu) and adds
 	// tokens/s, model TFLOP/s, the measured GEMM peak and the wiki-18 projection.
-	GPU string
+	GPU  string
+	Plot string // if set, each model's single-query latencies and passages/s are drawn into this .svg or .png file
 }
 
 // benchTexts are the inputs of `needle bench encode`, also dumped for bench/encode_pytorch.py.
@@ -115,6 +117,8 @@ type encodeResult struct {
 	PeakGemmTFLOPs float64 `json:"peak_gemm_TFLOP_per_s,omitempty"`
 	GemmShare      float64 `json:"gemm_share,omitempty"`
 	Wiki18Hours    float64 `json:"wiki18_hours,omitempty"`
+
+	queryLatencies []time.Duration // sorted, for --plot
 }
 
 // wiki18Passages is the passage count of the anchors' wiki-18 corpus.
@@ -129,6 +133,11 @@ func Encode(w io.Writer, opt EncodeOptions) error {
 	}
 	if opt.Model == "" && opt.Dump == "" {
 		return errors.New("--model is required (or set NEEDLE_MODEL)")
+	}
+	if opt.Plot != "" {
+		if err := plot.Check(opt.Plot); err != nil {
+			return err
+		}
 	}
 	texts, err := wordnetBenchTexts(opt.WordNet, opt.Passages, opt.Queries)
 	if err != nil {
@@ -189,6 +198,11 @@ func Encode(w io.Writer, opt EncodeOptions) error {
 			results = append(results, r)
 		}
 	}
+	if opt.Plot != "" {
+		if err := plot.Write(opt.Plot, encodeFigure(results, opt, level.Level().String())); err != nil {
+			return err
+		}
+	}
 	if opt.JSON {
 		b, _ := json.Marshal(map[string]any{"simd": level.Level().String(), "threads": opt.Threads, "batch_size": opt.BatchSize, "results": results}) // one line: the GPU check reads the last
 		fmt.Fprintln(w, string(b))
@@ -239,6 +253,21 @@ func throughputFigures(r *encodeResult, enc *bert.Encoder, texts benchTexts, thr
 	return nil
 }
 
+// encodeFigure is --plot's drawing of results: each model's single-query latencies, and
+// passages/s of every model and precision side by side.
+func encodeFigure(results []encodeResult, opt EncodeOptions, simd string) plot.Figure {
+	f := plot.Figure{
+		Title: fmt.Sprintf("needle bench encode: SIMD %s, %d threads, batch %d", simd, opt.Threads, opt.BatchSize),
+		Bars:  &plot.Bars{Title: "passages/s (best of --repeat)", Unit: "passages/s"},
+	}
+	for _, r := range results {
+		name := r.Model + " " + r.Precision
+		f.Latencies = append(f.Latencies, plot.Latencies{Of: "single query, " + name, D: r.queryLatencies})
+		f.Bars.Bars = append(f.Bars.Bars, plot.Bar{Label: name, Value: r.PassagesPerSec})
+	}
+	return f
+}
+
 func measureEncoder(enc *bert.Encoder, texts benchTexts, repeat int) (encodeResult, error) {
 	r := encodeResult{Passages: len(texts.Passages), WeightsMB: float64(enc.WeightBytes()) / 1e6}
 	for _, p := range texts.Passages {
@@ -256,16 +285,17 @@ func measureEncoder(enc *bert.Encoder, texts benchTexts, repeat int) (encodeResu
 		r.PassagesPerSec = max(r.PassagesPerSec, float64(len(texts.Passages))/wall)
 		r.PassagesPerCPUs = max(r.PassagesPerCPUs, float64(len(texts.Passages))/cpu)
 	}
-	lat := make([]float64, len(texts.Queries))
+	lat := make([]time.Duration, len(texts.Queries))
 	for i, q := range texts.Queries {
 		t0 := time.Now()
 		if _, err := enc.Encode([]string{q}, ""); err != nil {
 			return r, err
 		}
-		lat[i] = time.Since(t0).Seconds() * 1e3
+		lat[i] = time.Since(t0)
 	}
 	slices.Sort(lat)
-	r.QueryMedianMs, r.QueryP90Ms = lat[len(lat)/2], lat[len(lat)*9/10]
+	r.QueryMedianMs, r.QueryP90Ms = percentileMs(lat, .5), percentileMs(lat, .9)
+	r.queryLatencies = lat
 	r.PeakRSSMB = float64(procstat.KB("VmHWM")) / 1e3
 	return r, nil
 }

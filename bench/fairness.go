@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"needle/bench/plot"
 )
 
 // FairnessOptions are the flags of `needle bench retrieve --fairness`: how much a big request
@@ -193,10 +195,7 @@ func (r *fairnessResult) print(w io.Writer, l *RetrieveOptions) {
 
 // percentileMs is the p-quantile of sorted latencies in milliseconds (0 for none).
 func percentileMs(sorted []time.Duration, p float64) float64 {
-	if len(sorted) == 0 {
-		return 0
-	}
-	return sorted[min(len(sorted)-1, int(p*float64(len(sorted))))].Seconds() * 1000
+	return plot.Percentile(sorted, p).Seconds() * 1000
 }
 
 // median is the median of d (0 for none); d is not changed.

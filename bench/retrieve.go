@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"needle/bench/plot"
 )
 
 // RetrieveOptions are the flags of `needle bench retrieve`: one load test of Concurrency
@@ -32,11 +34,13 @@ type RetrieveOptions struct {
 	// Fairness, when set, runs the fairness measurement (fairness.go) instead of a load test;
 	// Concurrency, Duration, Requests, Batch, Trace and ServerPID do not apply.
 	Fairness *FairnessOptions
+	Plot     string // if set, the load test's latencies and queries/s are drawn into this .svg or .png file
 }
 
 // loadResult is what the callers saw. latencies are per request, in send order per caller.
 type loadResult struct {
 	latencies []time.Duration
+	finished  []plot.Finish // when each answered request finished, for --plot
 	queries   int
 	errors    map[string]int
 	elapsed   time.Duration
@@ -61,6 +65,14 @@ func Retrieve(w io.Writer, opt RetrieveOptions) error {
 	if opt.Concurrency <= 0 || opt.Batch <= 0 || opt.Duration <= 0 {
 		return errors.New("--concurrency, --batch and --duration must be > 0")
 	}
+	if opt.Plot != "" {
+		if opt.Fairness != nil {
+			return errors.New("--plot draws load tests, not --fairness")
+		}
+		if err := plot.Check(opt.Plot); err != nil {
+			return err
+		}
+	}
 	queries, err := readQueryTexts(path)
 	if err != nil {
 		return err
@@ -84,7 +96,14 @@ func Retrieve(w io.Writer, opt RetrieveOptions) error {
 		fmt.Fprintf(w, "trace %s: %d queries, %.1f%% repeat an earlier one (the hit rate of a cache that keeps everything)\n",
 			opt.Trace, len(queries), 100*repeatRate(queries))
 	}
-	return nil
+	if opt.Plot == "" {
+		return nil
+	}
+	return plot.Write(opt.Plot, plot.Figure{
+		Title:     fmt.Sprintf("needle bench retrieve: concurrency %d, batch %d, topk %d", opt.Concurrency, opt.Batch, opt.TopK),
+		Latencies: []plot.Latencies{{Of: "request", D: res.latencies}},
+		Finished:  res.finished,
+	})
 }
 
 // readQueryTexts reads query strings from JSONL ("query" or "question" field) or plain lines.
@@ -224,6 +243,7 @@ func (l *RetrieveOptions) run(queries []string) (*loadResult, error) {
 					res.errors[err.Error()]++
 				} else {
 					res.latencies = append(res.latencies, took)
+					res.finished = append(res.finished, plot.Finish{At: time.Since(start), Queries: len(batch)})
 					res.queries += len(batch)
 				}
 				mu.Unlock()

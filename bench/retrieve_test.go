@@ -50,7 +50,8 @@ func TestRetrieveReport(t *testing.T) {
 	}))
 	defer srv.Close()
 	opt := RetrieveOptions{URL: srv.URL + "/", QueriesFile: writeQueries(t, "{\"query\": \"a\"}\n\n{\"question\": \"b\"}\nc\n"),
-		Concurrency: 2, Duration: time.Minute, Requests: 5, Batch: 2, TopK: 4, Timeout: 10 * time.Second, ServerPID: os.Getpid()}
+		Concurrency: 2, Duration: time.Minute, Requests: 5, Batch: 2, TopK: 4, Timeout: 10 * time.Second, ServerPID: os.Getpid(),
+		Plot: filepath.Join(t.TempDir(), "run.svg")}
 	var out bytes.Buffer
 	if err := Retrieve(&out, opt); err != nil {
 		t.Fatal(err)
@@ -60,6 +61,9 @@ func TestRetrieveReport(t *testing.T) {
 		!strings.HasPrefix(lines[1], "ok requests 5  queries 10  errors 0  in ") || !strings.HasPrefix(lines[2], "queries/s ") ||
 		!strings.HasPrefix(lines[3], "latency ms  p50 ") || !strings.HasPrefix(lines[4], "server CPU ") {
 		t.Fatalf("report:\n%s", out.String())
+	}
+	if svg, err := os.ReadFile(opt.Plot); err != nil || !strings.Contains(string(svg), "request latency, 5 measured") {
+		t.Errorf("--plot: %v, %.100q", err, svg)
 	}
 	// 10 queries cycle through the file's 3: a b c a b c a b c a.
 	if seen["a"] != 4 || seen["b"] != 3 || seen["c"] != 3 || len(seen) != 3 {

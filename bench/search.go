@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"needle/bench/plot"
 	"needle/engine"
 	"needle/engine/flatgpu"
 	"needle/faissgo"
@@ -29,6 +30,7 @@ type SearchOptions struct {
 	Rounds  int    // timed searches (after one warm-up); the best and median are reported
 	Threads int    // CPU threads (0 = all cores)
 	Seed    uint64 // vectors and queries
+	Plot    string // if set, the rounds' search times and the read bandwidth against the limit are drawn into this .svg or .png file
 }
 
 // searchReport is what Search writes, one JSON object.
@@ -63,6 +65,11 @@ func Search(w io.Writer, opt SearchOptions) error {
 	metric, err := faissgo.ParseMetric(opt.Metric)
 	if err != nil {
 		return fmt.Errorf("--metric: %w", err)
+	}
+	if opt.Plot != "" {
+		if err := plot.Check(opt.Plot); err != nil {
+			return err
+		}
 	}
 	var (
 		idx     engine.Index
@@ -127,18 +134,18 @@ func Search(w io.Writer, opt SearchOptions) error {
 		q[i] = rng.Float32()*2 - 1
 	}
 	dist, labels := make([]float32, opt.Batch*opt.K), make([]int64, opt.Batch*opt.K)
-	times := make([]float64, 0, opt.Rounds)
+	times := make([]time.Duration, 0, opt.Rounds)
 	for r := -1; r < opt.Rounds; r++ { // round -1 warms up
 		start := time.Now()
 		if err := idx.Search(q, opt.K, dist, labels); err != nil {
 			return err
 		}
 		if r >= 0 {
-			times = append(times, time.Since(start).Seconds())
+			times = append(times, time.Since(start))
 		}
 	}
 	slices.Sort(times)
-	rep.BestSeconds, rep.MedianSecs = times[0], times[len(times)/2]
+	rep.BestSeconds, rep.MedianSecs = times[0].Seconds(), times[len(times)/2].Seconds()
 	rep.QPS = float64(opt.Batch) / rep.BestSeconds
 	rep.GBps = float64(rep.Rows) * float64(rep.Dim) * elem / rep.BestSeconds / 1e9
 	rep.TFLOPs = 2 * float64(rep.Rows) * float64(rep.Dim) * float64(opt.Batch) / rep.BestSeconds / 1e12
@@ -146,12 +153,32 @@ func Search(w io.Writer, opt SearchOptions) error {
 	if rep.PeakTFLOPs > 0 {
 		rep.GemmShare = rep.TFLOPs / rep.PeakTFLOPs
 	}
+	if opt.Plot != "" {
+		if err := plot.Write(opt.Plot, searchFigure(rep, opt, times)); err != nil {
+			return err
+		}
+	}
 	b, err := json.Marshal(rep)
 	if err != nil {
 		return err
 	}
 	_, err = fmt.Fprintf(w, "%s\n", b)
 	return err
+}
+
+// searchFigure is --plot's drawing of a run: the rounds' search times, and the read rate
+// next to the machine's limit measured in the same run.
+func searchFigure(rep searchReport, opt SearchOptions, times []time.Duration) plot.Figure {
+	where := "FAISS on the CPU"
+	if opt.GPU {
+		where = "GPU flat index"
+	}
+	return plot.Figure{
+		Title:     fmt.Sprintf("needle bench search: %s, %d x %d, batch %d, k %d", where, rep.Rows, rep.Dim, opt.Batch, opt.K),
+		Latencies: []plot.Latencies{{Of: fmt.Sprintf("search of %d queries", opt.Batch), D: times}},
+		Bars: &plot.Bars{Title: "vectors read per second, best round, against the limit measured in this run", Unit: "GB/s",
+			Bars: []plot.Bar{{Label: "needle: " + where, Value: rep.GBps}, {Label: "read limit", Value: rep.PeakReadGB}}},
+	}
 }
 
 // cpuFlat is FAISS's flat index of opt.Index, or of opt.Rows seeded vectors in [-1, 1).

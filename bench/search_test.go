@@ -3,6 +3,8 @@ package bench
 import (
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -13,7 +15,7 @@ import (
 // agree with each other (QPS = batch / best time, GB/s = rows x dim x 4 / best time).
 func TestSearchCPU(t *testing.T) {
 	var out strings.Builder
-	opt := SearchOptions{Rows: 3000, Dim: 32, Metric: "l2", Batch: 5, K: 7, Rounds: 3, Threads: 1, Seed: 3}
+	opt := SearchOptions{Rows: 3000, Dim: 32, Metric: "l2", Batch: 5, K: 7, Rounds: 3, Threads: 1, Seed: 3, Plot: filepath.Join(t.TempDir(), "run.png")}
 	if err := Search(&out, opt); err != nil {
 		t.Fatal(err)
 	}
@@ -24,6 +26,9 @@ func TestSearchCPU(t *testing.T) {
 	if rep.Backend != "faiss-cpu" || rep.Rows != 3000 || rep.Dim != 32 || rep.Metric != "L2" || rep.K != 7 ||
 		rep.BestSeconds <= 0 || rep.MedianSecs < rep.BestSeconds || rep.PeakReadGB <= 0 {
 		t.Fatalf("report %+v", rep)
+	}
+	if png, err := os.ReadFile(opt.Plot); err != nil || !strings.HasPrefix(string(png), "\x89PNG") {
+		t.Errorf("--plot: %v", err)
 	}
 	if q := 5 / rep.BestSeconds; q != rep.QPS {
 		t.Errorf("QPS %g, want %g", rep.QPS, q)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"os"
 )
@@ -18,6 +19,12 @@ var benchOrder = []string{"kernels", "encode", "retrieve", "trace", "docstore", 
 var benchmarks = map[string]benchmark{}
 
 func registerBench(b benchmark) { benchmarks[b.name] = b }
+
+// plotFlag adds --plot to a target's flags: the same flag for every target; the target fills
+// a bench/plot Figure from what it measured.
+func plotFlag(fs *flag.FlagSet, path *string) {
+	fs.StringVar(path, "plot", "", "also draw what the run measured into this .svg or .png file: latency histograms with p50/p90/p99, queries/s over the run, side-by-side bars (docs/bench.md)")
+}
 
 func init() {
 	register(command{name: "bench", summary: "benchmarks: kernels, encode, retrieve (and its trace), docstore, recall, search, index", run: runBench})

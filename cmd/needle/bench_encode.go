@@ -35,6 +35,7 @@ func runBenchEncode(args []string) error {
 	precisions := fs.String("precision", "fp16", "comma-separated precisions of the Linear layers to run in turn (fp16, int8, bf16); each result adds tokens/s, model GOP/s and its share of the precision's multiply peak measured on --threads in the same run")
 	fs.Var(gpuMode{&o.GPU}, "gpu", "run on GPU 0 (--batch-size then defaults to 512) and add tokens/s, model TFLOP/s and its share of the fp16 GEMM peak measured in the same run, and the wiki-18 projection; "+
 		"without a GPU: one line saying why, then the CPU (--gpu=require: an error)")
+	plotFlag(fs, &o.Plot)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

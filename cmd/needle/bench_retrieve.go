@@ -41,6 +41,7 @@ func runBenchRetrieve(args []string) error {
 	fs.Float64Var(&fair.Rate, "rate", 10, "with --fairness: single queries per second, sent at a steady rate whether or not the earlier ones were answered")
 	fs.IntVar(&fair.Rounds, "rounds", 3, "with --fairness: rounds")
 	fs.DurationVar(&fair.Idle, "idle", 5*time.Second, "with --fairness: how long singles are sent to the idle server per round")
+	plotFlag(fs, &o.Plot)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

@@ -30,6 +30,7 @@ func runBenchSearch(args []string) error {
 	fs.IntVar(&o.Rounds, "rounds", 5, "timed searches")
 	fs.IntVar(&o.Threads, "threads", 0, "CPU threads for FAISS and the bandwidth yardstick (0 = all cores)")
 	fs.Uint64Var(&o.Seed, "seed", 1, "seed of the synthetic vectors and the queries")
+	plotFlag(fs, &o.Plot)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
