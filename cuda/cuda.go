@@ -51,6 +51,7 @@ type driver struct {
 	cuMemcpyDtoH              func(dst unsafe.Pointer, src uint64, n uint64) int32
 	cuLaunchKernel            func(f uintptr, gx, gy, gz, bx, by, bz, shared uint32, stream uintptr, params, extra unsafe.Pointer) int32
 	cuGetErrorString          func(res int32, str **byte) int32
+	cuDriverGetVersion        func(version *int32) int32
 	cuMemGetInfo              func(free, total *uint64) int32
 	cuMemHostAlloc            func(p *unsafe.Pointer, size uint64, flags uint32) int32
 	cuMemFreeHost             func(p unsafe.Pointer) int32
@@ -89,6 +90,7 @@ func load() (*driver, error) {
 			{&d.cuMemFree, "cuMemFree_v2"}, {&d.cuMemcpyHtoD, "cuMemcpyHtoD_v2"},
 			{&d.cuMemcpyDtoH, "cuMemcpyDtoH_v2"}, {&d.cuLaunchKernel, "cuLaunchKernel"},
 			{&d.cuGetErrorString, "cuGetErrorString"}, {&d.cuMemGetInfo, "cuMemGetInfo_v2"},
+			{&d.cuDriverGetVersion, "cuDriverGetVersion"},
 			{&d.cuMemHostAlloc, "cuMemHostAlloc"}, {&d.cuMemFreeHost, "cuMemFreeHost"},
 			{&d.cuStreamCreate, "cuStreamCreate"}, {&d.cuStreamDestroy, "cuStreamDestroy_v2"},
 		}
@@ -233,6 +235,20 @@ func Count() (int, error) {
 		return 0, fmt.Errorf("%w: cuDeviceGetCount: %s", ErrNoDevice, d.describe(rc))
 	}
 	return int(n), nil
+}
+
+// DriverVersion is the newest CUDA version the driver supports, 1000 x major + 10 x minor
+// (12040 is 12.4), or an error wrapping ErrNoDevice.
+func DriverVersion() (int, error) {
+	d, err := load()
+	if err != nil {
+		return 0, err
+	}
+	var v int32
+	if rc := d.cuDriverGetVersion(&v); rc != 0 {
+		return 0, fmt.Errorf("%w: cuDriverGetVersion: %s", ErrNoDevice, d.describe(rc))
+	}
+	return int(v), nil
 }
 
 // Ordinal is the device's number among the visible devices.

@@ -20,7 +20,7 @@ type command struct {
 }
 
 // commandOrder is the order `needle --help` lists subcommands in.
-var commandOrder = []string{"build", "convert", "serve", "encode", "tokenize", "bench", "delta", "inspect"}
+var commandOrder = []string{"build", "convert", "serve", "encode", "tokenize", "bench", "delta", "inspect", "doctor"}
 
 var commands = map[string]command{}
 

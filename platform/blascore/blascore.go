@@ -9,6 +9,7 @@ package blascore
 #cgo CFLAGS: -O2 -I/usr/include/x86_64-linux-gnu/openblas-openmp
 #cgo LDFLAGS: -lopenblas
 #include <stdlib.h>
+#include <cblas.h>
 #include "blascore.h"
 */
 import "C"
@@ -40,3 +41,11 @@ func init() {
 
 // Name is the OpenBLAS kernel set in use ("SkylakeX", "Haswell", "Prescott", ...).
 func Name() string { return C.GoString(C.blascore_name()) }
+
+// Config is OpenBLAS's build line, e.g. "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY Haswell
+// MAX_THREADS=64" (its version first), for `needle doctor`.
+func Config() string { return C.GoString(C.openblas_get_config()) }
+
+// Threads is the number of threads OpenBLAS runs (OPENBLAS_NUM_THREADS, OMP_NUM_THREADS or
+// the cores).
+func Threads() int { return int(C.openblas_get_num_threads()) }

@@ -104,6 +104,10 @@ void copy_log(const char* text, unsigned n, int* opts, void** vals) {
 extern "C" {
 
 CUresult cuInit(unsigned) { return OK; }
+CUresult cuDriverGetVersion(int* version) {
+  *version = 12040;  // the emulation claims CUDA 12.4
+  return OK;
+}
 CUresult cuDeviceGetCount(int* n) { *n = 1; return OK; }
 CUresult cuDeviceGet(int* dev, int ordinal) { *dev = ordinal; return ordinal == 0 ? OK : INVALID_VALUE; }
 CUresult cuDeviceGetName(char* name, int n, int) {

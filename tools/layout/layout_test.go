@@ -17,11 +17,14 @@ var floors = []struct {
 	{"needle/platform/", 0}, {"needle/internal/", 0},
 	{"needle/cuda", 1}, {"needle/safetensors", 1}, {"needle/faissgo", 1},
 	{"needle/kernels/", 2},
-	{"needle/engine/", 3}, // the parts: encoder, indexes, corpus, build, gate
-	{"needle/engine", 4},  // the Retriever, the Batcher, Open: composes the parts
-	{"needle/server", 5}, {"needle/server/lifecycle", 6},
-	{"needle/testkit/", 7}, // test helpers: imported by tests (and bench's harness) only
-	{"needle/bench", 8}, {"needle/tools/", 9}, {"needle/cmd/", 9}, {"needle/e2e", 9}, {"needle/examples", 9},
+	{"needle/engine/", 3},                         // the parts: encoder, indexes, corpus, build, gate
+	{"needle/engine", 4},                          // the Retriever, the Batcher, Open: composes the parts
+	{"needle/server", 5}, {"needle/server/ui", 5}, // the page the server embeds: beside it
+	{"needle/server/lifecycle", 6},
+	{"needle/testkit/", 7},                        // test helpers: imported by tests (and bench's harness) only
+	{"needle/bench", 8}, {"needle/bench/plot", 8}, // every bench target draws through it
+	{"needle/tools/doctor", 9}, // reads every floor below (platform, cuda, engine) and changes nothing
+	{"needle/tools/", 9}, {"needle/cmd/", 9}, {"needle/e2e", 9}, {"needle/examples", 9},
 	{"needle/python", 9},
 }
 
