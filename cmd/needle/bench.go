@@ -1,24 +1,9 @@
 package main
 
-import (
-	"flag"
-	"fmt"
-	"os"
-)
+import "flag"
 
-// benchmark is one `needle bench <name>` target; its file owns its flags.
-type benchmark struct {
-	name    string
-	summary string
-	run     func(args []string) error
-}
-
-// benchOrder is the order `needle bench --help` lists targets in.
-var benchOrder = []string{"kernels", "encode", "retrieve", "trace", "docstore", "recall", "search", "index"}
-
-var benchmarks = map[string]benchmark{}
-
-func registerBench(b benchmark) { benchmarks[b.name] = b }
+// benchmarks are the `needle bench <target>` targets; each file adds its own and owns its flags.
+var benchmarks = newGroup("needle bench", "target", "", "kernels", "encode", "retrieve", "trace", "docstore", "recall", "search", "index")
 
 // plotFlag adds --plot to a target's flags: the same flag for every target; the target fills
 // a bench/plot Figure from what it measured.
@@ -27,25 +12,5 @@ func plotFlag(fs *flag.FlagSet, path *string) {
 }
 
 func init() {
-	register(command{name: "bench", summary: "benchmarks: kernels, encode, retrieve (and its trace), docstore, recall, search, index", run: runBench})
-}
-
-func runBench(args []string) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprintf(os.Stdout, "Usage: needle bench <target> [flags]   (needle bench <target> --help)\n\nTargets:\n")
-		for _, n := range benchOrder {
-			if b, ok := benchmarks[n]; ok {
-				fmt.Fprintf(os.Stdout, "  %-9s %s\n", n, b.summary)
-			}
-		}
-		if len(args) == 0 {
-			return fmt.Errorf("missing benchmark target")
-		}
-		return nil
-	}
-	b, ok := benchmarks[args[0]]
-	if !ok {
-		return fmt.Errorf("unknown benchmark %q (see needle bench --help)", args[0])
-	}
-	return b.run(args[1:])
+	register(command{name: "bench", summary: "benchmarks: kernels, encode, retrieve (and its trace), docstore, recall, search, index", run: benchmarks.run})
 }

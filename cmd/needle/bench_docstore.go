@@ -8,7 +8,7 @@ import (
 )
 
 func init() {
-	registerBench(benchmark{name: "docstore", summary: "corpus sidecar build vs plain read, row/url lookup, RSS, on a synthetic wiki-like corpus", run: runBenchDocstore})
+	benchmarks.add(command{name: "docstore", summary: "corpus sidecar build vs plain read, row/url lookup, RSS, on a synthetic wiki-like corpus", run: runBenchDocstore})
 }
 
 func runBenchDocstore(args []string) error {

@@ -10,7 +10,7 @@ import (
 )
 
 func init() {
-	registerBench(benchmark{name: "encode", summary: "BERT encoder: passages/s at batch 64 and single-query latency (MiniLM, e5-base shape)", run: runBenchEncode})
+	benchmarks.add(command{name: "encode", summary: "BERT encoder: passages/s at batch 64 and single-query latency (MiniLM, e5-base shape)", run: runBenchEncode})
 }
 
 func runBenchEncode(args []string) error {

@@ -7,7 +7,7 @@ import (
 )
 
 func init() {
-	registerBench(benchmark{name: "index", summary: "an index as serve opens it (mapped flat file, compact form, FAISS file): ready time, batches, RSS, recall, FAISS comparison", run: runBenchIndex})
+	benchmarks.add(command{name: "index", summary: "an index as serve opens it (mapped flat file, compact form, FAISS file): ready time, batches, RSS, recall, FAISS comparison", run: runBenchIndex})
 }
 
 func runBenchIndex(args []string) error {

@@ -10,7 +10,7 @@ import (
 )
 
 func init() {
-	registerBench(benchmark{name: "kernels", summary: "memory bandwidth, then logprob (and delta) kernels: GB/s, elements/s", run: runBenchKernels})
+	benchmarks.add(command{name: "kernels", summary: "memory bandwidth, then logprob (and delta) kernels: GB/s, elements/s", run: runBenchKernels})
 }
 
 func runBenchKernels(args []string) error {

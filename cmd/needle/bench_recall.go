@@ -8,7 +8,7 @@ import (
 )
 
 func init() {
-	registerBench(benchmark{name: "recall", summary: "recall@1/@5 of a `needle build` folder on a queries JSONL with gold rows (tools/wordnet)", run: runBenchRecall})
+	benchmarks.add(command{name: "recall", summary: "recall@1/@5 of a `needle build` folder on a queries JSONL with gold rows (tools/wordnet)", run: runBenchRecall})
 }
 
 func runBenchRecall(args []string) error {

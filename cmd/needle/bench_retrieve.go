@@ -8,7 +8,7 @@ import (
 )
 
 func init() {
-	registerBench(benchmark{name: "retrieve", summary: "load-test a /retrieve server (needle or the Python anchor): QPS, p50/p99, errors", run: runBenchRetrieve})
+	benchmarks.add(command{name: "retrieve", summary: "load-test a /retrieve server (needle or the Python anchor): QPS, p50/p99, errors", run: runBenchRetrieve})
 }
 
 func runBenchRetrieve(args []string) error {

@@ -7,7 +7,7 @@ import (
 )
 
 func init() {
-	registerBench(benchmark{name: "search", summary: "exact flat search: QPS, GB/s, TFLOP/s of FAISS on the CPU or the GPU flat index (--gpu) against measured limits", run: runBenchSearch})
+	benchmarks.add(command{name: "search", summary: "exact flat search: QPS, GB/s, TFLOP/s of FAISS on the CPU or the GPU flat index (--gpu) against measured limits", run: runBenchSearch})
 }
 
 func runBenchSearch(args []string) error {

@@ -7,7 +7,7 @@ import (
 )
 
 func init() {
-	registerBench(benchmark{name: "trace", summary: "write a GRPO-shaped query trace (prompts x rollouts x turns) for bench retrieve --trace", run: runBenchTrace})
+	benchmarks.add(command{name: "trace", summary: "write a GRPO-shaped query trace (prompts x rollouts x turns) for bench retrieve --trace", run: runBenchTrace})
 }
 
 func runBenchTrace(args []string) error {

@@ -14,32 +14,14 @@ import (
 	"needle/platform/cpu"
 )
 
+// deltas are `needle delta encode` and `needle delta apply`.
+var deltas = newGroup("needle delta", "subcommand", "A delta lists, per tensor of B, the elements whose bits changed since A (bf16, fp16,\n"+
+	"fp32 compared as raw bits) and their new bits; apply rebuilds B byte for byte.\n\n", "encode", "apply")
+
 func init() {
-	register(command{name: "delta", summary: "diff two safetensors checkpoints into a delta file, or apply one", run: runDelta})
-}
-
-func runDelta(args []string) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprint(os.Stdout, `Usage: needle delta <encode|apply> [flags]   (needle delta <sub> --help)
-
-  encode   --old A.safetensors --new B.safetensors --out D [--format astraflow|compact]
-  apply    --base A.safetensors --delta D --out B2.safetensors
-
-A delta lists, per tensor of B, the elements whose bits changed since A (bf16, fp16,
-fp32 compared as raw bits) and their new bits; apply rebuilds B byte for byte.
-`)
-		if len(args) == 0 {
-			return fmt.Errorf("missing delta subcommand")
-		}
-		return nil
-	}
-	switch args[0] {
-	case "encode":
-		return runDeltaEncode(args[1:])
-	case "apply":
-		return runDeltaApply(args[1:])
-	}
-	return fmt.Errorf("unknown delta subcommand %q (want encode or apply)", args[0])
+	register(command{name: "delta", summary: "diff two safetensors checkpoints into a delta file, or apply one", run: deltas.run})
+	deltas.add(command{name: "encode", summary: "--old A.safetensors --new B.safetensors --out D: the elements whose bits changed", run: runDeltaEncode})
+	deltas.add(command{name: "apply", summary: "--base A.safetensors --delta D --out B2.safetensors: B rebuilt byte for byte", run: runDeltaApply})
 }
 
 // deltaThreads is the --threads flag shared by both subcommands.

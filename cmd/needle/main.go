@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 )
 
 // command is one subcommand: its files own flags and run logic.
@@ -19,39 +20,79 @@ type command struct {
 	run func(args []string) error
 }
 
-// commandOrder is the order `needle --help` lists subcommands in.
-var commandOrder = []string{"build", "convert", "serve", "encode", "tokenize", "bench", "delta", "inspect", "doctor"}
+// group is a command made of subcommands (needle itself, needle bench, needle delta): files
+// add theirs in init, and --help lists them in order.
+type group struct {
+	name, noun string // "needle bench", "target": for usage lines and errors
+	intro      string // what the group is, atop its usage ("" for none)
+	order      []string
+	subs       map[string]command
+}
 
-var commands = map[string]command{}
+func newGroup(name, noun, intro string, order ...string) *group {
+	return &group{name: name, noun: noun, intro: intro, order: order, subs: map[string]command{}}
+}
 
-func register(c command) { commands[c.name] = c }
+func (g *group) add(c command) { g.subs[c.name] = c }
 
-func usage(w io.Writer) {
-	fmt.Fprintf(w, "needle: native retrieval + inference engine for search-augmented RL training.\n\n")
-	fmt.Fprintf(w, "Usage: needle <command> [flags]   (needle <command> --help for its flags)\n\nCommands:\n")
-	for _, n := range commandOrder {
-		if c, ok := commands[n]; ok {
+func (g *group) usage(w io.Writer) {
+	fmt.Fprint(w, g.intro)
+	fmt.Fprintf(w, "Usage: %s <%s> [flags]   (%s <%s> --help for its flags)\n\n%ss:\n", g.name, g.noun, g.name, g.noun, strings.ToUpper(g.noun[:1])+g.noun[1:])
+	for _, n := range g.order {
+		if c, ok := g.subs[n]; ok {
 			fmt.Fprintf(w, "  %-9s %s\n", n, c.summary)
 		}
 	}
 }
+
+// lookup finds the subcommand args[0] names. With no args or --help it prints the usage to
+// stdout and returns errNoSubcommand or flag.ErrHelp.
+func (g *group) lookup(args []string) (command, error) {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		g.usage(os.Stdout)
+		if len(args) == 0 {
+			return command{}, errNoSubcommand
+		}
+		return command{}, flag.ErrHelp
+	}
+	c, ok := g.subs[args[0]]
+	if !ok {
+		return command{}, fmt.Errorf("unknown %s %q (see %s --help)", g.noun, args[0], g.name)
+	}
+	return c, nil
+}
+
+// run runs a nested group's subcommand (needle bench kernels ...).
+func (g *group) run(args []string) error {
+	c, err := g.lookup(args)
+	if errors.Is(err, errNoSubcommand) {
+		return fmt.Errorf("missing %s", g.noun)
+	} else if err != nil {
+		return err
+	}
+	return c.run(args[1:])
+}
+
+var errNoSubcommand = errors.New("no subcommand")
+
+var needle = newGroup("needle", "command", "needle: native retrieval + inference engine for search-augmented RL training.\n\n", "build", "convert", "serve", "encode", "tokenize", "bench", "delta", "inspect", "doctor")
+
+func register(c command) { needle.add(c) }
 
 func main() {
 	os.Exit(runMain(os.Args[1:]))
 }
 
 func runMain(args []string) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		usage(os.Stdout)
-		if len(args) == 0 {
-			return 2
-		}
+	c, err := needle.lookup(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
 		return 0
-	}
-	c, ok := commands[args[0]]
-	if !ok {
-		fmt.Fprintf(os.Stderr, "needle: unknown command %q\n\n", args[0])
-		usage(os.Stderr)
+	case errors.Is(err, errNoSubcommand):
+		return 2
+	case err != nil:
+		fmt.Fprintf(os.Stderr, "needle: %v\n\n", err)
+		needle.usage(os.Stderr)
 		return 2
 	}
 	if err := c.run(args[1:]); err != nil {
