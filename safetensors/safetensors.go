@@ -111,35 +111,53 @@ func parse(buf []byte) (*File, error) {
 	if n > maxHeaderLen || n > uint64(len(buf)-8) {
 		return nil, fmt.Errorf("header length %d exceeds the file (%d bytes) or the %d limit", n, len(buf), maxHeaderLen)
 	}
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(buf[8:8+n], &raw); err != nil {
-		return nil, fmt.Errorf("header JSON: %w", err)
+	tensors, metadata, err := ParseHeader(buf[:8+n], int64(len(buf))-8-int64(n))
+	if err != nil {
+		return nil, err
 	}
-	f := &File{data: buf[8+n:], byName: make(map[string]int, len(raw))}
-	for name, msg := range raw {
-		if name == "__metadata__" {
-			if err := json.Unmarshal(msg, &f.metadata); err != nil {
-				return nil, fmt.Errorf("__metadata__ must map strings to strings: %w", err)
-			}
-			continue
-		}
-		t, err := parseEntry(name, msg, int64(len(f.data)))
-		if err != nil {
-			return nil, err
-		}
-		f.tensors = append(f.tensors, t)
-	}
-	sort.Slice(f.tensors, func(i, j int) bool {
-		a, b := f.tensors[i], f.tensors[j]
-		return a.Begin < b.Begin || a.Begin == b.Begin && a.End < b.End
-	})
-	for i, t := range f.tensors {
-		if i > 0 && t.Begin < f.tensors[i-1].End {
-			return nil, fmt.Errorf("tensor %q overlaps tensor %q", t.Name, f.tensors[i-1].Name)
-		}
+	f := &File{data: buf[8+n:], tensors: tensors, metadata: metadata, byName: make(map[string]int, len(tensors))}
+	for i, t := range tensors {
 		f.byName[t.Name] = i
 	}
 	return f, nil
+}
+
+// ParseHeader validates header (the 8-byte length and the JSON, as a file starts) for a data
+// section of dataLen bytes, as Open does, and returns the tensors in file order and the
+// __metadata__. For headers that travel without their file (weight transfer).
+func ParseHeader(header []byte, dataLen int64) ([]Tensor, map[string]string, error) {
+	if len(header) < 8 || binary.LittleEndian.Uint64(header) != uint64(len(header)-8) {
+		return nil, nil, fmt.Errorf("header of %d bytes does not hold its own 8-byte length and JSON", len(header))
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(header[8:], &raw); err != nil {
+		return nil, nil, fmt.Errorf("header JSON: %w", err)
+	}
+	var tensors []Tensor
+	var metadata map[string]string
+	for name, msg := range raw {
+		if name == "__metadata__" {
+			if err := json.Unmarshal(msg, &metadata); err != nil {
+				return nil, nil, fmt.Errorf("__metadata__ must map strings to strings: %w", err)
+			}
+			continue
+		}
+		t, err := parseEntry(name, msg, dataLen)
+		if err != nil {
+			return nil, nil, err
+		}
+		tensors = append(tensors, t)
+	}
+	sort.Slice(tensors, func(i, j int) bool {
+		a, b := tensors[i], tensors[j]
+		return a.Begin < b.Begin || a.Begin == b.Begin && a.End < b.End
+	})
+	for i, t := range tensors {
+		if i > 0 && t.Begin < tensors[i-1].End {
+			return nil, nil, fmt.Errorf("tensor %q overlaps tensor %q", t.Name, tensors[i-1].Name)
+		}
+	}
+	return tensors, metadata, nil
 }
 
 func parseEntry(name string, msg json.RawMessage, dataLen int64) (Tensor, error) {

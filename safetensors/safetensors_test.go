@@ -318,3 +318,32 @@ save_file({"b": np.arange(6, dtype=np.float32).reshape(3, 2), "a": np.array([1.5
 		t.Errorf("we read b=%v a=%v meta=%v", b, a, f.Metadata())
 	}
 }
+
+// TestHeaderRoundTrip: EncodeHeader's bytes parse back (ParseHeader) to the laid-out tensors
+// and metadata, and a header whose length field does not match its bytes is refused.
+func TestHeaderRoundTrip(t *testing.T) {
+	in := []Tensor{{Name: "w", DType: "BF16", Shape: []int64{2, 3}}, {Name: "s", DType: "F32", Shape: nil}, {Name: "b", DType: "U8", Shape: []int64{5}}}
+	meta := map[string]string{"format": "pt"}
+	header, laid, err := EncodeHeader(in, meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if (len(header)-8)%8 != 0 || laid[2].Begin != 16 || laid[2].End != 21 {
+		t.Fatalf("layout %+v, header %d bytes", laid, len(header))
+	}
+	got, gotMeta, err := ParseHeader(header, laid[2].End)
+	if err != nil || len(got) != 3 || gotMeta["format"] != "pt" {
+		t.Fatalf("ParseHeader: %+v %v %v", got, gotMeta, err)
+	}
+	for i := range got {
+		if got[i].Name != laid[i].Name || got[i].Begin != laid[i].Begin || got[i].End != laid[i].End || got[i].DType != laid[i].DType {
+			t.Errorf("tensor %d: %+v, want %+v", i, got[i], laid[i])
+		}
+	}
+	if _, _, err := ParseHeader(header[:len(header)-1], laid[2].End); err == nil {
+		t.Error("ParseHeader accepted a header shorter than its length field")
+	}
+	if _, _, err := EncodeHeader([]Tensor{{Name: "x", DType: "F32"}, {Name: "x", DType: "F32"}}, nil); err == nil {
+		t.Error("EncodeHeader accepted a repeated name")
+	}
+}

@@ -27,39 +27,15 @@ type Writer struct {
 // back to back in the given order, and writes the header to a temp file next to path.
 // Begin/End of the given tensors are ignored.
 func Create(path string, tensors []Tensor, metadata map[string]string) (*Writer, error) {
-	laid := make([]Tensor, len(tensors))
-	seen := make(map[string]bool, len(tensors))
-	var off int64
-	for i, t := range tensors {
-		if DTypeSize(t.DType) == 0 {
-			return nil, fmt.Errorf("%s: tensor %q: unknown dtype %q", path, t.Name, t.DType)
-		}
-		if t.Name == "__metadata__" || seen[t.Name] {
-			return nil, fmt.Errorf("%s: tensor name %q is reserved or repeated", path, t.Name)
-		}
-		seen[t.Name] = true
-		for _, d := range t.Shape {
-			if d < 0 {
-				return nil, fmt.Errorf("%s: tensor %q: negative dimension in %v", path, t.Name, t.Shape)
-			}
-		}
-		t.Shape = append([]int64{}, t.Shape...)
-		if t.Shape == nil {
-			t.Shape = []int64{}
-		}
-		t.Begin, t.End = off, off+t.NumBytes()
-		off = t.End
-		laid[i] = t
+	header, laid, err := EncodeHeader(tensors, metadata)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	header := headerJSON(laid, metadata)
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
 	if err != nil {
 		return nil, err
 	}
 	w := &Writer{path: path, tmp: tmp, buf: bufio.NewWriterSize(tmp, 1<<20), tensors: laid}
-	var n [8]byte
-	binary.LittleEndian.PutUint64(n[:], uint64(len(header)))
-	w.write(n[:])
 	w.write(header)
 	if w.err != nil {
 		w.abandon()
@@ -139,6 +115,37 @@ func (w *Writer) Close() error {
 		return err
 	}
 	return atomicfile.SyncDir(filepath.Dir(w.path))
+}
+
+// EncodeHeader validates tensors (known dtype, non-negative shape, unique names), lays them
+// out back to back in the given order (Begin/End of the given tensors are ignored) and
+// returns the file's first bytes (the 8-byte length and the JSON header, padded so the data
+// starts 8-byte aligned) with the laid-out tensors. Create writes it; weight transfer lays a
+// published version out in shared memory with it.
+func EncodeHeader(tensors []Tensor, metadata map[string]string) ([]byte, []Tensor, error) {
+	laid := make([]Tensor, len(tensors))
+	seen := make(map[string]bool, len(tensors))
+	var off int64
+	for i, t := range tensors {
+		if DTypeSize(t.DType) == 0 {
+			return nil, nil, fmt.Errorf("tensor %q: unknown dtype %q", t.Name, t.DType)
+		}
+		if t.Name == "__metadata__" || seen[t.Name] {
+			return nil, nil, fmt.Errorf("tensor name %q is reserved or repeated", t.Name)
+		}
+		seen[t.Name] = true
+		for _, d := range t.Shape {
+			if d < 0 {
+				return nil, nil, fmt.Errorf("tensor %q: negative dimension in %v", t.Name, t.Shape)
+			}
+		}
+		t.Shape = append([]int64{}, t.Shape...)
+		t.Begin, t.End = off, off+t.NumBytes()
+		off = t.End
+		laid[i] = t
+	}
+	js := headerJSON(laid, metadata)
+	return append(binary.LittleEndian.AppendUint64(make([]byte, 0, 8+len(js)), uint64(len(js))), js...), laid, nil
 }
 
 // Abort abandons the file: the temp file is removed and nothing is written at path.
