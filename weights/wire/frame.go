@@ -1,0 +1,152 @@
+// Package wire is the byte format of needle's weight transfer over TCP, protocol 1: frames
+// that each carry an xxh64 check of their header fields and payload, the JSON messages
+// that open a transfer and close each of its steps, and the record that carries one chunk
+// of a tensor (its raw bytes, or a delta record of package kernels/trainer/delta). It does
+// no I/O policy: callers own connections, buffers and deadlines.
+//
+// A frame (all integers little-endian):
+//
+//	0  "NW"       magic
+//	2  u8         protocol version (Proto)
+//	3  u8         kind
+//	4  u32        payload length (at most MaxPayload)
+//	8  u64        xxh64 of bytes 0..8 then the payload
+//	16 payload
+//
+// The check covers kind and length, so a frame whose header was damaged fails its check
+// instead of being read as another kind; it sits before the payload so that a sender can
+// write a precomputed frame with one writev.
+package wire
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// Proto is the protocol version this build speaks; a frame of another version is an error
+// that names both.
+const Proto = 1
+
+// HeaderLen is the size of a frame header.
+const HeaderLen = 16
+
+// MaxPayload bounds a frame's payload: a record of the largest chunk (MaxChunk) plus its
+// record header, or a JSON message (a version's manifest: 8 bytes of hash per chunk).
+const MaxPayload = MaxChunk + 1<<20
+
+// MaxChunk is the largest chunk a layout may cut tensors into.
+const MaxChunk = 64 << 20
+
+// Kind is what a frame carries.
+type Kind uint8
+
+const (
+	KindHello    Kind = 1 // client -> server: Hello (JSON)
+	KindPlan     Kind = 2 // server -> client: Plan (JSON), then the plan's steps
+	KindStep     Kind = 3 // server -> client: Step (JSON), opens one step of a plan
+	KindRecord   Kind = 4 // server -> client: one Record of the open step
+	KindEnd      Kind = 5 // server -> client: End (JSON), closes the open step
+	KindError    Kind = 6 // server -> client: Error (JSON), ends the exchange
+	KindManifest Kind = 7 // server -> client: Manifest (JSON), the answer to Hello.Manifest
+)
+
+var kindNames = map[Kind]string{KindHello: "hello", KindPlan: "plan", KindStep: "step", KindRecord: "record",
+	KindEnd: "end", KindError: "error", KindManifest: "manifest"}
+
+func (k Kind) String() string {
+	if n, ok := kindNames[k]; ok {
+		return n
+	}
+	return fmt.Sprintf("kind %d", uint8(k))
+}
+
+// ErrCheck is wrapped by every error about a frame whose bytes are not what its sender
+// wrote (bad magic, unknown kind, check mismatch): the stream can no longer be trusted.
+var ErrCheck = errors.New("frame check failed")
+
+// PutHeader fills h (HeaderLen bytes) for a frame of kind k whose payload is the
+// concatenation of parts, computing the check over them.
+func PutHeader(h []byte, k Kind, parts ...[]byte) {
+	var n int
+	for _, p := range parts {
+		n += len(p)
+	}
+	h[0], h[1], h[2], h[3] = 'N', 'W', Proto, byte(k)
+	binary.LittleEndian.PutUint32(h[4:], uint32(n))
+	d := xxhash.New()
+	d.Write(h[:8])
+	for _, p := range parts {
+		d.Write(p)
+	}
+	binary.LittleEndian.PutUint64(h[8:], d.Sum64())
+}
+
+// AppendFrame appends a whole frame of kind k with the given payload to dst.
+func AppendFrame(dst []byte, k Kind, payload []byte) []byte {
+	var h [HeaderLen]byte
+	PutHeader(h[:], k, payload)
+	return append(append(dst, h[:]...), payload...)
+}
+
+// WriteFrame writes a frame of kind k with the given payload to w.
+func WriteFrame(w io.Writer, k Kind, payload []byte) error {
+	_, err := w.Write(AppendFrame(make([]byte, 0, HeaderLen+len(payload)), k, payload))
+	return err
+}
+
+// ReadFrame reads one frame from r into buf (grown if needed) and returns its kind and
+// payload (a view of the returned buffer, valid until the next call that reuses it). A
+// stream that ends cleanly before a frame is io.EOF; one that ends inside a frame is
+// io.ErrUnexpectedEOF; damaged bytes wrap ErrCheck.
+func ReadFrame(r *bufio.Reader, buf []byte) (Kind, []byte, []byte, error) {
+	var h [HeaderLen]byte
+	if _, err := io.ReadFull(r, h[:]); err != nil {
+		return 0, nil, buf, err
+	}
+	k, n, err := ParseHeader(h[:])
+	if err != nil {
+		return 0, nil, buf, err
+	}
+	if cap(buf) < n {
+		buf = make([]byte, n)
+	}
+	payload := buf[:n]
+	if _, err := io.ReadFull(r, payload); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return 0, nil, buf, fmt.Errorf("%s frame of %d bytes: %w", k, n, err)
+	}
+	d := xxhash.New()
+	d.Write(h[:8])
+	d.Write(payload)
+	if got, want := d.Sum64(), binary.LittleEndian.Uint64(h[8:]); got != want {
+		return 0, nil, buf, fmt.Errorf("%s frame of %d bytes: xxh64 %016x, header says %016x: %w", k, n, got, want, ErrCheck)
+	}
+	return k, payload, buf, nil
+}
+
+// ParseHeader checks a frame header's magic, version, kind and length bound and returns its
+// kind and payload length.
+func ParseHeader(h []byte) (Kind, int, error) {
+	if h[0] != 'N' || h[1] != 'W' {
+		return 0, 0, fmt.Errorf("not a needle weights frame (magic %q): %w", h[:2], ErrCheck)
+	}
+	if h[2] != Proto {
+		return 0, 0, fmt.Errorf("peer speaks weights protocol %d, this build speaks %d", h[2], Proto)
+	}
+	k := Kind(h[3])
+	if _, ok := kindNames[k]; !ok {
+		return 0, 0, fmt.Errorf("unknown frame %s: %w", k, ErrCheck)
+	}
+	n := binary.LittleEndian.Uint32(h[4:])
+	if n > MaxPayload {
+		return 0, 0, fmt.Errorf("%s frame of %d bytes exceeds the %d-byte limit: %w", k, n, MaxPayload, ErrCheck)
+	}
+	return k, int(n), nil
+}

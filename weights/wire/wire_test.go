@@ -1,0 +1,133 @@
+package wire
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+)
+
+func read(b []byte) (Kind, []byte, error) {
+	k, p, _, err := ReadFrame(bufio.NewReader(bytes.NewReader(b)), nil)
+	return k, p, err
+}
+
+func TestFrameRoundTrip(t *testing.T) {
+	var stream []byte
+	payloads := [][]byte{nil, []byte("x"), bytes.Repeat([]byte{7}, 70000)}
+	for i, p := range payloads {
+		stream = AppendFrame(stream, Kind(i+1), p)
+	}
+	r := bufio.NewReader(bytes.NewReader(stream))
+	var buf []byte
+	for i, want := range payloads {
+		k, got, b, err := ReadFrame(r, buf)
+		buf = b
+		if err != nil || k != Kind(i+1) || !bytes.Equal(got, want) {
+			t.Fatalf("frame %d: kind %v, %d bytes, err %v", i, k, len(got), err)
+		}
+	}
+	if _, _, _, err := ReadFrame(r, buf); err != io.EOF {
+		t.Fatalf("after the last frame: %v, want io.EOF", err)
+	}
+}
+
+// TestFrameDamage: every single flipped bit of a frame is caught (ErrCheck or a clear error,
+// never a frame read as valid), and every truncation is io.ErrUnexpectedEOF or EOF.
+func TestFrameDamage(t *testing.T) {
+	frame := AppendFrame(nil, KindRecord, AppendRecordHeader(nil, 3, OpRaw, 0))
+	for i := range frame {
+		for bit := range 8 {
+			bad := bytes.Clone(frame)
+			bad[i] ^= 1 << bit
+			if _, _, err := read(bad); err == nil {
+				t.Fatalf("flip of bit %d of byte %d went unnoticed", bit, i)
+			}
+		}
+	}
+	for n := range len(frame) {
+		_, _, err := read(frame[:n])
+		if n == 0 && err != io.EOF || n > 0 && !errors.Is(err, io.ErrUnexpectedEOF) {
+			t.Fatalf("truncated to %d bytes: %v", n, err)
+		}
+	}
+	other := bytes.Clone(frame)
+	other[2] = Proto + 1
+	if _, _, err := read(other); err == nil || !strings.Contains(err.Error(), "protocol 2, this build speaks 1") {
+		t.Fatalf("other protocol: %v", err)
+	}
+}
+
+func TestMessages(t *testing.T) {
+	h := Hello{Node: "r1", Run: "abc", Have: 7, Wait: true}
+	var got Hello
+	if err := Unmarshal(KindHello, KindHello, Marshal(h), &got); err != nil || got != h {
+		t.Fatalf("hello: %+v %v", got, err)
+	}
+	err := Unmarshal(KindError, KindPlan, Marshal(Error{Code: CodeGone, Message: "v3 overwritten"}), &Plan{})
+	var e *Error
+	if !errors.As(err, &e) || e.Code != CodeGone {
+		t.Fatalf("error frame: %v", err)
+	}
+	if err := Unmarshal(KindEnd, KindPlan, []byte("{}"), &Plan{}); err == nil {
+		t.Fatal("a frame of the wrong kind was accepted")
+	}
+	for _, bad := range []Hello{
+		{Manifest: 3, Wait: true},
+		{Resume: &Resume{From: 4, To: 4}},
+		{Resume: &Resume{To: 4, Record: -1}},
+		{Have: 3},
+	} {
+		if bad.Check() == nil {
+			t.Errorf("Check accepted %+v", bad)
+		}
+	}
+}
+
+func TestRecord(t *testing.T) {
+	p := append(AppendRecordHeader(nil, 1<<20, OpCompact, 2), "body"...)
+	r, err := ParseRecord(p)
+	if err != nil || r.Chunk != 1<<20 || r.Op != OpCompact || r.ElemSize != 2 || string(r.Body) != "body" {
+		t.Fatalf("%+v %v", r, err)
+	}
+	for _, bad := range [][]byte{
+		p[:7],
+		AppendRecordHeader(nil, 0, OpRaw, 2),
+		AppendRecordHeader(nil, 0, OpAstraFlow, 3),
+		AppendRecordHeader(nil, 0, 9, 0),
+		append(AppendRecordHeader(nil, 0, OpRaw, 0)[:6], 1, 0),
+	} {
+		if _, err := ParseRecord(bad); err == nil {
+			t.Errorf("ParseRecord accepted % x", bad)
+		}
+	}
+}
+
+// FuzzReadFrame: no input makes the reader panic or allocate past MaxPayload, and an accepted
+// frame re-encodes to the bytes it was read from.
+func FuzzReadFrame(f *testing.F) {
+	f.Add(AppendFrame(nil, KindHello, Marshal(Hello{Run: "r", Have: 1, Wait: true})))
+	f.Add(AppendFrame(nil, KindRecord, append(AppendRecordHeader(nil, 2, OpAstraFlow, 4), make([]byte, 16)...)))
+	f.Add(AppendFrame(nil, KindEnd, Marshal(End{Records: 3, Manifest: []uint64{1, 2, 3}})))
+	f.Add([]byte("NW\x01\x04\xff\xff\xff\xff"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		k, p, err := read(b)
+		if err != nil {
+			return
+		}
+		if again := AppendFrame(nil, k, p); !bytes.Equal(again, b[:len(again)]) {
+			t.Fatalf("frame re-encodes differently")
+		}
+		switch k {
+		case KindRecord:
+			ParseRecord(p)
+		case KindHello:
+			var h Hello
+			if Unmarshal(k, KindHello, p, &h) == nil {
+				h.Check()
+			}
+		}
+	})
+}
