@@ -1,0 +1,147 @@
+// Package layout cuts one version of a safetensors file into the chunks that weight-transfer
+// records carry: each tensor's bytes in pieces of Chunk bytes (a tensor's last piece may be
+// shorter), numbered in file order across tensors. A version's manifest is the xxh64 of each
+// chunk. Sender, receivers and the wire all number chunks this way, so a record names its
+// chunk by one integer.
+package layout
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/cespare/xxhash/v2"
+
+	"needle/safetensors"
+	"needle/weights/wire"
+)
+
+// DefaultChunk is the chunk size senders use unless told otherwise: large enough that a
+// record's fixed costs (headers, a zstd frame) are a small share of a delta at 1% changed,
+// small enough that a chunk's old and new bytes stay in the L3 cache between encoding and
+// hashing them.
+const DefaultChunk = 1 << 20
+
+// Layout is one version's file layout. Immutable once made; safe for concurrent use.
+type Layout struct {
+	Header  []byte               // the file's first bytes: 8-byte length and JSON
+	Size    int64                // bytes of the whole file
+	Chunk   int64                // bytes of a full chunk
+	Tensors []safetensors.Tensor // in file order; Begin/End relative to the data section
+	first   []int                // first chunk of each tensor; first[len(Tensors)] = all chunks
+}
+
+// New parses header for a file of size bytes cut into chunk-byte chunks. The tensors must
+// cover the data section exactly (no holes, nothing after the last): chunks carry tensor
+// bytes only, so a hole would not be transferred.
+func New(header []byte, size, chunk int64) (*Layout, error) {
+	if chunk <= 0 || chunk > wire.MaxChunk || chunk%8 != 0 {
+		return nil, fmt.Errorf("chunk of %d bytes: want a multiple of 8 in (0, %d]", chunk, wire.MaxChunk)
+	}
+	if size < int64(len(header)) {
+		return nil, fmt.Errorf("file of %d bytes is shorter than its %d-byte header", size, len(header))
+	}
+	tensors, _, err := safetensors.ParseHeader(header, size-int64(len(header)))
+	if err != nil {
+		return nil, err
+	}
+	l := &Layout{Header: header, Size: size, Chunk: chunk, Tensors: tensors, first: make([]int, len(tensors)+1)}
+	var end int64
+	for i, t := range tensors {
+		if t.Begin != end {
+			return nil, fmt.Errorf("tensor %q starts at data byte %d, after a hole from %d", t.Name, t.Begin, end)
+		}
+		end = t.End
+		l.first[i+1] = l.first[i] + int((t.End-t.Begin+chunk-1)/chunk)
+	}
+	if end != size-int64(len(header)) {
+		return nil, fmt.Errorf("tensors end at data byte %d, the data section has %d", end, size-int64(len(header)))
+	}
+	return l, nil
+}
+
+// Chunks is the number of chunks (and of records of a full transfer).
+func (l *Layout) Chunks() int { return l.first[len(l.Tensors)] }
+
+// Span returns chunk i's tensor and its byte range [off, off+n) in the file.
+func (l *Layout) Span(i int) (tensor int, off, n int64) {
+	tensor = tensorOf(l.first, i)
+	t := l.Tensors[tensor]
+	begin := t.Begin + int64(i-l.first[tensor])*l.Chunk
+	return tensor, int64(len(l.Header)) + begin, min(l.Chunk, t.End-begin)
+}
+
+// tensorOf returns the tensor whose chunk range holds chunk i (first is increasing; tensors of
+// no bytes have empty ranges and are never returned).
+func tensorOf(first []int, i int) int {
+	t, _ := slices.BinarySearch(first, i+1)
+	return t - 1
+}
+
+// DeltaElem is the element width a delta of tensor t compares: 2 for 2-byte dtypes, 4 for
+// 4- and 8-byte ones (an 8-byte element is two 4-byte words: bits are bits), 0 for 1-byte
+// dtypes, which travel raw when they change.
+func (l *Layout) DeltaElem(t int) int {
+	switch safetensors.DTypeSize(l.Tensors[t].DType) {
+	case 2:
+		return 2
+	case 4, 8:
+		return 4
+	}
+	return 0
+}
+
+// Same reports whether o lays its file out exactly as l (same header bytes and chunk size):
+// then every chunk of one lies where the same chunk of the other does.
+func (l *Layout) Same(o *Layout) bool {
+	return o != nil && l.Chunk == o.Chunk && l.Size == o.Size && bytes.Equal(l.Header, o.Header)
+}
+
+// Match returns, for each tensor of l, the index of base's tensor of the same name, dtype
+// and shape (its bytes are the delta base of the tensor's chunks), or -1 when base has none.
+func (l *Layout) Match(base *Layout) []int {
+	byName := make(map[string]int, len(base.Tensors))
+	for j, t := range base.Tensors {
+		byName[t.Name] = j
+	}
+	match := make([]int, len(l.Tensors))
+	for i, t := range l.Tensors {
+		j, ok := byName[t.Name]
+		if !ok || base.Tensors[j].DType != t.DType || !slices.Equal(base.Tensors[j].Shape, t.Shape) {
+			j = -1
+		}
+		match[i] = j
+	}
+	return match
+}
+
+// BaseOffset returns where chunk i of l starts in a file of layout base (match is l.Match(base)),
+// or false when its tensor has no base there.
+func (l *Layout) BaseOffset(base *Layout, match []int, i int) (int64, bool) {
+	t, off, _ := l.Span(i)
+	j := match[t]
+	if j < 0 {
+		return 0, false
+	}
+	return off - int64(len(l.Header)) - l.Tensors[t].Begin + base.Tensors[j].Begin + int64(len(base.Header)), true
+}
+
+// Hash returns the manifest of data, a whole file of layout l: the xxh64 of each chunk,
+// computed by threads goroutines.
+func (l *Layout) Hash(data []byte, threads int) []uint64 {
+	out := make([]uint64, l.Chunks())
+	var wg sync.WaitGroup
+	for w := range max(threads, 1) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < len(out); i += max(threads, 1) {
+				_, off, n := l.Span(i)
+				out[i] = xxhash.Sum64(data[off : off+n])
+			}
+		}()
+	}
+	wg.Wait()
+	return out
+}

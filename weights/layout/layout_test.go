@@ -1,0 +1,95 @@
+package layout
+
+import (
+	"testing"
+
+	"github.com/cespare/xxhash/v2"
+
+	"needle/weights/weightstest"
+)
+
+func TestChunks(t *testing.T) {
+	img, hdr := weightstest.Image([]weightstest.Tensor{
+		weightstest.T("a", "BF16", 40),   // 80 bytes: chunks of 32, 32, 16
+		weightstest.T("empty", "F32", 0), // no chunks
+		weightstest.T("b", "F32", 8),     // 32 bytes: one chunk
+		weightstest.T("c", "U8", 3),      // 3 bytes: one short chunk
+		weightstest.T("d", "I64", 2, 2),  // 32 bytes
+	}, 1)
+	l, err := New(img[:hdr], int64(len(img)), 32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct {
+		tensor  int
+		off, n  int64
+		elemLen int
+	}{{0, 0, 32, 2}, {0, 32, 32, 2}, {0, 64, 16, 2}, {2, 80, 32, 4}, {3, 112, 3, 0}, {4, 115, 32, 4}}
+	if l.Chunks() != len(want) {
+		t.Fatalf("%d chunks, want %d", l.Chunks(), len(want))
+	}
+	for i, w := range want {
+		tensor, off, n := l.Span(i)
+		if tensor != w.tensor || off != int64(hdr)+w.off || n != w.n || l.DeltaElem(tensor) != w.elemLen {
+			t.Errorf("chunk %d: tensor %d [%d, +%d) elem %d, want %+v", i, tensor, off-int64(hdr), n, l.DeltaElem(tensor), w)
+		}
+	}
+	hashes := l.Hash(img, 3)
+	for i, h := range hashes {
+		_, off, n := l.Span(i)
+		if h != xxhash.Sum64(img[off:off+n]) {
+			t.Errorf("chunk %d hash", i)
+		}
+	}
+	if !l.Same(must(New(img[:hdr], int64(len(img)), 32))) || l.Same(must(New(img[:hdr], int64(len(img)), 64))) {
+		t.Error("Same")
+	}
+}
+
+func TestMatch(t *testing.T) {
+	oldImg, oh := weightstest.Image([]weightstest.Tensor{weightstest.T("x", "BF16", 4), weightstest.T("y", "BF16", 4), weightstest.T("gone", "F32", 1), weightstest.T("z", "BF16", 2, 2)}, 1)
+	newImg, nh := weightstest.Image([]weightstest.Tensor{weightstest.T("new", "F32", 2), weightstest.T("y", "F32", 4), weightstest.T("z", "BF16", 4), weightstest.T("x", "BF16", 4)}, 2)
+	o := must(New(oldImg[:oh], int64(len(oldImg)), 8))
+	n := must(New(newImg[:nh], int64(len(newImg)), 8))
+	match := n.Match(o)
+	if want := []int{-1, -1, -1, 0}; !equal(match, want) {
+		t.Fatalf("match %v, want %v (dtype and shape changes have no base)", match, want)
+	}
+	last := n.Chunks() - 1 // x's chunk: at data byte 0 of old
+	if off, ok := n.BaseOffset(o, match, last); !ok || off != int64(oh) {
+		t.Fatalf("base of x at %d %v, want %d", off, ok, oh)
+	}
+	if _, ok := n.BaseOffset(o, match, 0); ok {
+		t.Fatal("an added tensor has a base")
+	}
+}
+
+func TestRejects(t *testing.T) {
+	img, hdr := weightstest.Image([]weightstest.Tensor{weightstest.T("a", "F32", 4)}, 1)
+	for _, c := range []struct {
+		size, chunk int64
+	}{{int64(len(img)), 12}, {int64(len(img)), 0}, {int64(len(img)) + 4, 8}, {int64(hdr) - 1, 8}} {
+		if _, err := New(img[:hdr], c.size, c.chunk); err == nil {
+			t.Errorf("size %d chunk %d accepted", c.size, c.chunk)
+		}
+	}
+}
+
+func must(l *Layout, err error) *Layout {
+	if err != nil {
+		panic(err)
+	}
+	return l
+}
+
+func equal(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
