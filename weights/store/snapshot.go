@@ -1,0 +1,116 @@
+// Package store holds what a weight-transfer node can serve and plans each client's transfer
+// from it. Snapshots are whole versions readable in place (a sender's shared-memory half, a
+// receiver's published file); steps are the records that turn one version into the next,
+// complete or still being produced (by the sender's encode job, or relayed by a receiver as
+// they arrive from its own upstream). The server streams what Plan returns; the store never
+// touches a socket.
+package store
+
+import (
+	"sync"
+
+	"needle/weights/layout"
+)
+
+// Snapshot is one whole version, mapped read-only. Readers Acquire it before touching Data
+// and Release it after; the owner retires it through Store.Retire, after which no new reader
+// gets it and release (the owner's unmap) runs once the last reader has left.
+type Snapshot struct {
+	Run     string
+	Version uint64
+	Layout  *layout.Layout
+	Data    []byte // the whole file; valid while a reference is held
+
+	release func() // the owner's cleanup (munmap), run once retired and unreferenced
+
+	mu       sync.Mutex
+	refs     int
+	retired  bool
+	gone     chan struct{} // closed when retired with abort: readers must stop at once
+	idle     chan struct{} // closed when retired and unreferenced
+	manifest []uint64
+	hashing  sync.Mutex // one computation of the manifest at a time
+}
+
+// NewSnapshot wraps a mapped version; release (may be nil) runs when it is retired and no
+// reader holds it.
+func NewSnapshot(run string, version uint64, l *layout.Layout, data []byte, release func()) *Snapshot {
+	return &Snapshot{Run: run, Version: version, Layout: l, Data: data, release: release,
+		gone: make(chan struct{}), idle: make(chan struct{})}
+}
+
+// Acquire takes a reference; false when the snapshot is retired (do not read it).
+func (s *Snapshot) Acquire() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.retired {
+		return false
+	}
+	s.refs++
+	return true
+}
+
+// Release drops a reference taken by Acquire.
+func (s *Snapshot) Release() {
+	s.mu.Lock()
+	s.refs--
+	last := s.retired && s.refs == 0
+	s.mu.Unlock()
+	if last {
+		s.finish()
+	}
+}
+
+// Gone is closed when the owner retires the snapshot because its memory is about to be
+// overwritten: a reader must stop reading Data and Release it.
+func (s *Snapshot) Gone() <-chan struct{} { return s.gone }
+
+// retire marks the snapshot retired and returns a channel closed once no reader holds it.
+func (s *Snapshot) retire(abort bool) <-chan struct{} {
+	s.mu.Lock()
+	first := !s.retired
+	s.retired = true
+	if abort && first {
+		close(s.gone)
+	}
+	last := first && s.refs == 0
+	s.mu.Unlock()
+	if last {
+		s.finish()
+	}
+	return s.idle
+}
+
+func (s *Snapshot) finish() {
+	if s.release != nil {
+		s.release()
+	}
+	close(s.idle)
+}
+
+// SetManifest records the version's manifest (computed by whoever read the whole file).
+func (s *Snapshot) SetManifest(m []uint64) {
+	s.mu.Lock()
+	s.manifest = m
+	s.mu.Unlock()
+}
+
+// KnownManifest is the manifest if it was set or computed, else nil.
+func (s *Snapshot) KnownManifest() []uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.manifest
+}
+
+// Manifest returns the manifest, hashing Data with threads goroutines the first time. The
+// caller holds a reference.
+func (s *Snapshot) Manifest(threads int) []uint64 {
+	s.hashing.Lock()
+	defer s.hashing.Unlock()
+	if m := s.KnownManifest(); m != nil {
+		return m
+	}
+	m := s.Layout.Hash(s.Data, threads)
+	s.SetManifest(m)
+	return m
+}

@@ -1,0 +1,218 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"needle/weights/layout"
+	"needle/weights/weightstest"
+	"needle/weights/wire"
+)
+
+// testLayout is a 4 KiB file in 1 KiB chunks.
+func testLayout(t *testing.T) (*layout.Layout, []byte) {
+	img, hdr := weightstest.Image([]weightstest.Tensor{weightstest.T("w", "BF16", 2048)}, 1)
+	l, err := layout.New(img[:hdr], int64(len(img)), 1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l, img
+}
+
+func snapshot(l *layout.Layout, img []byte, v uint64) *Snapshot {
+	return NewSnapshot("run", v, l, img, nil)
+}
+
+// step returns a finished step from -> to of frames frames of size bytes each.
+func step(s *Store, l *layout.Layout, from, to uint64, frames, size int) *Step {
+	st := NewStep(from, to, l)
+	for range frames {
+		st.Append(make([]byte, size))
+	}
+	s.AddStep(st)
+	s.FinishStep(st, []uint64{to}, nil)
+	return st
+}
+
+func plan(t *testing.T, s *Store, h wire.Hello) *Transfer {
+	t.Helper()
+	tr, err := s.Plan(context.Background(), h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tr.Release)
+	return tr
+}
+
+func steps(tr *Transfer) []wire.StepInfo { return tr.Plan.Steps }
+
+func TestPlanChoices(t *testing.T) {
+	l, img := testLayout(t)
+	s := New(8, 1)
+	s.SetRun("run")
+	if tr := plan(t, s, wire.Hello{}); len(steps(tr)) != 0 {
+		t.Fatalf("empty store planned %v", steps(tr))
+	}
+	s.AddSnapshot(snapshot(l, img, 1))
+	step(s, l, 1, 2, 1, 100)
+	step(s, l, 2, 3, 1, 100)
+	v3 := snapshot(l, img, 3)
+	s.AddSnapshot(v3)
+	for _, c := range []struct {
+		name  string
+		hello wire.Hello
+		want  []wire.StepInfo
+	}{
+		{"first pull: full newest", wire.Hello{}, []wire.StepInfo{{To: 3}}},
+		{"one behind: delta", wire.Hello{Run: "run", Have: 2}, []wire.StepInfo{{From: 2, To: 3}}},
+		{"two behind, small deltas: chain", wire.Hello{Run: "run", Have: 1}, []wire.StepInfo{{From: 1, To: 2}, {From: 2, To: 3}}},
+		{"resync asked: full", wire.Hello{Run: "run", Have: 2, Full: true}, []wire.StepInfo{{To: 3}}},
+		{"ahead of this node: nothing yet", wire.Hello{Run: "run", Have: 7}, nil},
+		{"another run: full", wire.Hello{Run: "old", Have: 2}, []wire.StepInfo{{To: 3}}},
+		{"up to date", wire.Hello{Run: "run", Have: 3}, nil},
+	} {
+		tr := plan(t, s, c.hello)
+		if got := steps(tr); !equalSteps(got, c.want) {
+			t.Errorf("%s: plan %v, want %v", c.name, got, c.want)
+		}
+	}
+	// Two steps that add up to more than half the file: the full file is cheaper.
+	s2 := New(8, 1)
+	s2.SetRun("run")
+	step(s2, l, 1, 2, 3, 1000)
+	step(s2, l, 2, 3, 3, 1000)
+	s2.AddSnapshot(snapshot(l, img, 3))
+	if got := steps(plan(t, s2, wire.Hello{Run: "run", Have: 1})); !equalSteps(got, []wire.StepInfo{{To: 3}}) {
+		t.Errorf("large chain: plan %v, want full", got)
+	}
+	// A failed step bridges nothing; keep drops the oldest steps.
+	s3 := New(1, 1)
+	s3.SetRun("run")
+	step(s3, l, 1, 2, 1, 10)
+	bad := NewStep(2, 3, l)
+	s3.AddStep(bad)
+	s3.FinishStep(bad, nil, errors.New("encode failed"))
+	s3.AddSnapshot(snapshot(l, img, 3))
+	if got := steps(plan(t, s3, wire.Hello{Run: "run", Have: 2})); !equalSteps(got, []wire.StepInfo{{To: 3}}) {
+		t.Errorf("failed step: plan %v, want full", got)
+	}
+	if len(s3.Steps()) != 1 {
+		t.Errorf("keep 1 retained %d steps", len(s3.Steps()))
+	}
+	if got := steps(plan(t, s3, wire.Hello{Run: "run", Have: 1})); !equalSteps(got, []wire.StepInfo{{To: 3}}) {
+		t.Errorf("a gap (step 1 -> 2 dropped): plan %v, want full", got)
+	}
+}
+
+func TestResume(t *testing.T) {
+	l, img := testLayout(t)
+	s := New(8, 1)
+	s.SetRun("run")
+	s.AddSnapshot(snapshot(l, img, 2))
+	step(s, l, 2, 3, 2, 10) // a relay that received full 2 and is receiving 2 -> 3
+	tr := plan(t, s, wire.Hello{Resume: &wire.Resume{Run: "run", To: 2, Record: 3}})
+	if !tr.Plan.Resumed || tr.First != 3 || !equalSteps(steps(tr), []wire.StepInfo{{To: 2}, {From: 2, To: 3}}) {
+		t.Fatalf("full resume: %+v first %d", tr.Plan, tr.First)
+	}
+	tr = plan(t, s, wire.Hello{Run: "run", Have: 1, Resume: &wire.Resume{Run: "run", From: 2, To: 3, Record: 1}})
+	if !tr.Plan.Resumed || tr.First != 1 || tr.Plan.Target != 3 {
+		t.Fatalf("delta resume: %+v first %d", tr.Plan, tr.First)
+	}
+	tr = plan(t, s, wire.Hello{Resume: &wire.Resume{Run: "run", From: 5, To: 6}})
+	if tr.Plan.Resumed || !equalSteps(steps(tr), []wire.StepInfo{{To: 2}, {From: 2, To: 3}}) {
+		t.Fatalf("unknown step: %+v, want a fresh full plan", tr.Plan)
+	}
+}
+
+// TestWaitAndRetire: a waiting plan returns when a version appears; a retired snapshot is
+// not planned, Gone closes on an abort and the idle channel once the last reader leaves.
+func TestWaitAndRetire(t *testing.T) {
+	l, img := testLayout(t)
+	s := New(8, 1)
+	s.SetRun("run")
+	got := make(chan *Transfer)
+	go func() {
+		tr, _ := s.Plan(context.Background(), wire.Hello{Wait: true})
+		got <- tr
+	}()
+	released := make(chan bool, 1)
+	v1 := NewSnapshot("run", 1, l, img, func() { released <- true })
+	s.AddSnapshot(v1)
+	tr := <-got
+	if tr.Full != v1 {
+		t.Fatalf("waiting plan got %+v", tr.Plan)
+	}
+	idle := s.Retire(v1, true)
+	select {
+	case <-v1.Gone():
+	default:
+		t.Fatal("abort did not close Gone")
+	}
+	select {
+	case <-idle:
+		t.Fatal("idle while a reader holds the snapshot")
+	default:
+	}
+	tr.Release()
+	<-idle
+	if !<-released {
+		t.Fatal("release did not run")
+	}
+	if tr := plan(t, s, wire.Hello{}); len(steps(tr)) != 0 {
+		t.Fatalf("retired snapshot planned: %v", steps(tr))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := s.Plan(ctx, wire.Hello{Wait: true}); err == nil {
+		t.Fatal("a canceled wait returned a plan")
+	}
+}
+
+func TestStepStreaming(t *testing.T) {
+	l, _ := testLayout(t)
+	st := NewStep(1, 2, l)
+	got := make(chan []byte)
+	go func() {
+		f, _ := st.Frame(context.Background(), 0)
+		got <- f
+	}()
+	st.Append([]byte("a"))
+	if f := <-got; string(f) != "a" {
+		t.Fatalf("frame %q", f)
+	}
+	st.Finish(nil, nil)
+	if f, err := st.Frame(context.Background(), 1); f != nil || err != nil {
+		t.Fatalf("after the end: %q %v", f, err)
+	}
+}
+
+func TestManifest(t *testing.T) {
+	l, img := testLayout(t)
+	s := New(8, 2)
+	s.SetRun("run")
+	s.AddSnapshot(snapshot(l, img, 4))
+	step(s, l, 4, 5, 1, 1)
+	m, ok := s.Manifest("run", 4)
+	if want := l.Hash(img, 1); !ok || len(m.Hashes) != len(want) || m.Hashes[0] != want[0] || m.Size != l.Size {
+		t.Fatalf("snapshot manifest %+v %v", m, ok)
+	}
+	if m, ok := s.Manifest("run", 5); !ok || m.Hashes[0] != 5 {
+		t.Fatalf("step manifest %+v %v", m, ok)
+	}
+	if _, ok := s.Manifest("other", 4); ok {
+		t.Fatal("another run's manifest")
+	}
+}
+
+func equalSteps(a, b []wire.StepInfo) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
