@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"slices"
 	"testing"
 
 	"needle/kernels/trainer/delta"
@@ -88,7 +89,7 @@ func TestRoundTrip(t *testing.T) {
 			if got := rebuild(t, old, cur, step); !bytes.Equal(got, c.cur) {
 				t.Fatalf("%s %s: rebuilt file differs", f, c.name)
 			}
-			if want := cur.Layout.Hash(c.cur, 1); !equal(m, want) {
+			if want := cur.Layout.Hash(c.cur, 1); !slices.Equal(m, want) {
 				t.Fatalf("%s %s: manifest differs", f, c.name)
 			}
 			frames, _, _, _ := step.Progress()
@@ -100,19 +101,7 @@ func TestRoundTrip(t *testing.T) {
 		}
 	}
 	m, _, err := Run(nil, snap(t, v1, 1), nil, delta.Compact, 2)
-	if err != nil || !equal(m, snap(t, v1, 1).Layout.Hash(v1, 1)) {
+	if err != nil || !slices.Equal(m, snap(t, v1, 1).Layout.Hash(v1, 1)) {
 		t.Fatalf("manifest-only job: %v", err)
 	}
-}
-
-func equal(a, b []uint64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

@@ -1,6 +1,7 @@
 package layout
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/cespare/xxhash/v2"
@@ -52,7 +53,7 @@ func TestMatch(t *testing.T) {
 	o := must(New(oldImg[:oh], int64(len(oldImg)), 8))
 	n := must(New(newImg[:nh], int64(len(newImg)), 8))
 	match := n.Match(o)
-	if want := []int{-1, -1, -1, 0}; !equal(match, want) {
+	if want := []int{-1, -1, -1, 0}; !slices.Equal(match, want) {
 		t.Fatalf("match %v, want %v (dtype and shape changes have no base)", match, want)
 	}
 	last := n.Chunks() - 1 // x's chunk: at data byte 0 of old
@@ -80,16 +81,4 @@ func must(l *Layout, err error) *Layout {
 		panic(err)
 	}
 	return l
-}
-
-func equal(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 
 	"needle/weights/layout"
@@ -73,7 +74,7 @@ func TestPlanChoices(t *testing.T) {
 		{"up to date", wire.Hello{Run: "run", Have: 3}, nil},
 	} {
 		tr := plan(t, s, c.hello)
-		if got := steps(tr); !equalSteps(got, c.want) {
+		if got := steps(tr); !slices.Equal(got, c.want) {
 			t.Errorf("%s: plan %v, want %v", c.name, got, c.want)
 		}
 	}
@@ -83,7 +84,7 @@ func TestPlanChoices(t *testing.T) {
 	step(s2, l, 1, 2, 3, 1000)
 	step(s2, l, 2, 3, 3, 1000)
 	s2.AddSnapshot(snapshot(l, img, 3))
-	if got := steps(plan(t, s2, wire.Hello{Run: "run", Have: 1})); !equalSteps(got, []wire.StepInfo{{To: 3}}) {
+	if got := steps(plan(t, s2, wire.Hello{Run: "run", Have: 1})); !slices.Equal(got, []wire.StepInfo{{To: 3}}) {
 		t.Errorf("large chain: plan %v, want full", got)
 	}
 	// A failed step bridges nothing; keep drops the oldest steps.
@@ -94,13 +95,13 @@ func TestPlanChoices(t *testing.T) {
 	s3.AddStep(bad)
 	s3.FinishStep(bad, nil, errors.New("encode failed"))
 	s3.AddSnapshot(snapshot(l, img, 3))
-	if got := steps(plan(t, s3, wire.Hello{Run: "run", Have: 2})); !equalSteps(got, []wire.StepInfo{{To: 3}}) {
+	if got := steps(plan(t, s3, wire.Hello{Run: "run", Have: 2})); !slices.Equal(got, []wire.StepInfo{{To: 3}}) {
 		t.Errorf("failed step: plan %v, want full", got)
 	}
 	if len(s3.Steps()) != 1 {
 		t.Errorf("keep 1 retained %d steps", len(s3.Steps()))
 	}
-	if got := steps(plan(t, s3, wire.Hello{Run: "run", Have: 1})); !equalSteps(got, []wire.StepInfo{{To: 3}}) {
+	if got := steps(plan(t, s3, wire.Hello{Run: "run", Have: 1})); !slices.Equal(got, []wire.StepInfo{{To: 3}}) {
 		t.Errorf("a gap (step 1 -> 2 dropped): plan %v, want full", got)
 	}
 }
@@ -112,7 +113,7 @@ func TestResume(t *testing.T) {
 	s.AddSnapshot(snapshot(l, img, 2))
 	step(s, l, 2, 3, 2, 10) // a relay that received full 2 and is receiving 2 -> 3
 	tr := plan(t, s, wire.Hello{Resume: &wire.Resume{Run: "run", To: 2, Record: 3}})
-	if !tr.Plan.Resumed || tr.First != 3 || !equalSteps(steps(tr), []wire.StepInfo{{To: 2}, {From: 2, To: 3}}) {
+	if !tr.Plan.Resumed || tr.First != 3 || !slices.Equal(steps(tr), []wire.StepInfo{{To: 2}, {From: 2, To: 3}}) {
 		t.Fatalf("full resume: %+v first %d", tr.Plan, tr.First)
 	}
 	tr = plan(t, s, wire.Hello{Run: "run", Have: 1, Resume: &wire.Resume{Run: "run", From: 2, To: 3, Record: 1}})
@@ -120,7 +121,7 @@ func TestResume(t *testing.T) {
 		t.Fatalf("delta resume: %+v first %d", tr.Plan, tr.First)
 	}
 	tr = plan(t, s, wire.Hello{Resume: &wire.Resume{Run: "run", From: 5, To: 6}})
-	if tr.Plan.Resumed || !equalSteps(steps(tr), []wire.StepInfo{{To: 2}, {From: 2, To: 3}}) {
+	if tr.Plan.Resumed || !slices.Equal(steps(tr), []wire.StepInfo{{To: 2}, {From: 2, To: 3}}) {
 		t.Fatalf("unknown step: %+v, want a fresh full plan", tr.Plan)
 	}
 }
@@ -203,16 +204,4 @@ func TestManifest(t *testing.T) {
 	if _, ok := s.Manifest("other", 4); ok {
 		t.Fatal("another run's manifest")
 	}
-}
-
-func equalSteps(a, b []wire.StepInfo) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
