@@ -1,0 +1,118 @@
+// Package metrics keeps a weight-transfer node's counters and gauges and writes them in the
+// Prometheus text format for GET /metrics. Updates are lock-free; the registry's lock is
+// taken only to add a metric and to write them all.
+package metrics
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// Value is a float64 that goroutines update without a lock.
+type Value struct{ bits atomic.Uint64 }
+
+// Add adds d.
+func (v *Value) Add(d float64) {
+	for {
+		old := v.bits.Load()
+		if v.bits.CompareAndSwap(old, math.Float64bits(math.Float64frombits(old)+d)) {
+			return
+		}
+	}
+}
+
+// Set sets the value.
+func (v *Value) Set(x float64) { v.bits.Store(math.Float64bits(x)) }
+
+// Get returns the value.
+func (v *Value) Get() float64 { return math.Float64frombits(v.bits.Load()) }
+
+type metric struct {
+	name, help, kind string
+	series           map[string]*Value // by rendered label set, "" for none
+}
+
+// Registry is a set of metrics.
+type Registry struct {
+	mu      sync.Mutex
+	metrics map[string]*metric
+}
+
+// New returns an empty registry.
+func New() *Registry { return &Registry{metrics: map[string]*metric{}} }
+
+// Counter returns the counter name{labels} (labels alternate key, value), adding it on first
+// use; the same name and labels give the same Value.
+func (r *Registry) Counter(name, help string, labels ...string) *Value {
+	return r.get(name, help, "counter", labels)
+}
+
+// Gauge is Counter for a value that goes up and down.
+func (r *Registry) Gauge(name, help string, labels ...string) *Value {
+	return r.get(name, help, "gauge", labels)
+}
+
+func (r *Registry) get(name, help, kind string, labels []string) *Value {
+	var b strings.Builder
+	for i := 0; i+1 < len(labels); i += 2 {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, "%s=%q", labels[i], labels[i+1])
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m, ok := r.metrics[name]
+	if !ok {
+		m = &metric{name: name, help: help, kind: kind, series: map[string]*Value{}}
+		r.metrics[name] = m
+	}
+	v, ok := m.series[b.String()]
+	if !ok {
+		v = &Value{}
+		m.series[b.String()] = v
+	}
+	return v
+}
+
+// WriteTo writes every metric in the text format, sorted by name and labels.
+func (r *Registry) WriteTo(w io.Writer) (int64, error) {
+	var b strings.Builder
+	r.mu.Lock()
+	names := make([]string, 0, len(r.metrics))
+	for n := range r.metrics {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		m := r.metrics[n]
+		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s %s\n", n, m.help, n, m.kind)
+		keys := make([]string, 0, len(m.series))
+		for k := range m.series {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			if k == "" {
+				fmt.Fprintf(&b, "%s %g\n", n, m.series[k].Get())
+			} else {
+				fmt.Fprintf(&b, "%s{%s} %g\n", n, k, m.series[k].Get())
+			}
+		}
+	}
+	r.mu.Unlock()
+	n, err := io.WriteString(w, b.String())
+	return int64(n), err
+}
+
+// ServeHTTP answers GET /metrics.
+func (r *Registry) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+	r.WriteTo(w)
+}

@@ -1,0 +1,65 @@
+package notify
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var update = Update{Path: `/dev/shm/m "x"/model.safetensors`, Dir: `/dev/shm/m "x"`, Run: "r1", Version: 42}
+
+// TestHTTP: SGLang's contract, as its http_server.py answers: 200 {"success": true} on success,
+// 400 {"success": false, "message": ...} on failure; the body's placeholders are JSON-escaped.
+func TestHTTP(t *testing.T) {
+	var got map[string]any
+	ok := true
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		json.Unmarshal(b, &got)
+		if r.URL.Path != "/update_weights_from_disk" || r.Header.Get("Content-Type") != "application/json" {
+			w.WriteHeader(404)
+			return
+		}
+		if !ok {
+			w.WriteHeader(400)
+			w.Write([]byte(`{"success": false, "message": "Failed to update weights: shape mismatch", "num_paused_requests": 0}`))
+			return
+		}
+		w.Write([]byte(`{"success": true, "message": "Succeeded to update model weights.", "num_paused_requests": 0}`))
+	}))
+	defer srv.Close()
+	h := &HTTP{URL: srv.URL + "/update_weights_from_disk", Body: `{"model_path": "{dir}", "weight_version": "{version}"}`}
+	if err := h.Notify(context.Background(), update); err != nil {
+		t.Fatal(err)
+	}
+	if got["model_path"] != update.Dir || got["weight_version"] != "42" {
+		t.Fatalf("engine got %v", got)
+	}
+	ok = false
+	if err := h.Notify(context.Background(), update); err == nil || !strings.Contains(err.Error(), "shape mismatch") {
+		t.Fatalf("failure answer: %v", err)
+	}
+	if err := (&HTTP{URL: srv.URL + "/update_weights_from_disk", Body: `{"model_path": {dir}}`}).Notify(context.Background(), update); err == nil {
+		t.Fatal("a body that is not JSON was sent")
+	}
+}
+
+func TestCommand(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "env")
+	c := &Command{Argv: []string{"sh", "-c", `echo "$NEEDLE_WEIGHTS_VERSION $NEEDLE_WEIGHTS_RUN $NEEDLE_WEIGHTS_PATH" > ` + out}}
+	if err := c.Notify(context.Background(), update); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(out); strings.TrimSpace(string(b)) != "42 r1 "+update.Path {
+		t.Fatalf("command saw %q", b)
+	}
+	if err := (&Command{Argv: []string{"sh", "-c", "echo engine down >&2; exit 3"}}).Notify(context.Background(), update); err == nil || !strings.Contains(err.Error(), "engine down") {
+		t.Fatalf("failing command: %v", err)
+	}
+}

@@ -1,0 +1,294 @@
+// Package server serves a store.Store over TCP in the protocol of package wire: to each
+// client's Hello it answers a manifest, or a Plan and the plan's steps (full versions read in
+// place from a snapshot, delta steps streamed from their frames as they are produced).
+// Every client has its own goroutine and reads shared, immutable data, so a slow client or
+// one that stops reading holds back nobody else; a snapshot retired with abort (the sender
+// is about to overwrite it) closes the connections that read it.
+package server
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"needle/weights/metrics"
+	"needle/weights/store"
+	"needle/weights/wire"
+)
+
+// Server answers weight-transfer clients from Store.
+type Server struct {
+	Store *store.Store
+	Log   *log.Logger // nil: standard error
+	// IdleTimeout bounds the wait for a client's next Hello; WriteTimeout the time one frame
+	// may take to go out (a client that stops reading is dropped after it). 0: no limit.
+	IdleTimeout, WriteTimeout time.Duration
+
+	reg                                 *metrics.Registry
+	conns, waiting, sentFull, sentDelta *metrics.Value
+	mu                                  sync.Mutex
+	listeners                           []net.Listener
+}
+
+// New returns a server of st that counts in reg.
+func New(st *store.Store, reg *metrics.Registry) *Server {
+	return &Server{Store: st, IdleTimeout: 10 * time.Minute, WriteTimeout: time.Minute, reg: reg,
+		conns:     reg.Gauge("needle_weights_clients", "connected weight-transfer clients"),
+		waiting:   reg.Gauge("needle_weights_clients_waiting", "clients waiting for a newer version"),
+		sentFull:  reg.Counter("needle_weights_sent_bytes_total", "bytes sent to clients, by step kind", "kind", "full"),
+		sentDelta: reg.Counter("needle_weights_sent_bytes_total", "bytes sent to clients, by step kind", "kind", "delta"),
+	}
+}
+
+// count adds one to a counter of exchanges by the given labels.
+func (s *Server) count(name, help string, labels ...string) {
+	s.reg.Counter(name, help, labels...).Add(1)
+}
+
+func (s *Server) errs(cause string) {
+	s.count("needle_weights_transfer_errors_total", "exchanges that ended in an error, by cause", "cause", cause)
+}
+
+func (s *Server) logf(format string, args ...any) {
+	if s.Log != nil {
+		s.Log.Printf(format, args...)
+	} else {
+		log.Printf(format, args...)
+	}
+}
+
+// Serve accepts clients on ln until it is closed (Close).
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	s.listeners = append(s.listeners, ln)
+	s.mu.Unlock()
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			return err
+		}
+		go s.handle(conn)
+	}
+}
+
+// Close stops accepting; exchanges in progress end when their clients or data go away.
+func (s *Server) Close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ln := range s.listeners {
+		ln.Close()
+	}
+}
+
+// conn is one client connection.
+type conn struct {
+	net.Conn
+	s   *Server
+	br  *bufio.Reader
+	buf []byte
+}
+
+func (s *Server) handle(nc net.Conn) {
+	defer nc.Close()
+	if tc, ok := nc.(*net.TCPConn); ok {
+		tc.SetNoDelay(true)
+	}
+	s.conns.Add(1)
+	defer s.conns.Add(-1)
+	c := &conn{Conn: nc, s: s, br: bufio.NewReaderSize(nc, 64<<10)}
+	for {
+		if s.IdleTimeout > 0 {
+			nc.SetReadDeadline(time.Now().Add(s.IdleTimeout))
+		}
+		k, p, buf, err := wire.ReadFrame(c.br, c.buf)
+		c.buf = buf
+		if err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, os.ErrDeadlineExceeded) {
+				s.logf("weights: client %s: %v", nc.RemoteAddr(), err)
+			}
+			return
+		}
+		var h wire.Hello
+		err = wire.Unmarshal(k, wire.KindHello, p, &h)
+		if err == nil {
+			err = h.Check()
+		}
+		if err != nil {
+			c.fail(wire.CodeBadRequest, err.Error())
+			return
+		}
+		if err := c.exchange(h); err != nil {
+			return
+		}
+	}
+}
+
+// fail sends an Error frame; the exchange (and, for the caller, often the connection) ends.
+func (c *conn) fail(code, msg string) error {
+	c.s.errs(code)
+	c.write(wire.AppendFrame(nil, wire.KindError, wire.Marshal(wire.Error{Code: code, Message: msg})))
+	return fmt.Errorf("%s: %s", code, msg)
+}
+
+// write sends frame bytes within WriteTimeout.
+func (c *conn) write(bufs ...[]byte) error {
+	if c.s.WriteTimeout > 0 {
+		c.SetWriteDeadline(time.Now().Add(c.s.WriteTimeout))
+	}
+	nb := net.Buffers(bufs)
+	_, err := nb.WriteTo(c.Conn)
+	return err
+}
+
+// exchange answers one Hello. An error means the connection cannot go on.
+func (c *conn) exchange(h wire.Hello) error {
+	if h.Manifest != 0 {
+		m, ok := c.s.Store.Manifest(h.Run, h.Manifest)
+		if !ok {
+			return c.fail(wire.CodeNotFound, fmt.Sprintf("no manifest of run %q version %d here", h.Run, h.Manifest))
+		}
+		return c.write(wire.AppendFrame(nil, wire.KindManifest, wire.Marshal(m)))
+	}
+	tr, err := c.plan(h)
+	if err != nil {
+		return err
+	}
+	defer tr.Release()
+	if len(tr.Plan.Steps) > 0 {
+		kind := "delta"
+		if tr.Full != nil {
+			kind = "full"
+		}
+		c.s.count("needle_weights_transfers_total", "transfers served, by their first step (full, delta) and whether it resumed",
+			"first", kind, "resumed", fmt.Sprint(tr.Plan.Resumed))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if tr.Full != nil { // the sender overwrites a retired half: stop reading it at once
+		go func() {
+			select {
+			case <-tr.Full.Gone():
+				c.Close()
+			case <-ctx.Done():
+			}
+		}()
+	}
+	if err := c.write(wire.AppendFrame(nil, wire.KindPlan, wire.Marshal(tr.Plan))); err != nil {
+		return err
+	}
+	first := tr.First
+	if tr.Full != nil {
+		if err := c.sendFull(tr.Full, first); err != nil {
+			return c.broken(err, tr.Full)
+		}
+		first = 0
+	}
+	for _, st := range tr.Steps {
+		if err := c.sendStep(ctx, st, first); err != nil {
+			return err
+		}
+		first = 0
+	}
+	return nil
+}
+
+// plan waits for the store's plan, ending the wait if the client goes away meanwhile.
+func (c *conn) plan(h wire.Hello) (*store.Transfer, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	watched := make(chan error, 1)
+	c.SetReadDeadline(time.Time{})
+	go func() { // a client sends nothing while it waits: any read result means it left
+		_, err := c.br.Peek(1)
+		if err == nil {
+			err = errors.New("client sent bytes while waiting for its plan")
+		}
+		watched <- err
+		cancel()
+	}()
+	c.s.waiting.Add(1)
+	tr, err := c.s.Store.Plan(ctx, h)
+	c.s.waiting.Add(-1)
+	c.SetReadDeadline(time.Now()) // unblock the watcher
+	werr := <-watched
+	c.SetReadDeadline(time.Time{})
+	if err != nil {
+		return nil, werr
+	}
+	if !errors.Is(werr, os.ErrDeadlineExceeded) {
+		tr.Release()
+		return nil, werr
+	}
+	return tr, nil
+}
+
+// broken turns an error while sending snap into the connection's end, telling the client
+// why when the snapshot was retired under it (the connection is closed then; the message
+// goes to the log).
+func (c *conn) broken(err error, snap *store.Snapshot) error {
+	select {
+	case <-snap.Gone():
+		c.s.errs(wire.CodeGone)
+		c.s.logf("weights: client %s: version %d was overwritten while being sent in full; the client asks again", c.RemoteAddr(), snap.Version)
+	default:
+		c.s.errs("network")
+	}
+	return err
+}
+
+// sendFull sends snap as a full step from record first.
+func (c *conn) sendFull(snap *store.Snapshot, first int) error {
+	l := snap.Layout
+	step := wire.Step{StepInfo: wire.StepInfo{To: snap.Version}, Size: l.Size, Chunk: l.Chunk, Header: l.Header, First: first}
+	if err := c.write(wire.AppendFrame(nil, wire.KindStep, wire.Marshal(step))); err != nil {
+		return err
+	}
+	var h [wire.HeaderLen]byte
+	for i := first; i < l.Chunks(); i++ {
+		_, off, n := l.Span(i)
+		rec := wire.AppendRecordHeader(nil, i, wire.OpRaw, 0)
+		chunk := snap.Data[off : off+n]
+		wire.PutHeader(h[:], wire.KindRecord, rec, chunk)
+		if err := c.write(h[:], rec, chunk); err != nil {
+			return err
+		}
+		c.s.sentFull.Add(float64(wire.HeaderLen + len(rec) + len(chunk)))
+	}
+	end := wire.End{Records: l.Chunks(), Manifest: snap.KnownManifest()}
+	return c.write(wire.AppendFrame(nil, wire.KindEnd, wire.Marshal(end)))
+}
+
+// sendStep streams a delta step's frames from record first as they are produced.
+func (c *conn) sendStep(ctx context.Context, st *store.Step, first int) error {
+	l := st.Layout
+	step := wire.Step{StepInfo: wire.StepInfo{From: st.From, To: st.To}, Size: l.Size, Chunk: l.Chunk, Header: l.Header, First: first}
+	if err := c.write(wire.AppendFrame(nil, wire.KindStep, wire.Marshal(step))); err != nil {
+		return err
+	}
+	i := first
+	for ; ; i++ {
+		f, err := st.Frame(ctx, i)
+		if err != nil {
+			return c.fail(wire.CodeGone, fmt.Sprintf("step %d -> %d failed: %v", st.From, st.To, err))
+		}
+		if f == nil {
+			break
+		}
+		if err := c.write(f); err != nil {
+			c.s.errs("network")
+			return err
+		}
+		c.s.sentDelta.Add(float64(len(f)))
+	}
+	return c.write(wire.AppendFrame(nil, wire.KindEnd, wire.Marshal(wire.End{Records: i, Manifest: st.Manifest()})))
+}
