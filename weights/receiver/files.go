@@ -1,0 +1,149 @@
+package receiver
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+
+	"needle/internal/atomicfile"
+)
+
+// mapped is a file mapped whole; Data writes go to the file (MAP_SHARED).
+type mapped struct {
+	f    *os.File
+	Data []byte
+}
+
+// allocate creates path holding size bytes of reserved space (fallocate), so that writes
+// through a mapping never meet a full disk: the error comes here, as an error, instead of a
+// SIGBUS on some later write. A file system without fallocate only gets the size set.
+func allocate(path string, size int64) (*mapped, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := reserve(f, size); err != nil {
+		f.Close()
+		os.Remove(path)
+		return nil, err
+	}
+	return mapFile(f, size)
+}
+
+func reserve(f *os.File, size int64) error {
+	if size == 0 {
+		return nil
+	}
+	err := unix.Fallocate(int(f.Fd()), 0, 0, size)
+	if errors.Is(err, unix.EOPNOTSUPP) {
+		err = f.Truncate(size)
+	}
+	if err != nil {
+		return fmt.Errorf("reserve %d bytes for %s: %w", size, f.Name(), err)
+	}
+	return nil
+}
+
+// openMapped maps an existing file of size bytes for writing.
+func openMapped(path string, size int64) (*mapped, error) {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return nil, err
+	}
+	st, err := f.Stat()
+	if err != nil || st.Size() != size {
+		f.Close()
+		return nil, fmt.Errorf("%s: %d bytes, want %d (%v)", path, st.Size(), size, err)
+	}
+	return mapFile(f, size)
+}
+
+func mapFile(f *os.File, size int64) (*mapped, error) {
+	m := &mapped{f: f}
+	if size > 0 {
+		data, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("mmap %s: %w", f.Name(), err)
+		}
+		m.Data = data
+	}
+	return m, nil
+}
+
+// close unmaps; with sync the data reaches the disk first (fsync: a no-op on tmpfs).
+func (m *mapped) close(sync bool) error {
+	var err error
+	if m.Data != nil {
+		err = unix.Munmap(m.Data)
+		m.Data = nil
+	}
+	if sync && err == nil {
+		err = m.f.Sync()
+	}
+	if cerr := m.f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// mapRead maps path read-only; release unmaps it.
+func mapRead(path string) (data []byte, release func(), err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, nil, err
+	}
+	if st.Size() == 0 {
+		return nil, func() {}, nil
+	}
+	data, err = unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return nil, nil, fmt.Errorf("mmap %s: %w", path, err)
+	}
+	return data, func() { unix.Munmap(data) }, nil
+}
+
+// copyFile makes dst a copy of src (reserved first, then copied by the kernel with
+// copy_file_range where it can), atomically: dst appears complete or not at all.
+func copyFile(dst, src string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	st, err := in.Stat()
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(dst), "."+filepath.Base(dst)+".tmp*")
+	if err != nil {
+		return err
+	}
+	err = reserve(tmp, st.Size())
+	if err == nil {
+		_, err = io.Copy(tmp, in)
+	}
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), dst)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("copy %s to %s: %w", src, dst, err)
+	}
+	return atomicfile.SyncDir(filepath.Dir(dst))
+}

@@ -1,0 +1,152 @@
+package receiver
+
+import (
+	"bytes"
+	"context"
+	"log"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"needle/kernels/trainer/delta"
+	"needle/weights/metrics"
+	"needle/weights/sender"
+	"needle/weights/server"
+	"needle/weights/store"
+	"needle/weights/weightstest"
+)
+
+// testLog sends a component's log lines to the test's log.
+func testLog(t *testing.T) *log.Logger { return log.New(tWriter{t}, "", log.Lmicroseconds) }
+
+type tWriter struct{ t *testing.T }
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Log(string(bytes.TrimSpace(p)))
+	return len(p), nil
+}
+
+// node is a sender or a re-serving receiver listening on loopback.
+type node struct {
+	addr string
+	srv  *server.Server
+}
+
+func listen(t *testing.T, st *store.Store) node {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := server.New(st, metrics.New())
+	srv.Log = testLog(t)
+	go srv.Serve(ln)
+	t.Cleanup(srv.Close)
+	return node{addr: ln.Addr().String(), srv: srv}
+}
+
+func startSender(t *testing.T, dir string, f delta.Format) (*sender.Sender, node, *sender.Publisher) {
+	s, err := sender.Open(sender.Options{Dir: dir, Format: f, Chunk: 4096, Keep: 4, Threads: 2, Log: testLog(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := s.ListenControl()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := listen(t, s.Store)
+	p, err := sender.Dial(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close(); ln.Close(); s.Close() })
+	return s, n, p
+}
+
+// rcv is an in-process receiver whose Ready calls arrive on ready.
+type rcv struct {
+	*Receiver
+	out   string
+	ready chan uint64
+	node  node
+}
+
+func startReceiver(t *testing.T, out string, reserve bool, upstreams ...string) *rcv {
+	r := &rcv{out: out, ready: make(chan uint64, 100)}
+	opt := Options{Upstreams: upstreams, Out: out, Threads: 2, Log: testLog(t),
+		Ready: func(_ string, v uint64) { r.ready <- v }}
+	if reserve {
+		opt.Store = store.New(4, 1)
+		r.node = listen(t, opt.Store)
+	}
+	os.MkdirAll(filepath.Dir(out), 0o755)
+	rec, err := Open(opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Receiver = rec
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { rec.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done; rec.Close() })
+	return r
+}
+
+// waitFor reads ready until version v.
+func (r *rcv) waitFor(t *testing.T, v uint64) {
+	t.Helper()
+	for got := range r.ready {
+		if got == v {
+			return
+		}
+		if got > v {
+			t.Fatalf("%s jumped to version %d waiting for %d", r.out, got, v)
+		}
+	}
+}
+
+func (r *rcv) check(t *testing.T, want []byte) {
+	t.Helper()
+	got, err := os.ReadFile(r.out)
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("%s: %d bytes (err %v), differs from the published %d bytes", r.out, len(got), err, len(want))
+	}
+}
+
+var model = []weightstest.Tensor{
+	weightstest.T("embed", "BF16", 500, 64),
+	weightstest.T("norm", "F32", 64),
+	weightstest.T("ids", "I64", 10),
+	weightstest.T("w", "BF16", 128, 64),
+}
+
+// TestChain: the sender, a receiver pulling from it and re-serving, and a receiver pulling
+// from that one, over loopback, through deltas, a layout change and a full resync.
+func TestChain(t *testing.T) {
+	for _, f := range []delta.Format{delta.Compact, delta.AstraFlow} {
+		t.Run(f.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			_, snd, pub := startSender(t, filepath.Join(dir, "send"), f)
+			r1 := startReceiver(t, filepath.Join(dir, "r1", "model.safetensors"), true, snd.addr)
+			r2 := startReceiver(t, filepath.Join(dir, "r2", "model.safetensors"), false, r1.node.addr)
+			img, _ := weightstest.Image(model, 1)
+			changed := append([]weightstest.Tensor{weightstest.T("norm", "BF16", 64), weightstest.T("extra", "F32", 7)}, model[0], model[3])
+			for v := uint64(1); v <= 6; v++ {
+				switch v {
+				case 1:
+				case 4:
+					img, _ = weightstest.Image(changed, 4)
+				default:
+					img = weightstest.Step(img, 0.01, v)
+				}
+				if got, err := pub.PublishImage(img, 0); err != nil || got != v {
+					t.Fatalf("publish %d: %d %v", v, got, err)
+				}
+				for _, r := range []*rcv{r1, r2} {
+					r.waitFor(t, v)
+					r.check(t, img)
+				}
+			}
+		})
+	}
+}
