@@ -9,10 +9,10 @@ import (
 	"testing"
 
 	"needle/kernels/trainer/delta"
+	"needle/testkit/weightstest"
 	"needle/weights/layout"
 	"needle/weights/patch"
 	"needle/weights/store"
-	"needle/weights/weightstest"
 	"needle/weights/wire"
 )
 

@@ -6,7 +6,7 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 
-	"needle/weights/weightstest"
+	"needle/testkit/weightstest"
 )
 
 func TestChunks(t *testing.T) {

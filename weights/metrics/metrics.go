@@ -1,5 +1,5 @@
-// Package metrics keeps a weight-transfer node's counters and gauges and writes them in the
-// Prometheus text format for GET /metrics. Updates are lock-free; the registry's lock is
+// Package metrics keeps a weight-transfer node's counters and gauges for GET /metrics; the
+// text is written by internal/prom. Updates are lock-free; the registry's lock is
 // taken only to add a metric and to write them all.
 package metrics
 
@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"needle/internal/prom"
 )
 
 // Value is a float64 that goroutines update without a lock.
@@ -81,34 +83,42 @@ func (r *Registry) get(name, help, kind string, labels []string) *Value {
 	return v
 }
 
-// WriteTo writes every metric in the text format, sorted by name and labels.
+// WriteTo writes every metric through internal/prom (the one Prometheus writer), sorted by
+// name and labels.
 func (r *Registry) WriteTo(w io.Writer) (int64, error) {
-	var b strings.Builder
 	r.mu.Lock()
-	names := make([]string, 0, len(r.metrics))
-	for n := range r.metrics {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		m := r.metrics[n]
-		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s %s\n", n, m.help, n, m.kind)
-		keys := make([]string, 0, len(m.series))
-		for k := range m.series {
-			keys = append(keys, k)
+	fams := make([]prom.Metric, 0, len(r.metrics))
+	for _, m := range r.metrics {
+		f := prom.Metric{Name: m.name, Type: m.kind, Help: m.help}
+		for labels, v := range m.series {
+			f.Samples = append(f.Samples, prom.Sample{Labels: labels, Value: v.Get()})
 		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			if k == "" {
-				fmt.Fprintf(&b, "%s %g\n", n, m.series[k].Get())
-			} else {
-				fmt.Fprintf(&b, "%s{%s} %g\n", n, k, m.series[k].Get())
-			}
-		}
+		sort.Slice(f.Samples, func(i, j int) bool { return f.Samples[i].Labels < f.Samples[j].Labels })
+		fams = append(fams, f)
 	}
 	r.mu.Unlock()
-	n, err := io.WriteString(w, b.String())
-	return int64(n), err
+	sort.Slice(fams, func(i, j int) bool { return fams[i].Name < fams[j].Name })
+	cw := &countWriter{w: w}
+	prom.NewWriter(cw).Write(fams...)
+	return cw.n, cw.err
+}
+
+// countWriter counts what reaches w and keeps its first error (prom.Writer leaves them to its
+// caller's writer).
+type countWriter struct {
+	w   io.Writer
+	n   int64
+	err error
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	if c.err != nil {
+		return 0, c.err
+	}
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	c.err = err
+	return n, err
 }
 
 // ServeHTTP answers GET /metrics.

@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"needle/kernels/trainer/delta"
+	"needle/testkit/weightstest"
 	"needle/weights/layout"
-	"needle/weights/weightstest"
 	"needle/weights/wire"
 )
 

@@ -10,15 +10,15 @@ import (
 	"testing"
 
 	"needle/kernels/trainer/delta"
+	"needle/testkit/weightstest"
 	"needle/weights/metrics"
 	"needle/weights/sender"
 	"needle/weights/server"
 	"needle/weights/store"
-	"needle/weights/weightstest"
 )
 
 // testLog sends a component's log lines to the test's log.
-func testLog(t *testing.T) *log.Logger { return log.New(tWriter{t}, "", log.Lmicroseconds) }
+func testLog(t *testing.T) *log.Logger { return log.New(os.Stderr, t.Name()+" ", log.Lmicroseconds) }
 
 type tWriter struct{ t *testing.T }
 

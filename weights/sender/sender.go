@@ -131,6 +131,7 @@ func (s *Sender) recover() error {
 	switch {
 	case errors.Is(err, os.ErrNotExist) || s.opt.NewRun:
 		s.st = savedState{Run: newRunID()}
+		s.Store.SetRun(s.st.Run)
 		return s.save()
 	case err != nil:
 		return err

@@ -6,8 +6,8 @@ import (
 	"slices"
 	"testing"
 
+	"needle/testkit/weightstest"
 	"needle/weights/layout"
-	"needle/weights/weightstest"
 	"needle/weights/wire"
 )
 
