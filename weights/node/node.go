@@ -1,0 +1,153 @@
+// Package node runs the weight-transfer daemons that `needle weights send` and `needle weights
+// recv` start: a sender (control socket for the trainer, TCP for receivers) or a receiver
+// (optionally re-serving what it holds), each with an HTTP endpoint for /metrics and /status.
+// It owns the processes' listeners and their shutdown; the logic is in sender, receiver and
+// server.
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"needle/weights/metrics"
+	"needle/weights/notify"
+	"needle/weights/receiver"
+	"needle/weights/sender"
+	"needle/weights/server"
+	"needle/weights/store"
+)
+
+// SendOptions configures the sender daemon.
+type SendOptions struct {
+	Sender sender.Options
+	Listen string // TCP address receivers pull from
+	HTTP   string // address of GET /metrics and /status; "" for none
+}
+
+// RunSender serves until ctx ends. ready (may be nil) gets the TCP and HTTP addresses once
+// both listen (":0" picks a port: tests and the benchmark).
+func RunSender(ctx context.Context, o SendOptions, ready func(tcp, http string)) error {
+	if o.Sender.Metrics == nil {
+		o.Sender.Metrics = metrics.New()
+	}
+	s, err := sender.Open(o.Sender)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	ctl, err := s.ListenControl()
+	if err != nil {
+		return err
+	}
+	defer ctl.Close()
+	srv := server.New(s.Store, o.Sender.Metrics)
+	srv.Log = o.Sender.Log
+	status := func() any { return s.Status() }
+	return serve(ctx, srv, o.Listen, o.HTTP, o.Sender.Metrics, status, ready)
+}
+
+// RecvOptions configures the receiver daemon.
+type RecvOptions struct {
+	Receiver receiver.Options
+	Serve    string // re-serve on this TCP address; "" does not re-serve
+	Keep     int    // delta steps a re-serving receiver retains
+	HTTP     string
+}
+
+// RunReceiver keeps the file up to date until ctx ends; ready as for RunSender (tcp is ""
+// when not re-serving).
+func RunReceiver(ctx context.Context, o RecvOptions, ready func(tcp, http string)) error {
+	if o.Receiver.Metrics == nil {
+		o.Receiver.Metrics = metrics.New()
+	}
+	var srv *server.Server
+	if o.Serve != "" {
+		o.Receiver.Store = store.New(o.Keep, o.Receiver.Threads)
+		srv = server.New(o.Receiver.Store, o.Receiver.Metrics)
+		srv.Log = o.Receiver.Log
+	}
+	r, err := receiver.Open(o.Receiver)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	status := func() any {
+		run, v := r.Version()
+		return map[string]any{"out": o.Receiver.Out, "run": run, "version": v}
+	}
+	err = serve(ctx, srv, o.Serve, o.HTTP, o.Receiver.Metrics, status, ready)
+	cancel()
+	if rerr := <-done; err == nil {
+		err = rerr
+	}
+	return err
+}
+
+// serve runs srv on tcp (srv nil: none) and the HTTP endpoint until ctx ends.
+func serve(ctx context.Context, srv *server.Server, tcp, httpAddr string, reg *metrics.Registry, status func() any, ready func(tcp, http string)) error {
+	var tcpAddr, hAddr string
+	errs := make(chan error, 2)
+	if srv != nil {
+		ln, err := net.Listen("tcp", tcp)
+		if err != nil {
+			return err
+		}
+		tcpAddr = ln.Addr().String()
+		go func() { errs <- srv.Serve(ln) }()
+		defer srv.Close()
+	}
+	if httpAddr != "" {
+		ln, err := net.Listen("tcp", httpAddr)
+		if err != nil {
+			return err
+		}
+		hAddr = ln.Addr().String()
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", reg)
+		mux.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			json.NewEncoder(w).Encode(status())
+		})
+		hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go func() { errs <- hs.Serve(ln) }()
+		defer hs.Close()
+	}
+	if ready != nil {
+		ready(tcpAddr, hAddr)
+	}
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-errs:
+		if errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		}
+		return err
+	}
+}
+
+// Notifier is the engine notifier of the receiver's flags: a URL to POST body to (SGLang's
+// update_weights_from_disk by default), or a command, or neither (nil).
+func Notifier(url, body string, argv []string) (notify.Notifier, error) {
+	switch {
+	case url != "" && len(argv) > 0:
+		return nil, fmt.Errorf("tell the engine by URL or by command, not both")
+	case url != "":
+		if body == "" {
+			body = notify.SGLangBody
+		}
+		return &notify.HTTP{URL: url, Body: body}, nil
+	case len(argv) > 0:
+		return &notify.Command{Argv: argv}, nil
+	}
+	return nil, nil
+}

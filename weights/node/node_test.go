@@ -1,0 +1,101 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"needle/testkit/weightstest"
+	"needle/weights/receiver"
+	"needle/weights/sender"
+)
+
+// TestDaemons: the sender and a re-serving receiver as `needle weights send|recv` run them;
+// a version published through the control socket reaches the receiver's file, and both
+// /metrics endpoints count it.
+func TestDaemons(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	type addrs struct{ tcp, http string }
+	up := make(chan addrs, 2)
+	ready := func(tcp, h string) { up <- addrs{tcp, h} }
+	sendDone := make(chan error, 1)
+	go func() {
+		sendDone <- RunSender(ctx, SendOptions{Sender: sender.Options{Dir: filepath.Join(dir, "send"), Chunk: 4096, Keep: 2},
+			Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0"}, ready)
+	}()
+	snd := <-up
+	out := filepath.Join(dir, "recv", "model.safetensors")
+	os.MkdirAll(filepath.Dir(out), 0o755)
+	got := make(chan uint64, 4)
+	recvDone := make(chan error, 1)
+	go func() {
+		recvDone <- RunReceiver(ctx, RecvOptions{Receiver: receiver.Options{Upstreams: []string{snd.tcp}, Out: out,
+			Ready: func(_ string, v uint64) { got <- v }}, Serve: "127.0.0.1:0", HTTP: "127.0.0.1:0"}, ready)
+	}()
+	rcv := <-up
+	if rcv.tcp == "" {
+		t.Fatal("a re-serving receiver reported no TCP address")
+	}
+	img, _ := weightstest.Image([]weightstest.Tensor{weightstest.T("w", "BF16", 4096)}, 3)
+	p, err := sender.Dial(filepath.Join(dir, "send"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	for v := uint64(1); v <= 2; v++ {
+		if v == 2 {
+			img = weightstest.Step(img, 0.01, 9)
+		}
+		if _, err := p.PublishImage(img, 0); err != nil {
+			t.Fatal(err)
+		}
+		for <-got != v {
+		}
+	}
+	if b, err := os.ReadFile(out); err != nil || !bytes.Equal(b, img) {
+		t.Fatalf("receiver file differs from version 2 (err %v)", err)
+	}
+	for _, c := range []struct{ addr, want string }{
+		{snd.http, `needle_weights_version 2`},
+		{snd.http, `needle_weights_transfers_total{first="delta",resumed="false"} 1`},
+		{rcv.http, `needle_weights_receiver_versions_total{kind="delta"} 1`},
+		{rcv.http, `needle_weights_receiver_version 2`},
+	} {
+		resp, err := http.Get("http://" + c.addr + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(body), c.want+"\n") {
+			t.Errorf("%s/metrics lacks %q:\n%s", c.addr, c.want, body)
+		}
+	}
+	cancel()
+	if err := <-sendDone; err != nil {
+		t.Errorf("sender: %v", err)
+	}
+	if err := <-recvDone; err != nil {
+		t.Errorf("receiver: %v", err)
+	}
+}
+
+func TestNotifierFlags(t *testing.T) {
+	if _, err := Notifier("http://x", "", []string{"true"}); err == nil {
+		t.Error("a URL and a command were both accepted")
+	}
+	n, err := Notifier("http://127.0.0.1:30000/update_weights_from_disk", "", nil)
+	if err != nil || n.String() != "POST http://127.0.0.1:30000/update_weights_from_disk" {
+		t.Errorf("URL notifier: %v %v", n, err)
+	}
+	if n, _ := Notifier("", "", nil); n != nil {
+		t.Errorf("no flags gave notifier %v", n)
+	}
+}
