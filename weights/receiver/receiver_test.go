@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"needle/kernels/trainer/delta"
@@ -18,7 +19,7 @@ import (
 )
 
 // testLog sends a component's log lines to the test's log.
-func testLog(t *testing.T) *log.Logger { return log.New(os.Stderr, t.Name()+" ", log.Lmicroseconds) }
+func testLog(t *testing.T) *log.Logger { return log.New(tWriter{t}, "", log.Lmicroseconds) }
 
 type tWriter struct{ t *testing.T }
 
@@ -31,6 +32,7 @@ func (w tWriter) Write(p []byte) (int, error) {
 type node struct {
 	addr string
 	srv  *server.Server
+	reg  *metrics.Registry
 }
 
 func listen(t *testing.T, st *store.Store) node {
@@ -38,11 +40,12 @@ func listen(t *testing.T, st *store.Store) node {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := server.New(st, metrics.New())
+	reg := metrics.New()
+	srv := server.New(st, reg)
 	srv.Log = testLog(t)
 	go srv.Serve(ln)
 	t.Cleanup(srv.Close)
-	return node{addr: ln.Addr().String(), srv: srv}
+	return node{addr: ln.Addr().String(), srv: srv, reg: reg}
 }
 
 func startSender(t *testing.T, dir string, f delta.Format) (*sender.Sender, node, *sender.Publisher) {
@@ -69,6 +72,7 @@ type rcv struct {
 	out   string
 	ready chan uint64
 	node  node
+	stop  func() // ends Run and closes the receiver (a clean stop; killed receivers: faults_test.go)
 }
 
 func startReceiver(t *testing.T, out string, reserve bool, upstreams ...string) *rcv {
@@ -88,7 +92,9 @@ func startReceiver(t *testing.T, out string, reserve bool, upstreams ...string) 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { rec.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done; rec.Close() })
+	var once sync.Once
+	r.stop = func() { once.Do(func() { cancel(); <-done; rec.Close() }) }
+	t.Cleanup(r.stop)
 	return r
 }
 
@@ -121,7 +127,8 @@ var model = []weightstest.Tensor{
 }
 
 // TestChain: the sender, a receiver pulling from it and re-serving, and a receiver pulling
-// from that one, over loopback, through deltas, a layout change and a full resync.
+// from that one, over loopback, through deltas and a dtype and shape change between versions
+// (version 4: norm F32 -> BF16, a tensor added, one removed).
 func TestChain(t *testing.T) {
 	for _, f := range []delta.Format{delta.Compact, delta.AstraFlow} {
 		t.Run(f.String(), func(t *testing.T) {
@@ -148,5 +155,42 @@ func TestChain(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestTree: four receivers in a tree (sender -> r1 -> {r2, r3}, r2 -> r4) over loopback; the
+// sender's uplink carries each version once (to r1): one full copy, then one delta per version.
+func TestTree(t *testing.T) {
+	dir := t.TempDir()
+	_, snd, pub := startSender(t, filepath.Join(dir, "send"), delta.Compact)
+	r1 := startReceiver(t, filepath.Join(dir, "r1", "m.safetensors"), true, snd.addr)
+	r2 := startReceiver(t, filepath.Join(dir, "r2", "m.safetensors"), true, r1.node.addr)
+	r3 := startReceiver(t, filepath.Join(dir, "r3", "m.safetensors"), false, r1.node.addr)
+	r4 := startReceiver(t, filepath.Join(dir, "r4", "m.safetensors"), false, r2.node.addr)
+	img, _ := weightstest.Image(model, 21)
+	var deltaBytes float64
+	for v := uint64(1); v <= 5; v++ {
+		if v > 1 {
+			img = weightstest.Step(img, 0.01, 20+v)
+		}
+		pub.PublishImage(img, 0)
+		st, err := pub.Wait(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		deltaBytes += float64(st.WireBytes)
+		for _, r := range []*rcv{r1, r2, r3, r4} {
+			r.waitFor(t, v)
+			r.check(t, img)
+		}
+	}
+	sent := func(kind string) float64 {
+		return snd.reg.Counter("needle_weights_sent_bytes_total", "", "kind", kind).Get()
+	}
+	if full := sent("full"); full < float64(len(img)) || full > 1.05*float64(len(img)) {
+		t.Errorf("the sender sent %v bytes in full, want one copy of the %d-byte file", full, len(img))
+	}
+	if d := sent("delta"); d != deltaBytes {
+		t.Errorf("the sender sent %v delta bytes, want each of its 4 steps once (%v)", d, deltaBytes)
 	}
 }

@@ -35,6 +35,8 @@ type Server struct {
 	conns, waiting, sentFull, sentDelta *metrics.Value
 	mu                                  sync.Mutex
 	listeners                           []net.Listener
+	clients                             map[net.Conn]bool
+	closed                              bool
 }
 
 // New returns a server of st that counts in reg.
@@ -81,13 +83,37 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 }
 
-// Close stops accepting; exchanges in progress end when their clients or data go away.
+// Close stops accepting and closes every client's connection (as the process's end would:
+// clients reconnect, to this server's successor or to their next upstream).
 func (s *Server) Close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.closed = true
 	for _, ln := range s.listeners {
 		ln.Close()
 	}
+	for c := range s.clients {
+		c.Close()
+	}
+}
+
+// track adds (or, with add false, removes) a client connection; false when the server is
+// closed (the connection is not served).
+func (s *Server) track(c net.Conn, add bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !add {
+		delete(s.clients, c)
+		return true
+	}
+	if s.closed {
+		return false
+	}
+	if s.clients == nil {
+		s.clients = map[net.Conn]bool{}
+	}
+	s.clients[c] = true
+	return true
 }
 
 // conn is one client connection.
@@ -100,6 +126,10 @@ type conn struct {
 
 func (s *Server) handle(nc net.Conn) {
 	defer nc.Close()
+	if !s.track(nc, true) {
+		return
+	}
+	defer s.track(nc, false)
 	if tc, ok := nc.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 	}

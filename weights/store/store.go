@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 
+	"needle/weights/layout"
 	"needle/weights/wire"
 )
 
@@ -18,6 +19,10 @@ type Store struct {
 	run     string
 	snaps   []*Snapshot // live snapshots, in publish order
 	steps   []*Step     // retained steps, in the order added
+	// known are the manifests of retired snapshots (the newest keep+2): a receiver that
+	// restarts holding a version whose half the sender has since overwritten can still check
+	// its file against it, and then take the delta chain from it.
+	known []wire.Manifest
 }
 
 // New returns an empty store that retains the keep newest steps and hashes snapshots with
@@ -45,7 +50,7 @@ func (s *Store) SetRun(run string) {
 	for _, snap := range s.snaps {
 		snap.retire(false)
 	}
-	s.snaps, s.steps = nil, nil
+	s.snaps, s.steps, s.known = nil, nil, nil
 	s.wake()
 }
 
@@ -68,6 +73,12 @@ func (s *Store) AddSnapshot(snap *Snapshot) {
 func (s *Store) Retire(snap *Snapshot, abort bool) <-chan struct{} {
 	s.mu.Lock()
 	s.snaps = slices.DeleteFunc(s.snaps, func(x *Snapshot) bool { return x == snap })
+	if m := snap.KnownManifest(); m != nil && snap.Run == s.run {
+		s.known = append(s.known, manifestOf(snap.Run, snap.Version, snap.Layout, m))
+		if len(s.known) > s.keep+2 {
+			s.known = s.known[len(s.known)-s.keep-2:]
+		}
+	}
 	s.wake()
 	s.mu.Unlock()
 	return snap.retire(abort)
@@ -245,20 +256,28 @@ func (s *Store) Manifest(run string, version uint64) (wire.Manifest, bool) {
 		}
 	}
 	var steps []*Step
+	var known []wire.Manifest
 	if run == s.run {
-		steps = slices.Clone(s.steps)
+		steps, known = slices.Clone(s.steps), slices.Clone(s.known)
 	}
 	s.mu.Unlock()
 	if snap != nil {
 		defer snap.Release()
-		l := snap.Layout
-		return wire.Manifest{Run: run, Version: version, Size: l.Size, Chunk: l.Chunk, Header: l.Header, Hashes: snap.Manifest(s.threads)}, true
+		return manifestOf(run, version, snap.Layout, snap.Manifest(s.threads)), true
 	}
 	for _, st := range steps {
 		if m := st.Manifest(); st.To == version && m != nil {
-			l := st.Layout
-			return wire.Manifest{Run: run, Version: version, Size: l.Size, Chunk: l.Chunk, Header: l.Header, Hashes: m}, true
+			return manifestOf(run, version, st.Layout, m), true
+		}
+	}
+	for _, m := range known {
+		if m.Version == version {
+			return m, true
 		}
 	}
 	return wire.Manifest{}, false
+}
+
+func manifestOf(run string, version uint64, l *layout.Layout, hashes []uint64) wire.Manifest {
+	return wire.Manifest{Run: run, Version: version, Size: l.Size, Chunk: l.Chunk, Header: l.Header, Hashes: hashes}
 }
