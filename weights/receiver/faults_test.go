@@ -219,23 +219,30 @@ func TestSenderRestarted(t *testing.T) {
 	}
 }
 
-// TestSeveralBehind: a receiver stopped for 3 versions gets them as a chain of delta steps;
-// stopped for more than the sender retains, it gets the newest in full.
-func TestSeveralBehind(t *testing.T) {
+// stoppedAtOne starts a sender, publishes version 1 (seeded), lets a receiver take it and
+// stops the receiver: its file, and the image, are version 1.
+func stoppedAtOne(t *testing.T, seed uint64) (node, *sender.Publisher, string, []byte) {
 	dir := t.TempDir()
 	_, snd, pub := startSender(t, filepath.Join(dir, "send"), delta.Compact)
 	out := filepath.Join(dir, "r", "model.safetensors")
-	img, _ := weightstest.Image(bigModel, 8)
+	img, _ := weightstest.Image(bigModel, seed)
 	pub.PublishImage(img, 0)
 	r := startReceiver(t, out, false, snd.addr)
 	r.waitFor(t, 1)
 	r.stop()
+	return snd, pub, out, img
+}
+
+// TestSeveralBehind: a receiver stopped for 3 versions gets them as a chain of delta steps;
+// stopped for more than the sender retains, it gets the newest in full.
+func TestSeveralBehind(t *testing.T) {
+	snd, pub, out, img := stoppedAtOne(t, 8)
 	for v := uint64(2); v <= 4; v++ {
 		img = weightstest.Step(img, 0.01, v)
 		pub.PublishImage(img, 0)
 		pub.Wait(v)
 	}
-	r = startReceiver(t, out, false, snd.addr)
+	r := startReceiver(t, out, false, snd.addr)
 	r.waitFor(t, 4)
 	r.check(t, img)
 	if full := r.opt.Metrics.Counter("needle_weights_received_bytes_total", "", "kind", "full").Get(); full != 0 {
@@ -290,14 +297,7 @@ func text(m *metrics.Registry) string {
 // TestBaseNotClaimed: a file that is not the version its state claims (one byte changed while
 // the receiver was stopped) is found out against the manifest and replaced by a full pull.
 func TestBaseNotClaimed(t *testing.T) {
-	dir := t.TempDir()
-	_, snd, pub := startSender(t, filepath.Join(dir, "send"), delta.Compact)
-	out := filepath.Join(dir, "r", "model.safetensors")
-	img, _ := weightstest.Image(bigModel, 13)
-	pub.PublishImage(img, 0)
-	r := startReceiver(t, out, false, snd.addr)
-	r.waitFor(t, 1)
-	r.stop()
+	snd, pub, out, img := stoppedAtOne(t, 13)
 	f, err := os.OpenFile(out, os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -306,7 +306,7 @@ func TestBaseNotClaimed(t *testing.T) {
 	f.Close()
 	img = weightstest.Step(img, 0.01, 14)
 	pub.PublishImage(img, 0)
-	r = startReceiver(t, out, false, snd.addr)
+	r := startReceiver(t, out, false, snd.addr)
 	r.waitFor(t, 2)
 	r.check(t, img)
 	if got := r.opt.Metrics.Counter("needle_weights_receiver_errors_total", "", "cause", "base").Get(); got != 1 {
