@@ -1,12 +1,14 @@
 // Package weightstest makes the versions of a model that weight-transfer tests and
 // benchmarks publish: safetensors images (header and data in one byte slice) with seeded
 // pseudo-random contents, and the next version of one with a given fraction of its 2- and
-// 4-byte elements changed the way an optimizer step changes them (lowest bits).
+// 4-byte elements changed the way an optimizer step changes them (lowest bits); in place for
+// the benchmark's multi-GB models, which live in the sender's halves.
 package weightstest
 
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 
 	"needle/safetensors"
 )
@@ -23,9 +25,18 @@ func T(name, dtype string, shape ...int64) Tensor {
 	return Tensor{Name: name, DType: dtype, Shape: shape}
 }
 
-// Image returns the bytes of a safetensors file holding tensors, filled from seed, and its
-// header length. Metadata is {"format": "pt"}, as transformers expects.
+// Image returns the bytes of a safetensors file holding tensors, filled from seed (Fill), and
+// its header length. Metadata is {"format": "pt"}, as transformers expects.
 func Image(tensors []Tensor, seed uint64) ([]byte, int) {
+	header, size := Header(tensors)
+	img := make([]byte, int64(len(header))+size)
+	copy(img, header)
+	Fill(img, seed)
+	return img, len(header)
+}
+
+// Header returns the safetensors header of tensors and the size of their data section.
+func Header(tensors []Tensor) ([]byte, int64) {
 	st := make([]safetensors.Tensor, len(tensors))
 	for i, t := range tensors {
 		st[i] = safetensors.Tensor{Name: t.Name, DType: t.DType, Shape: t.Shape}
@@ -38,29 +49,55 @@ func Image(tensors []Tensor, seed uint64) ([]byte, int) {
 	if len(laid) > 0 {
 		size = laid[len(laid)-1].End
 	}
-	img := make([]byte, int64(len(header))+size)
-	copy(img, header)
-	s := seed | 1
-	data := img[len(header):]
-	for i := 0; i+8 <= len(data); i += 8 {
-		binary.LittleEndian.PutUint64(data[i:], next(&s))
-	}
-	for i := len(data) &^ 7; i < len(data); i++ {
-		data[i] = byte(next(&s))
-	}
-	return img, len(header)
+	return header, size
 }
 
-// Step returns a copy of img (a file of header length hdr) with about frac of the elements of
-// every 2- and 4-byte tensor changed in their lowest bits, at gaps drawn from seed: what an
-// optimizer step at a small learning rate does to bf16 weights. Other tensors are unchanged.
-func Step(img []byte, frac float64, seed uint64) []byte {
-	out := append([]byte(nil), img...)
+// Fill fills the data section of img (a whole file, header in place) from seed: BF16 tensors
+// with weights as a trained model holds them (a triangular distribution of scale 0.02, so that
+// exponent bytes cluster as real ones do), other tensors with random bits.
+func Fill(img []byte, seed uint64) {
+	hdr, tensors := parse(img)
+	s := seed | 1
+	for _, t := range tensors {
+		data := img[int64(hdr)+t.Begin : int64(hdr)+t.End]
+		if t.DType == "BF16" {
+			for i := 0; i+2 <= len(data); i += 2 {
+				a, b := next(&s), next(&s)
+				w := (float32(a>>40)/(1<<24) + float32(b>>40)/(1<<24) - 1) * 0.04
+				binary.LittleEndian.PutUint16(data[i:], uint16(math.Float32bits(w)>>16))
+			}
+			continue
+		}
+		for i := 0; i+8 <= len(data); i += 8 {
+			binary.LittleEndian.PutUint64(data[i:], next(&s))
+		}
+		for i := len(data) &^ 7; i < len(data); i++ {
+			data[i] = byte(next(&s))
+		}
+	}
+}
+
+func parse(img []byte) (int, []safetensors.Tensor) {
 	hdr := int(binary.LittleEndian.Uint64(img)) + 8
 	tensors, _, err := safetensors.ParseHeader(img[:hdr], int64(len(img)-hdr))
 	if err != nil {
 		panic(fmt.Sprintf("weightstest: %v", err))
 	}
+	return hdr, tensors
+}
+
+// Step returns a copy of img with Perturb applied.
+func Step(img []byte, frac float64, seed uint64) []byte {
+	out := append([]byte(nil), img...)
+	Perturb(out, frac, seed)
+	return out
+}
+
+// Perturb changes about frac of the elements of every 2- and 4-byte tensor of img (a whole
+// file) in their lowest bits by 1 to 3 units, at gaps drawn from seed: what an optimizer step
+// at a small learning rate does to bf16 weights. Other tensors are unchanged.
+func Perturb(img []byte, frac float64, seed uint64) {
+	hdr, tensors := parse(img)
 	s := seed | 1
 	maxGap := uint64(2/frac) - 1 // gaps uniform in [1, maxGap]: mean 1/frac
 	for _, t := range tensors {
@@ -68,12 +105,11 @@ func Step(img []byte, frac float64, seed uint64) []byte {
 		if es != 2 && es != 4 {
 			continue
 		}
-		data := out[int64(hdr)+t.Begin : int64(hdr)+t.End]
+		data := img[int64(hdr)+t.Begin : int64(hdr)+t.End]
 		for i := next(&s) % maxGap; i*uint64(es) < uint64(len(data)); i += 1 + next(&s)%maxGap {
 			data[i*uint64(es)] ^= byte(1 + next(&s)%3)
 		}
 	}
-	return out
 }
 
 // next is xorshift64*: fast, seeded, the same stream on every machine.
