@@ -3,7 +3,7 @@ package main
 import "flag"
 
 // benchmarks are the `needle bench <target>` targets; each file adds its own and owns its flags.
-var benchmarks = newGroup("needle bench", "target", "", "kernels", "encode", "retrieve", "trace", "docstore", "recall", "search", "index")
+var benchmarks = newGroup("needle bench", "target", "", "kernels", "encode", "retrieve", "trace", "docstore", "recall", "search", "index", "weights")
 
 // plotFlag adds --plot to a target's flags: the same flag for every target; the target fills
 // a bench/plot Figure from what it measured.

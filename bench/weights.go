@@ -1,0 +1,298 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"needle/kernels/trainer/delta"
+	"needle/platform/membw"
+	"needle/testkit/weightstest"
+	"needle/weights/metrics"
+	"needle/weights/receiver"
+	"needle/weights/sender"
+	"needle/weights/server"
+	"needle/weights/store"
+)
+
+// WeightsOptions configures `needle bench weights`.
+type WeightsOptions struct {
+	Shape     string       // a key of WeightShapes
+	Changed   float64      // fraction of elements a step changes
+	Receivers int          // receivers on loopback
+	Tree      bool         // the first receiver re-serves and the others pull from it
+	Dir       string       // folder of the halves and the receivers' files (a tmpfs: /dev/shm)
+	Threads   int          // goroutines of encode and apply
+	Format    delta.Format // of delta records
+	Python    string       // interpreter of the AstraFlow NumPy baseline; "" skips it
+	Script    string       // bench/weights_astraflow.py
+	MembwMiB  int
+	Log       *log.Logger // the nodes' logs; nil discards them
+}
+
+// qwen returns the tensors of a Qwen2.5 decoder (tied embeddings) in bf16.
+func qwen(hidden, inter, layers, kvDim, vocab int64) []weightstest.Tensor {
+	ts := []weightstest.Tensor{weightstest.T("model.embed_tokens.weight", "BF16", vocab, hidden)}
+	for i := range layers {
+		p := fmt.Sprintf("model.layers.%d.", i)
+		for _, t := range []weightstest.Tensor{
+			weightstest.T("self_attn.q_proj.weight", "BF16", hidden, hidden), weightstest.T("self_attn.q_proj.bias", "BF16", hidden),
+			weightstest.T("self_attn.k_proj.weight", "BF16", kvDim, hidden), weightstest.T("self_attn.k_proj.bias", "BF16", kvDim),
+			weightstest.T("self_attn.v_proj.weight", "BF16", kvDim, hidden), weightstest.T("self_attn.v_proj.bias", "BF16", kvDim),
+			weightstest.T("self_attn.o_proj.weight", "BF16", hidden, hidden),
+			weightstest.T("mlp.gate_proj.weight", "BF16", inter, hidden), weightstest.T("mlp.up_proj.weight", "BF16", inter, hidden),
+			weightstest.T("mlp.down_proj.weight", "BF16", hidden, inter),
+			weightstest.T("input_layernorm.weight", "BF16", hidden), weightstest.T("post_attention_layernorm.weight", "BF16", hidden),
+		} {
+			t.Name = p + t.Name
+			ts = append(ts, t)
+		}
+	}
+	return append(ts, weightstest.T("model.norm.weight", "BF16", hidden))
+}
+
+// WeightShapes are the model shapes the benchmark publishes (Qwen2.5's configs).
+var WeightShapes = map[string][]weightstest.Tensor{
+	"qwen2.5-0.5b": qwen(896, 4864, 24, 128, 151936),
+	"qwen2.5-1.5b": qwen(1536, 8960, 28, 256, 151936),
+	"tiny":         qwen(64, 128, 2, 32, 1000), // tests
+}
+
+// weightsReport is the benchmark's JSON.
+type weightsReport struct {
+	Shape         string       `json:"shape"`
+	Bytes         int64        `json:"bytes"`
+	ChangedFrac   float64      `json:"changed_fraction"` // measured: changed / compared elements
+	Threads       int          `json:"threads"`
+	ReadGBps      float64      `json:"read_gbps"` // memory read bandwidth, Threads goroutines
+	FillSeconds   float64      `json:"fill_seconds"`
+	ReadySeconds  []float64    `json:"ready_seconds"` // per receiver, from the publish's commit
+	UplinkCopies  float64      `json:"uplink_copies"` // delta bytes the sender sent / the step's bytes
+	WireBytes     int64        `json:"wire_bytes"`
+	AstraFlow     int64        `json:"astraflow_bytes"`
+	EncodeSeconds float64      `json:"encode_seconds"` // the sender's job: encode, frame, hash
+	EncodeOfBW    float64      `json:"encode_of_read_bandwidth"`
+	ApplySeconds  float64      `json:"apply_seconds"`
+	NumPy         *numpyResult `json:"numpy,omitempty"`
+	EncodeSpeedup float64      `json:"encode_speedup,omitempty"`
+	ApplySpeedup  float64      `json:"apply_speedup,omitempty"`
+	WireRatio     float64      `json:"wire_ratio"`
+}
+
+// numpyResult is what bench/weights_astraflow.py measured on the same buffers.
+type numpyResult struct {
+	Version       string  `json:"numpy"`
+	EncodeSeconds float64 `json:"encode_seconds"`
+	ApplySeconds  float64 `json:"apply_seconds"`
+	Bytes         int64   `json:"bytes"`
+	Changed       int64   `json:"changed"`
+}
+
+// Weights publishes two versions of a model to an in-process sender with receivers on
+// loopback, times the second (publish to every receiver ready), then measures the sender's
+// encode job and the receivers' apply against AstraFlow's NumPy algorithm on the same bytes.
+func Weights(w io.Writer, o WeightsOptions) error {
+	tensors, ok := WeightShapes[o.Shape]
+	if !ok {
+		return fmt.Errorf("unknown shape %q", o.Shape)
+	}
+	if o.Log == nil {
+		o.Log = log.New(io.Discard, "", 0)
+	}
+	o.Threads = max(o.Threads, 1)
+	rep := weightsReport{Shape: o.Shape, Threads: o.Threads}
+	buf, err := membw.NewBuffer(o.MembwMiB << 20)
+	if err != nil {
+		return err
+	}
+	rep.ReadGBps = buf.Bandwidth(o.Threads, 5) / 1e9
+	buf = nil
+	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+		return err
+	}
+	work, err := os.MkdirTemp(o.Dir, "bench-weights-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+	s, err := sender.Open(sender.Options{Dir: filepath.Join(work, "send"), Format: o.Format, Keep: 2, Threads: o.Threads, Log: o.Log})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	reg := metrics.New()
+	addr, stopServer, err := serveStore(s.Store, reg, o.Log)
+	if err != nil {
+		return err
+	}
+	defer stopServer()
+	// Version 1: the model, written into its half; every receiver takes it in full.
+	slot1, err := publishInPlace(s, tensors, func(data []byte) { weightstest.Fill(data, 1) })
+	if err != nil {
+		return err
+	}
+	rep.Bytes = slot1.Size
+	ready, stopReceivers, err := startReceivers(work, addr, o)
+	if err != nil {
+		return err
+	}
+	defer stopReceivers()
+	for range o.Receivers {
+		<-ready
+	}
+	// Version 2: a copy of version 1 with o.Changed of it changed, as a trainer's step writes it.
+	start := time.Now()
+	slot2, err := s.Begin(2, weightsTensors(tensors), map[string]string{"format": "pt"})
+	if err != nil {
+		return err
+	}
+	if err := withMapping(slot1.Path, false, func(old []byte) error {
+		return withMapping(slot2.Path, true, func(data []byte) error {
+			copy(data, old)
+			weightstest.Perturb(data, o.Changed, 2)
+			return nil
+		})
+	}); err != nil {
+		return err
+	}
+	rep.FillSeconds = time.Since(start).Seconds()
+	t0 := time.Now()
+	if err := s.Commit(slot2); err != nil {
+		return err
+	}
+	for range o.Receivers {
+		<-ready
+		rep.ReadySeconds = append(rep.ReadySeconds, time.Since(t0).Seconds())
+	}
+	js, err := s.Wait(2)
+	if err != nil {
+		return err
+	}
+	rep.WireBytes, rep.AstraFlow = js.WireBytes, js.AstraFlowBytes
+	rep.ChangedFrac = float64(js.Changed) / float64(js.Elements)
+	rep.WireRatio = float64(js.WireBytes) / float64(js.AstraFlowBytes)
+	rep.UplinkCopies = reg.Counter("needle_weights_sent_bytes_total", "", "kind", "delta").Get() / float64(js.WireBytes)
+	stopReceivers() // their files go: the comparisons below need the memory
+	if err := compareKernels(&rep, slot1.Path, slot2.Path, work, o); err != nil {
+		return err
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(rep)
+}
+
+func weightsTensors(ts []weightstest.Tensor) []sender.Tensor {
+	out := make([]sender.Tensor, len(ts))
+	for i, t := range ts {
+		out[i] = sender.Tensor{Name: t.Name, DType: t.DType, Shape: t.Shape}
+	}
+	return out
+}
+
+// publishInPlace publishes the next version, filled in its half by fill (the whole file, its
+// header in place), and returns its slot.
+func publishInPlace(s *sender.Sender, ts []weightstest.Tensor, fill func([]byte)) (*sender.Slot, error) {
+	slot, err := s.Begin(0, weightsTensors(ts), map[string]string{"format": "pt"})
+	if err != nil {
+		return nil, err
+	}
+	if err := withMapping(slot.Path, true, func(data []byte) error { fill(data); return nil }); err != nil {
+		s.Abort()
+		return nil, err
+	}
+	return slot, s.Commit(slot)
+}
+
+// withMapping maps path whole (writable or not) for the duration of f.
+func withMapping(path string, write bool, f func([]byte) error) error {
+	flag, prot := os.O_RDONLY, unix.PROT_READ
+	if write {
+		flag, prot = os.O_RDWR, unix.PROT_READ|unix.PROT_WRITE
+	}
+	file, err := os.OpenFile(path, flag, 0)
+	if err != nil {
+		return err
+	}
+	defer file.Close()
+	st, err := file.Stat()
+	if err != nil {
+		return err
+	}
+	data, err := unix.Mmap(int(file.Fd()), 0, int(st.Size()), prot, unix.MAP_SHARED)
+	if err != nil {
+		return err
+	}
+	defer unix.Munmap(data)
+	return f(data)
+}
+
+// serveStore serves st on a loopback port.
+func serveStore(st *store.Store, reg *metrics.Registry, lg *log.Logger) (string, func(), error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	srv := server.New(st, reg)
+	srv.Log = lg
+	go srv.Serve(ln)
+	return ln.Addr().String(), srv.Close, nil
+}
+
+// startReceivers starts o.Receivers receivers whose files live under work: all pulling from
+// addr, or with o.Tree the first re-serving and the others pulling from it. Each version a
+// receiver publishes sends one value on ready. stop ends them and removes their files.
+func startReceivers(work, addr string, o WeightsOptions) (ready chan struct{}, stop func(), err error) {
+	ready = make(chan struct{}, 16*o.Receivers)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var closers []func()
+	stop = func() {
+		cancel()
+		wg.Wait()
+		for _, c := range closers {
+			c()
+		}
+		closers = nil
+		for i := range o.Receivers {
+			os.RemoveAll(filepath.Join(work, fmt.Sprintf("r%d", i)))
+		}
+	}
+	up := addr
+	for i := range o.Receivers {
+		dir := filepath.Join(work, fmt.Sprintf("r%d", i))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			stop()
+			return nil, nil, err
+		}
+		opt := receiver.Options{Upstreams: []string{up}, Out: filepath.Join(dir, "model.safetensors"), Threads: o.Threads,
+			Log: o.Log, Ready: func(string, uint64) { ready <- struct{}{} }}
+		if o.Tree && i == 0 {
+			opt.Store = store.New(2, o.Threads)
+			a, closeSrv, err := serveStore(opt.Store, metrics.New(), o.Log)
+			if err != nil {
+				stop()
+				return nil, nil, err
+			}
+			closers = append(closers, closeSrv)
+			up = a
+		}
+		r, err := receiver.Open(opt)
+		if err != nil {
+			stop()
+			return nil, nil, err
+		}
+		closers = append(closers, r.Close)
+		wg.Add(1)
+		go func() { defer wg.Done(); r.Run(ctx) }()
+	}
+	return ready, stop, nil
+}
