@@ -227,7 +227,7 @@ func withMapping(path string, write bool, f func([]byte) error) error {
 	if err != nil {
 		return err
 	}
-	data, err := unix.Mmap(int(file.Fd()), 0, int(st.Size()), prot, unix.MAP_SHARED)
+	data, err := unix.Mmap(int(file.Fd()), 0, int(st.Size()), prot, unix.MAP_SHARED|unix.MAP_POPULATE)
 	if err != nil {
 		return err
 	}

@@ -65,7 +65,10 @@ func openMapped(path string, size int64) (*mapped, error) {
 func mapFile(f *os.File, size int64) (*mapped, error) {
 	m := &mapped{f: f}
 	if size > 0 {
-		data, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+		// MAP_POPULATE: a step writes into every page (a full step all of them, a delta at 1%
+		// changed ~20 per 4 KiB page), so the page tables are filled in one pass up front
+		// instead of one fault per page while records are applied.
+		data, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
 		if err != nil {
 			f.Close()
 			return nil, fmt.Errorf("mmap %s: %w", f.Name(), err)

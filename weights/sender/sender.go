@@ -191,7 +191,7 @@ func (s *Sender) mapHalf(i int, v uint64) (*store.Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	data, err := unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_SHARED)
+	data, err := unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_SHARED|unix.MAP_POPULATE) // the encode job reads it all
 	if err != nil {
 		return nil, fmt.Errorf("mmap %s: %w", f.Name(), err)
 	}
