@@ -21,7 +21,7 @@ import (
 )
 
 // compareKernels measures, on the two versions' halves (old, cur), the sender's encode job
-// (best of 3 after a warm-up) and the receivers' apply of its records into a copy of old
+// (records only, as receivers wait for them; best of 3 after a warm-up) and the receivers' apply of its records into a copy of old
 // (checked byte for byte against cur), then AstraFlow's NumPy encode and scatter on the same
 // files (bench/weights_astraflow.py).
 func compareKernels(rep *weightsReport, oldPath, curPath, work string, o WeightsOptions) error {
@@ -39,7 +39,7 @@ func compareKernels(rep *weightsReport, oldPath, curPath, work string, o Weights
 			var frames [][]byte
 			encode := func(int) error {
 				st := store.NewStep(1, 2, l)
-				if _, _, err := differ.Run(so, sc, st, o.Format, o.Threads); err != nil {
+				if _, err := differ.Run(so, sc, st, o.Format, o.Threads); err != nil {
 					return err
 				}
 				n, _, _, _ := st.Progress()

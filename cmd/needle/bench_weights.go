@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"log"
 	"os"
 	"runtime"
 
@@ -27,6 +28,7 @@ func runBenchWeights(args []string) error {
 	fs.StringVar(&o.Python, "python", "", "Python with NumPy for the AstraFlow baseline (empty: skip it)")
 	fs.StringVar(&o.Script, "script", "bench/weights_astraflow.py", "the baseline script")
 	fs.IntVar(&o.MembwMiB, "membw-mib", 512, "buffer of the read-bandwidth measurement")
+	logs := fs.Bool("log", false, "the sender's and receivers' log lines on standard error")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -38,5 +40,8 @@ func runBenchWeights(args []string) error {
 		return err
 	}
 	o.Format = f
+	if *logs {
+		o.Log = log.New(os.Stderr, "", log.Lmicroseconds)
+	}
 	return bench.Weights(os.Stdout, o)
 }

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"slices"
 	"testing"
 
 	"needle/kernels/trainer/delta"
@@ -24,7 +23,7 @@ var tensors = []weightstest.Tensor{
 	weightstest.T("w", "BF16", 64, 64),
 }
 
-func snap(t *testing.T, img []byte, v uint64) *store.Snapshot {
+func snap(t testing.TB, img []byte, v uint64) *store.Snapshot {
 	t.Helper()
 	hdr := 8 + int(binary.LittleEndian.Uint64(img))
 	l, err := layout.New(img[:hdr], int64(len(img)), 4096)
@@ -81,16 +80,13 @@ func TestRoundTrip(t *testing.T) {
 		}{{"step", v1, v2}, {"layout change", v2, v3}, {"no change", v2, v2}} {
 			old, cur := snap(t, c.old, 1), snap(t, c.cur, 2)
 			step := store.NewStep(1, 2, cur.Layout)
-			m, st, err := Run(old, cur, step, f, 3)
+			st, err := Run(old, cur, step, f, 3)
 			if err != nil {
 				t.Fatalf("%s %s: %v", f, c.name, err)
 			}
-			step.Finish(m, nil)
+			step.Finish(nil, nil)
 			if got := rebuild(t, old, cur, step); !bytes.Equal(got, c.cur) {
 				t.Fatalf("%s %s: rebuilt file differs", f, c.name)
-			}
-			if want := cur.Layout.Hash(c.cur, 1); !slices.Equal(m, want) {
-				t.Fatalf("%s %s: manifest differs", f, c.name)
 			}
 			frames, _, _, _ := step.Progress()
 			t.Logf("%s %s: %d of %d elements changed, %d raw bytes, %d records, %d wire bytes (astraflow %d)",
@@ -99,9 +95,5 @@ func TestRoundTrip(t *testing.T) {
 				t.Fatalf("an unchanged version has %d records", frames)
 			}
 		}
-	}
-	m, _, err := Run(nil, snap(t, v1, 1), nil, delta.Compact, 2)
-	if err != nil || !slices.Equal(m, snap(t, v1, 1).Layout.Hash(v1, 1)) {
-		t.Fatalf("manifest-only job: %v", err)
 	}
 }

@@ -306,7 +306,14 @@ func (r *Receiver) save() error {
 // rename over Out, re-serve it, tell the engine, make the spare.
 func (r *Receiver) commit(ctx context.Context, plan wire.Plan, n int64, took time.Duration) error {
 	b := r.build
-	if r.opt.VerifyEach && b.manifest != nil {
+	if r.opt.VerifyEach {
+		if b.manifest == nil { // the sender hashes after a delta step's End: ask for it
+			var m wire.Manifest
+			if err := r.up.ask(ctx, wire.Hello{Node: r.opt.Node, Run: plan.Run, Manifest: plan.Target}, wire.KindManifest, &m); err != nil {
+				return err
+			}
+			b.manifest = m.Hashes
+		}
 		if why := differs(b.m.Data, b.layout, b.manifest, r.opt.Threads); why != "" {
 			return dataError{fmt.Errorf("version %d as built: %s", plan.Target, why)}
 		}

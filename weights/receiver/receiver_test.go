@@ -76,9 +76,15 @@ type rcv struct {
 }
 
 func startReceiver(t *testing.T, out string, reserve bool, upstreams ...string) *rcv {
+	return startReceiverWith(t, out, reserve, func(*Options) {}, upstreams...)
+}
+
+// startReceiverWith is startReceiver with options set by set.
+func startReceiverWith(t *testing.T, out string, reserve bool, set func(*Options), upstreams ...string) *rcv {
 	r := &rcv{out: out, ready: make(chan uint64, 100)}
 	opt := Options{Upstreams: upstreams, Out: out, Threads: 2, Log: testLog(t),
 		Ready: func(_ string, v uint64) { r.ready <- v }}
+	set(&opt)
 	if reserve {
 		opt.Store = store.New(4, 1)
 		r.node = listen(t, opt.Store)
@@ -160,12 +166,13 @@ func TestChain(t *testing.T) {
 
 // TestTree: four receivers in a tree (sender -> r1 -> {r2, r3}, r2 -> r4) over loopback; the
 // sender's uplink carries each version once (to r1): one full copy, then one delta per version.
+// r3 checks every version whole against its manifest (VerifyEach).
 func TestTree(t *testing.T) {
 	dir := t.TempDir()
 	_, snd, pub := startSender(t, filepath.Join(dir, "send"), delta.Compact)
 	r1 := startReceiver(t, filepath.Join(dir, "r1", "m.safetensors"), true, snd.addr)
 	r2 := startReceiver(t, filepath.Join(dir, "r2", "m.safetensors"), true, r1.node.addr)
-	r3 := startReceiver(t, filepath.Join(dir, "r3", "m.safetensors"), false, r1.node.addr)
+	r3 := startReceiverWith(t, filepath.Join(dir, "r3", "m.safetensors"), false, func(o *Options) { o.VerifyEach = true }, r1.node.addr)
 	r4 := startReceiver(t, filepath.Join(dir, "r4", "m.safetensors"), false, r2.node.addr)
 	img, _ := weightstest.Image(model, 21)
 	var deltaBytes float64
@@ -189,6 +196,9 @@ func TestTree(t *testing.T) {
 	}
 	if full := sent("full"); full < float64(len(img)) || full > 1.05*float64(len(img)) {
 		t.Errorf("the sender sent %v bytes in full, want one copy of the %d-byte file", full, len(img))
+	}
+	if got := r3.opt.Metrics.Counter("needle_weights_receiver_errors_total", "", "cause", "check").Get(); got != 0 {
+		t.Errorf("r3 failed %v checks of whole versions", got)
 	}
 	if d := sent("delta"); d != deltaBytes {
 		t.Errorf("the sender sent %v delta bytes, want each of its 4 steps once (%v)", d, deltaBytes)

@@ -328,13 +328,16 @@ func (s *Sender) Commit(slot *Slot) error {
 	s.st.Prev, s.st.Newest = s.st.Newest, slot.Version
 	err = s.save()
 	s.mu.Unlock()
+	// The step first: a receiver at prev that wakes on the snapshot must find the step
+	// (still being encoded) and not plan the whole version.
+	s.startJob(prev, snap)
 	s.Store.AddSnapshot(snap)
 	s.m.version.Set(float64(slot.Version))
-	s.startJob(prev, snap)
 	return err
 }
 
-// startJob encodes prev -> cur in the background (prev nil: cur's manifest only).
+// startJob encodes prev -> cur in the background, then hashes cur for its manifest (prev
+// nil: the manifest only).
 func (s *Sender) startJob(prev, cur *store.Snapshot) {
 	var step *store.Step
 	if prev != nil && prev.Acquire() {
@@ -357,18 +360,20 @@ func (s *Sender) startJob(prev, cur *store.Snapshot) {
 	go func() {
 		defer close(done)
 		defer cur.Release()
-		m, st, err := differ.Run(prev, cur, step, s.opt.Format, s.opt.Threads)
-		js := JobStats{Stats: st, Version: cur.Version}
+		js := JobStats{Version: cur.Version}
+		var err error
 		if prev != nil {
+			js.Stats, err = differ.Run(prev, cur, step, s.opt.Format, s.opt.Threads)
 			prev.Release()
 			js.Base = prev.Version
-			s.Store.FinishStep(step, m, err)
+			s.Store.FinishStep(step, nil, err)
 		}
+		// The manifest after the step: receivers wait for its records, not for this hash;
+		// a receiver that restarts checks its file against it.
+		cur.Manifest(s.opt.Threads)
 		if err != nil {
 			js.Err = err.Error()
 			s.logf("needle weights send: encoding version %d: %v (receivers get it in full)", cur.Version, err)
-		} else {
-			cur.SetManifest(m)
 		}
 		s.m.record(js)
 		s.mu.Lock()
