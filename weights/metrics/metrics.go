@@ -4,7 +4,6 @@
 package metrics
 
 import (
-	"fmt"
 	"io"
 	"math"
 	"net/http"
@@ -66,7 +65,7 @@ func (r *Registry) get(name, help, kind string, labels []string) *Value {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		fmt.Fprintf(&b, "%s=%q", labels[i], labels[i+1])
+		b.WriteString(prom.Label(labels[i], labels[i+1]))
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
