@@ -12,8 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sys/unix"
-
+	"needle/internal/mapfile"
 	"needle/kernels/trainer/delta"
 	"needle/platform/membw"
 	"needle/testkit/weightstest"
@@ -212,26 +211,13 @@ func publishInPlace(s *sender.Sender, ts []weightstest.Tensor, fill func([]byte)
 	return slot, s.Commit(slot)
 }
 
-// withMapping maps path whole (writable or not) for the duration of f.
+// withMapping maps path whole (writable or not, pages populated) for the duration of f.
 func withMapping(path string, write bool, f func([]byte) error) error {
-	flag, prot := os.O_RDONLY, unix.PROT_READ
-	if write {
-		flag, prot = os.O_RDWR, unix.PROT_READ|unix.PROT_WRITE
-	}
-	file, err := os.OpenFile(path, flag, 0)
+	data, release, err := mapfile.Map(path, write, true)
 	if err != nil {
 		return err
 	}
-	defer file.Close()
-	st, err := file.Stat()
-	if err != nil {
-		return err
-	}
-	data, err := unix.Mmap(int(file.Fd()), 0, int(st.Size()), prot, unix.MAP_SHARED|unix.MAP_POPULATE)
-	if err != nil {
-		return err
-	}
-	defer unix.Munmap(data)
+	defer release()
 	return f(data)
 }
 

@@ -94,27 +94,6 @@ func (m *mapped) close(sync bool) error {
 	return err
 }
 
-// mapRead maps path read-only; release unmaps it.
-func mapRead(path string) (data []byte, release func(), err error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, nil, err
-	}
-	if st.Size() == 0 {
-		return nil, func() {}, nil
-	}
-	data, err = unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_SHARED)
-	if err != nil {
-		return nil, nil, fmt.Errorf("mmap %s: %w", path, err)
-	}
-	return data, func() { unix.Munmap(data) }, nil
-}
-
 // copyFile makes dst a copy of src (reserved first, then copied by the kernel with
 // copy_file_range where it can), atomically: dst appears complete or not at all.
 func copyFile(dst, src string) error {

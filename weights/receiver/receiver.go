@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"needle/internal/atomicfile"
+	"needle/internal/mapfile"
 	"needle/weights/layout"
 	"needle/weights/metrics"
 	"needle/weights/notify"
@@ -256,7 +257,7 @@ func (r *Receiver) verify(ctx context.Context) error {
 	if err != nil || len(m.Hashes) != l.Chunks() {
 		return dataError{fmt.Errorf("manifest of version %d: %v (%d hashes)", m.Version, err, len(m.Hashes))}
 	}
-	data, release, err := mapRead(r.f.out)
+	data, release, err := mapfile.Map(r.f.out, false, false)
 	if err != nil {
 		return r.dropClaim(err.Error())
 	}
@@ -365,7 +366,7 @@ func (r *Receiver) serve(manifest []uint64) {
 	if r.opt.Store == nil {
 		return
 	}
-	data, release, err := mapRead(r.f.out)
+	data, release, err := mapfile.Map(r.f.out, false, false)
 	if err != nil {
 		r.logf("needle weights recv: not re-serving %s: %v", r.f.out, err)
 		return

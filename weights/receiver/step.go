@@ -199,6 +199,7 @@ func (r *Receiver) resumeStep(l *layout.Layout, info wire.StepInfo, first int) e
 			return localError{err}
 		}
 		b.m, b.layout = m, l
+		copy(m.Data, l.Header) // a crash may have come between allocating next and writing it
 		b.target = patch.NewTarget(l, m.Data, nil)
 		b.target.ReceivedBefore(first)
 	}

@@ -7,11 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"path/filepath"
 
-	"golang.org/x/sys/unix"
-
+	"needle/internal/mapfile"
 	"needle/safetensors"
 )
 
@@ -84,19 +82,14 @@ func (p *Publisher) PublishImage(img []byte, version uint64) (uint64, error) {
 
 // fill maps the slot's half and lets write fill each tensor's bytes.
 func fill(slot *Slot, write func(i int, dst []byte)) error {
-	f, err := os.OpenFile(slot.Path, os.O_RDWR, 0)
+	data, release, err := mapfile.Map(slot.Path, true, false)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	if slot.Size == 0 {
-		return nil
+	defer release()
+	if int64(len(data)) != slot.Size {
+		return fmt.Errorf("%s has %d bytes, its slot %d", slot.Path, len(data), slot.Size)
 	}
-	data, err := unix.Mmap(int(f.Fd()), 0, int(slot.Size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-	if err != nil {
-		return fmt.Errorf("mmap %s: %w", slot.Path, err)
-	}
-	defer unix.Munmap(data)
 	for i, o := range slot.Offsets {
 		write(i, data[o[0]:o[1]])
 	}

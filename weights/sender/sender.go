@@ -26,6 +26,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"needle/internal/atomicfile"
+	"needle/internal/mapfile"
 	"needle/kernels/trainer/delta"
 	"needle/safetensors"
 	"needle/weights/differ"
@@ -182,25 +183,16 @@ func (s *Sender) save() error {
 
 // mapHalf maps half i, which holds version v, as a snapshot.
 func (s *Sender) mapHalf(i int, v uint64) (*store.Snapshot, error) {
-	f, err := os.Open(s.half(i))
+	data, release, err := mapfile.Map(s.half(i), false, true) // the encode job reads it all
 	if err != nil {
 		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	data, err := unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_SHARED|unix.MAP_POPULATE) // the encode job reads it all
-	if err != nil {
-		return nil, fmt.Errorf("mmap %s: %w", f.Name(), err)
 	}
 	l, err := layoutOf(data, s.opt.Chunk)
 	if err != nil {
-		unix.Munmap(data)
-		return nil, fmt.Errorf("%s: %w", f.Name(), err)
+		release()
+		return nil, fmt.Errorf("%s: %w", s.half(i), err)
 	}
-	return store.NewSnapshot(s.st.Run, v, l, data, func() { unix.Munmap(data) }), nil
+	return store.NewSnapshot(s.st.Run, v, l, data, release), nil
 }
 
 // layoutOf reads the layout of a whole safetensors file held in data.

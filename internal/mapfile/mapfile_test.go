@@ -1,0 +1,37 @@
+package mapfile
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestMap: writes through a writable mapping reach the file, a read-only mapping sees them, an
+// empty file maps to nil and a missing one is an error.
+func TestMap(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "f")
+	os.WriteFile(p, make([]byte, 10000), 0o644)
+	data, release, err := Map(p, true, true)
+	if err != nil || len(data) != 10000 {
+		t.Fatalf("writable map: %d bytes, %v", len(data), err)
+	}
+	data[9999] = 7
+	release()
+	ro, release, err := Map(p, false, false)
+	if err != nil || ro[9999] != 7 {
+		t.Fatalf("read-only map: %v", err)
+	}
+	release()
+	if b, _ := os.ReadFile(p); b[9999] != 7 {
+		t.Fatal("the write did not reach the file")
+	}
+	os.WriteFile(p, nil, 0o644)
+	if data, release, err := Map(p, false, false); err != nil || data != nil {
+		t.Fatalf("empty file: %d bytes, %v", len(data), err)
+	} else {
+		release()
+	}
+	if _, _, err := Map(p+".missing", false, false); err == nil {
+		t.Fatal("a missing file mapped")
+	}
+}
