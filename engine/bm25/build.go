@@ -1,0 +1,477 @@
+package bm25
+
+import (
+	"bufio"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+
+	"needle/internal/atomicfile"
+	"needle/internal/jsonfile"
+	"needle/internal/progress"
+)
+
+// BuildConfig says what Build indexes.
+type BuildConfig struct {
+	Corpus string // corpus JSONL: line i becomes row i; its "contents" is analyzed, its "id" breaks ties
+	Out    string // output folder (created); partial work lives in Out/bm25.partial until done
+	// MemoryBytes bounds the postings held in memory: past it they are written out as a
+	// sorted run (and checkpointed), merged at the end. 0: DefaultMemoryBytes.
+	MemoryBytes int64
+	Threads     int  // analyzing goroutines (0: all cores)
+	Restart     bool // discard a partial build of another corpus instead of refusing
+	Version     string
+	Log         io.Writer // progress; nil: none
+}
+
+// DefaultMemoryBytes is the postings budget of a build: wiki-18 (21M passages) then writes
+// about 20 runs.
+const DefaultMemoryBytes = 512 << 20
+
+// batchRows is the rows read, analyzed and added at a time.
+const batchRows = 1024
+
+// Build turns cfg.Corpus into a BM25 index folder, streaming: memory is bounded by
+// MemoryBytes whatever the corpus size. It is resumable: a run of postings is checkpointed
+// with the corpus offset it reached, and a rerun on the same corpus goes on from the last
+// checkpoint. A corpus line that is not a JSON object with a string "contents" keeps its
+// row, as a document without terms (counted in Meta.BadRows).
+func Build(cfg BuildConfig) error {
+	if cfg.MemoryBytes <= 0 {
+		cfg.MemoryBytes = DefaultMemoryBytes
+	}
+	if cfg.Threads <= 0 {
+		cfg.Threads = runtime.GOMAXPROCS(0)
+	}
+	f, err := os.Open(cfg.Corpus)
+	if err != nil {
+		return fmt.Errorf("--corpus: %w", err)
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	abs, _ := filepath.Abs(cfg.Corpus)
+	corpus := Corpus{Path: abs, Size: info.Size(), Mtime: info.ModTime().UnixNano()}
+	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
+		return err
+	}
+	if m, err := ReadMeta(cfg.Out); err == nil {
+		if m.Corpus.Path == corpus.Path && m.Corpus.Size == corpus.Size && m.Corpus.Mtime == corpus.Mtime {
+			fmt.Fprintf(logOr(cfg.Log), "needle: %s already holds the BM25 index of %s\n", cfg.Out, cfg.Corpus)
+			return nil
+		}
+		if !cfg.Restart {
+			return fmt.Errorf("%s holds the BM25 index of another corpus (%s): use --restart to replace it", cfg.Out, m.Corpus.Path)
+		}
+		os.Remove(filepath.Join(cfg.Out, MetaName))
+	}
+	b, err := resume(cfg, corpus)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Seek(b.st.Offset, io.SeekStart); err != nil {
+		return err
+	}
+	if err := b.index(f); err != nil {
+		return err
+	}
+	return b.finish()
+}
+
+// state is the checkpoint of a partial build (bm25.partial/state.json): what the runs
+// written so far hold.
+type state struct {
+	Corpus           Corpus   `json:"corpus"` // Hash unset
+	Offset           int64    `json:"offset"` // corpus bytes indexed
+	Rows             int64    `json:"rows"`
+	DocCount         int64    `json:"doc_count"`
+	SumTotalTermFreq int64    `json:"sum_total_term_freq"`
+	BadRows          int64    `json:"bad_rows"`
+	Runs             []string `json:"runs"`
+	Hash             []byte   `json:"hash"` // xxh64 state over the first Offset bytes
+}
+
+// builder holds a build's in-memory postings and its partial folder.
+type builder struct {
+	cfg     BuildConfig
+	dir     string // Out/bm25.partial
+	st      state
+	hash    *xxhash.Digest
+	norms   *os.File // bm25.partial/norms, one byte per row
+	ids     *os.File // bm25.partial/ids
+	idOff   *os.File // bm25.partial/idoff
+	idBytes int64    // bytes in ids so far
+	post    map[string]*termPostings
+	bytes   int64 // memory held by post (estimate)
+	bar     *progress.Bar
+}
+
+// termPostings are one term's postings of the current run.
+type termPostings struct {
+	buf  []byte // (doc - previous doc, freq) uvarint pairs; the first doc relative to -1
+	last int64  // last doc added
+	df   int64
+}
+
+// termOverhead is the memory a new term costs besides its bytes (map entry, struct, slice).
+const termOverhead = 96
+
+func logOr(w io.Writer) io.Writer {
+	if w == nil {
+		return io.Discard
+	}
+	return w
+}
+
+// resume opens Out/bm25.partial, continuing the checkpoint there when it is of the same
+// corpus, else starting anew.
+func resume(cfg BuildConfig, corpus Corpus) (*builder, error) {
+	b := &builder{cfg: cfg, dir: filepath.Join(cfg.Out, partialName), hash: xxhash.New(), post: map[string]*termPostings{}}
+	var st state
+	err := jsonfile.Read(filepath.Join(b.dir, "state.json"), &st, func() error { return nil })
+	switch {
+	case err == nil && st.Corpus == corpus:
+		if err := b.hash.UnmarshalBinary(st.Hash); err != nil {
+			return nil, fmt.Errorf("%s: %w", b.dir, err)
+		}
+		b.st = st
+		fmt.Fprintf(logOr(cfg.Log), "needle: resuming the BM25 build at row %d (%d runs)\n", st.Rows, len(st.Runs))
+	case err == nil && !cfg.Restart:
+		return nil, fmt.Errorf("%s holds a partial BM25 build of another corpus (%s): use --restart to discard it", b.dir, st.Corpus.Path)
+	case err != nil && !errors.Is(err, os.ErrNotExist):
+		return nil, err
+	default:
+		if err := os.RemoveAll(b.dir); err != nil {
+			return nil, err
+		}
+		b.st = state{Corpus: corpus}
+	}
+	if err := os.MkdirAll(b.dir, 0o755); err != nil {
+		return nil, err
+	}
+	// The row files may hold rows past the checkpoint: cut them back to it.
+	var err2 error
+	open := func(name string, size int64) *os.File {
+		f, err := os.OpenFile(filepath.Join(b.dir, name), os.O_RDWR|os.O_CREATE, 0o644)
+		if err == nil {
+			err = f.Truncate(size)
+		}
+		if err == nil {
+			_, err = f.Seek(size, io.SeekStart)
+		}
+		if err != nil && err2 == nil {
+			err2 = err
+		}
+		return f
+	}
+	b.norms = open("norms", b.st.Rows)
+	b.idOff = open("idoff", 8*b.st.Rows)
+	if b.st.Rows > 0 {
+		var last [8]byte
+		if _, err := b.idOff.ReadAt(last[:], 8*(b.st.Rows-1)); err != nil && err2 == nil {
+			err2 = fmt.Errorf("%s: %w", b.dir, err)
+		}
+		b.idBytes = int64(binary.LittleEndian.Uint64(last[:]))
+	}
+	b.ids = open("ids", b.idBytes)
+	return b, err2
+}
+
+// doc is one analyzed corpus row: its distinct terms (in first-seen order) and their
+// frequencies, as offsets into its batch's arena.
+type doc struct {
+	id        []byte
+	termEnds  []int32 // end of each distinct term in batch.arena, from the doc's start
+	start     int32
+	freqs     []int32
+	length    uint32 // terms indexed (Lucene's field length)
+	bad, size int
+}
+
+// batch is batchRows lines: read by the reader, analyzed by a worker, added in order.
+type batch struct {
+	lines [][]byte
+	arena []byte
+	docs  []doc
+	done  chan struct{}
+}
+
+// index reads the corpus from its checkpoint and adds every row, writing runs as memory fills.
+func (b *builder) index(r io.Reader) error {
+	b.bar = progress.Start(logOr(b.cfg.Log), progress.Options{Label: "corpus bytes", Total: b.st.Corpus.Size, Done: b.st.Offset})
+	defer b.bar.Finish()
+	jobs := make(chan *batch, 2*b.cfg.Threads)
+	ordered := make(chan *batch, 2*b.cfg.Threads)
+	var readErr error
+	go func() { // reader
+		defer close(jobs)
+		defer close(ordered)
+		br := bufio.NewReaderSize(r, 1<<20)
+		for {
+			bt := &batch{done: make(chan struct{})}
+			for len(bt.lines) < batchRows {
+				line, err := br.ReadBytes('\n')
+				if len(line) > 0 {
+					bt.lines = append(bt.lines, line)
+				}
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					readErr = err
+					return
+				}
+			}
+			if len(bt.lines) == 0 {
+				return
+			}
+			jobs <- bt
+			ordered <- bt
+		}
+	}()
+	var wg sync.WaitGroup
+	for range b.cfg.Threads {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var a Analyzer
+			counts := map[string]int32{}
+			for bt := range jobs {
+				bt.analyze(&a, counts)
+				close(bt.done)
+			}
+		}()
+	}
+	var err error
+	for bt := range ordered {
+		<-bt.done
+		if err == nil {
+			err = b.add(bt)
+		}
+	}
+	wg.Wait()
+	if err == nil {
+		err = readErr
+	}
+	if err != nil {
+		return fmt.Errorf("--corpus %s: %w", b.cfg.Corpus, err)
+	}
+	return b.flush()
+}
+
+// analyze fills bt.docs from bt.lines; counts is the worker's scratch map.
+func (bt *batch) analyze(a *Analyzer, counts map[string]int32) {
+	bt.docs = make([]doc, len(bt.lines))
+	for i, line := range bt.lines {
+		d := &bt.docs[i]
+		d.size = len(line)
+		var row struct {
+			ID       json.RawMessage `json:"id"`
+			Contents *string         `json:"contents"`
+		}
+		if json.Unmarshal(line, &row) != nil || row.Contents == nil {
+			d.bad = 1
+		}
+		d.id = idString(row.ID)
+		d.start = int32(len(bt.arena))
+		clear(counts)
+		var order []string
+		if row.Contents != nil {
+			a.Terms(*row.Contents, func(t []byte) {
+				d.length++
+				if n, ok := counts[string(t)]; ok {
+					counts[string(t)] = n + 1
+					return
+				}
+				s := string(t)
+				counts[s] = 1
+				order = append(order, s)
+			})
+		}
+		for _, t := range order {
+			bt.arena = append(bt.arena, t...)
+			d.termEnds = append(d.termEnds, int32(len(bt.arena))-d.start)
+			d.freqs = append(d.freqs, counts[t])
+		}
+	}
+}
+
+// idString is a row's "id" as pyserini reads it: a JSON string's text, else the raw JSON.
+func idString(raw json.RawMessage) []byte {
+	var s string
+	if len(raw) > 0 && raw[0] == '"' && json.Unmarshal(raw, &s) == nil {
+		return []byte(s)
+	}
+	return raw
+}
+
+// add appends a batch's rows: postings in memory, norms and ids to their files; it writes a
+// run when the postings pass the memory budget.
+func (b *builder) add(bt *batch) error {
+	norms := make([]byte, len(bt.docs))
+	var ids, offs []byte
+	before := b.st.Offset
+	for i := range bt.docs {
+		d := &bt.docs[i]
+		row := b.st.Rows
+		prev := int32(0)
+		for j, end := range d.termEnds {
+			term := bt.arena[d.start+prev : d.start+end]
+			prev = end
+			p := b.post[string(term)]
+			if p == nil {
+				p = &termPostings{last: -1}
+				b.post[string(term)] = p
+				b.bytes += int64(len(term)) + termOverhead
+			}
+			before := cap(p.buf)
+			p.buf = binary.AppendUvarint(p.buf, uint64(row-p.last))
+			p.buf = binary.AppendUvarint(p.buf, uint64(d.freqs[j]))
+			b.bytes += int64(cap(p.buf) - before)
+			p.last = row
+			p.df++
+		}
+		if d.length > 0 {
+			b.st.DocCount++
+			b.st.SumTotalTermFreq += int64(d.length)
+		}
+		b.st.BadRows += int64(d.bad)
+		norms[i] = lengthToByte(d.length)
+		ids = append(ids, d.id...)
+		b.idBytes += int64(len(d.id))
+		offs = binary.LittleEndian.AppendUint64(offs, uint64(b.idBytes))
+		b.st.Rows++
+		b.st.Offset += int64(d.size)
+	}
+	if _, err := b.norms.Write(norms); err != nil {
+		return err
+	}
+	if _, err := b.ids.Write(ids); err != nil {
+		return err
+	}
+	if _, err := b.idOff.Write(offs); err != nil {
+		return err
+	}
+	for _, line := range bt.lines {
+		b.hash.Write(line)
+	}
+	b.bar.Add(b.st.Offset - before)
+	if b.bytes >= b.cfg.MemoryBytes {
+		return b.flush()
+	}
+	return nil
+}
+
+// flush writes the postings in memory as the next sorted run and checkpoints: the row files
+// are synced, then state.json names the run and the corpus offset it covers.
+func (b *builder) flush() error {
+	if len(b.post) > 0 {
+		name := fmt.Sprintf("run-%04d", len(b.st.Runs))
+		if err := atomicfile.Create(filepath.Join(b.dir, name), b.writeRun); err != nil {
+			return err
+		}
+		b.st.Runs = append(b.st.Runs, name)
+		clear(b.post)
+		b.bytes = 0
+	}
+	for _, f := range []*os.File{b.norms, b.ids, b.idOff} {
+		if err := f.Sync(); err != nil {
+			return err
+		}
+	}
+	h, err := b.hash.MarshalBinary()
+	if err != nil {
+		return err
+	}
+	b.st.Hash = h
+	return jsonfile.Write(filepath.Join(b.dir, "state.json"), &b.st, func() error { return nil })
+}
+
+// writeRun writes the postings in memory sorted by term: per term uvarint(len) term
+// uvarint(df) uvarint(last doc) uvarint(len) postings.
+func (b *builder) writeRun(f *os.File) error {
+	terms := make([]string, 0, len(b.post))
+	for t := range b.post {
+		terms = append(terms, t)
+	}
+	slices.Sort(terms)
+	w := bufio.NewWriterSize(f, 1<<20)
+	var hdr []byte
+	for _, t := range terms {
+		p := b.post[t]
+		hdr = binary.AppendUvarint(hdr[:0], uint64(len(t)))
+		hdr = append(hdr, t...)
+		hdr = binary.AppendUvarint(hdr, uint64(p.df))
+		hdr = binary.AppendUvarint(hdr, uint64(p.last))
+		hdr = binary.AppendUvarint(hdr, uint64(len(p.buf)))
+		w.Write(hdr)
+		if _, err := w.Write(p.buf); err != nil {
+			return err
+		}
+	}
+	return w.Flush()
+}
+
+// finish merges the runs into the index files, moves the row files in place, writes
+// bm25.json and removes the partial folder.
+func (b *builder) finish() error {
+	start := time.Now()
+	for _, f := range []*os.File{b.norms, b.ids, b.idOff} {
+		f.Close()
+	}
+	terms, err := mergeRuns(b.dir, b.st.Runs, b.cfg.Out)
+	if err != nil {
+		return fmt.Errorf("merging the runs of %s: %w", b.dir, err)
+	}
+	if err := b.writeIDOffsets(); err != nil {
+		return err
+	}
+	for from, to := range map[string]string{"norms": normsName, "ids": idsName} {
+		if err := os.Rename(filepath.Join(b.dir, from), filepath.Join(b.cfg.Out, to)); err != nil {
+			return err
+		}
+	}
+	if err := atomicfile.SyncDir(b.cfg.Out); err != nil {
+		return err
+	}
+	corpus := b.st.Corpus
+	corpus.Hash = "xxh64:" + strconv.FormatUint(b.hash.Sum64(), 16)
+	m := &Meta{Format: formatVersion, Analyzer: AnalyzerName, K1: DefaultK1, B: DefaultB, Corpus: corpus,
+		Rows: b.st.Rows, DocCount: b.st.DocCount, SumTotalTermFreq: b.st.SumTotalTermFreq, Terms: terms,
+		BadRows: b.st.BadRows, NeedleVersion: b.cfg.Version}
+	if err := jsonfile.Write(filepath.Join(b.cfg.Out, MetaName), m, m.validate); err != nil {
+		return err
+	}
+	fmt.Fprintf(logOr(b.cfg.Log), "needle: BM25 index of %d rows, %d terms in %s (merge %s)\n", m.Rows, m.Terms, b.cfg.Out, progress.Duration(time.Since(start)))
+	return os.RemoveAll(b.dir)
+}
+
+// writeIDOffsets writes bm25.idoff: a leading 0, then the end of each row's id.
+func (b *builder) writeIDOffsets() error {
+	src := filepath.Join(b.dir, "idoff")
+	return atomicfile.Create(filepath.Join(b.cfg.Out, idOffName), func(f *os.File) error {
+		if _, err := f.Write(make([]byte, 8)); err != nil {
+			return err
+		}
+		in, err := os.Open(src)
+		if err != nil {
+			return err
+		}
+		defer in.Close()
+		_, err = io.Copy(f, in)
+		return err
+	})
+}

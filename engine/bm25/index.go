@@ -1,0 +1,132 @@
+package bm25
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"golang.org/x/sys/unix"
+)
+
+// maxClauses is Lucene's default maximum clause count (IndexSearcher.getMaxClauseCount):
+// pyserini fails a query of more distinct terms with TooManyClauses; needle keeps the
+// first maxClauses distinct terms instead.
+const maxClauses = 1024
+
+// Index is a BM25 index folder memory-mapped: the dictionary, postings, lengths and ids are
+// read in place, so opening is immediate and memory is the page cache's. Safe for concurrent
+// searches.
+type Index struct {
+	meta                     *Meta
+	dict, terms, post, norms []byte
+	ids, idOff               []byte
+	maps                     [][]byte
+	normInverse              [256]float32 // Lucene's BM25 cache: 1 / (k1 ((1-b) + b len/avgdl)) per length byte
+	k1, b                    float32
+}
+
+// Open maps the BM25 index in dir.
+func Open(dir string) (*Index, error) {
+	m, err := ReadMeta(dir)
+	if err != nil {
+		return nil, err
+	}
+	x := &Index{meta: m, k1: float32(m.K1), b: float32(m.B)}
+	for _, f := range []struct {
+		name string
+		dst  *[]byte
+		size int64 // expected size, -1: any
+	}{
+		{dictName, &x.dict, (m.Terms + 1) * dictEntrySize}, {termsName, &x.terms, -1}, {postingsName, &x.post, -1},
+		{normsName, &x.norms, m.Rows}, {idsName, &x.ids, -1}, {idOffName, &x.idOff, 8 * (m.Rows + 1)},
+	} {
+		b, err := mapFile(filepath.Join(dir, f.name))
+		if err == nil && f.size >= 0 && int64(len(b)) != f.size {
+			err = fmt.Errorf("%s: %d bytes, want %d for %d rows and %d terms (damaged?)", f.name, len(b), f.size, m.Rows, m.Terms)
+		}
+		if err != nil {
+			x.Close()
+			return nil, err
+		}
+		*f.dst = b
+		x.maps = append(x.maps, b)
+	}
+	last := x.entry(m.Terms)
+	if last.termOff != uint64(len(x.terms)) || last.postOff != uint64(len(x.post)) {
+		x.Close()
+		return nil, fmt.Errorf("%s: dictionary does not match the terms and postings files (damaged?)", dir)
+	}
+	// avgdl and the length cache exactly as Lucene's BM25Similarity computes them, in float32.
+	avgdl := float32(float64(m.SumTotalTermFreq) / float64(max(m.DocCount, 1)))
+	for i := range x.normInverse {
+		l := float32(byteToLength(byte(i)))
+		x.normInverse[i] = 1 / float32(x.k1*float32((1-x.b)+float32(float32(x.b*l)/avgdl)))
+	}
+	return x, nil
+}
+
+func mapFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil || info.Size() == 0 {
+		return nil, err
+	}
+	return unix.Mmap(int(f.Fd()), 0, int(info.Size()), unix.PROT_READ, unix.MAP_SHARED)
+}
+
+// Close unmaps the files; no search may run meanwhile or after.
+func (x *Index) Close() error {
+	for _, b := range x.maps {
+		if len(b) > 0 {
+			unix.Munmap(b)
+		}
+	}
+	x.maps = nil
+	return nil
+}
+
+// Meta describes the index.
+func (x *Index) Meta() *Meta { return x.meta }
+
+// Ntotal is the number of rows.
+func (x *Index) Ntotal() int64 { return x.meta.Rows }
+
+type dictEntry struct{ termOff, postOff, df uint64 }
+
+func (x *Index) entry(i int64) dictEntry {
+	e := x.dict[i*dictEntrySize:]
+	return dictEntry{binary.LittleEndian.Uint64(e), binary.LittleEndian.Uint64(e[8:]), binary.LittleEndian.Uint64(e[16:])}
+}
+
+// lookup returns term's document frequency and postings; df 0 when absent.
+func (x *Index) lookup(term []byte) (df uint64, postings []byte) {
+	n := x.meta.Terms
+	termAt := func(i int64) []byte {
+		return x.terms[x.entry(i).termOff:x.entry(i+1).termOff]
+	}
+	i := int64(sort.Search(int(n), func(i int) bool { return bytes.Compare(termAt(int64(i)), term) >= 0 }))
+	if i == n || !bytes.Equal(termAt(i), term) {
+		return 0, nil
+	}
+	e, next := x.entry(i), x.entry(i+1)
+	return e.df, x.post[e.postOff:next.postOff]
+}
+
+// id is row's corpus id (pyserini's tie order).
+func (x *Index) id(row int64) []byte {
+	return x.ids[binary.LittleEndian.Uint64(x.idOff[8*row:]):binary.LittleEndian.Uint64(x.idOff[8*row+8:])]
+}
+
+// idf is Lucene's BM25 idf, computed in float64 and rounded to float32 as Lucene does.
+func (x *Index) idf(df uint64) float32 {
+	n := float64(x.meta.DocCount)
+	return float32(math.Log(1 + (n-float64(df)+0.5)/(float64(df)+0.5)))
+}
