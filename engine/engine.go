@@ -93,6 +93,13 @@ type PageStore interface {
 	Lookup(url string) ([]byte, bool)
 }
 
+// Searcher finds the k best rows of each query text, writing n*k scores and labels (-1: no
+// hit) best first, as Index.Search does for vectors: the Batcher (Encoder + Index), a BM25
+// index (engine/bm25) or a fusion of two (Fusion). Safe for concurrent callers.
+type Searcher interface {
+	Search(ctx context.Context, queries []string, k int, dist []float32, labels []int64) error
+}
+
 // Hit is one retrieved corpus row: the raw JSON object of its line (a read-only view, valid
 // until the Retriever is closed) and its score.
 type Hit struct {
@@ -103,7 +110,8 @@ type Hit struct {
 // Retriever is the loaded, ready-to-serve engine of `needle serve`. Safe for concurrent
 // use; Close only after every caller is done.
 type Retriever struct {
-	batcher *Batcher
+	batcher  *Batcher // nil when no encoder is served (BM25 alone)
+	searcher Searcher // the batcher, the BM25 index, or their fusion
 	index   Index
 	docs    DocStore
 	pages   PageStore // nil without a pages file
@@ -132,12 +140,14 @@ func NewRetriever(enc Encoder, idx Index, docs DocStore, pages PageStore, prefix
 	if docs.Len() != idx.Ntotal() {
 		return nil, fmt.Errorf("corpus has %d rows but the index has %d vectors (row i of the index must be line i of the corpus)", docs.Len(), idx.Ntotal())
 	}
+	b := NewBatcher(enc, idx, prefix, opt)
 	r := &Retriever{
-		batcher: NewBatcher(enc, idx, prefix, opt),
-		index:   idx,
-		docs:    docs,
-		pages:   pages,
-		ntotal:  idx.Ntotal(),
+		batcher:  b,
+		searcher: b,
+		index:    idx,
+		docs:     docs,
+		pages:    pages,
+		ntotal:   idx.Ntotal(),
 	}
 	if c, ok := idx.(Checker); ok {
 		r.check = c.Check
@@ -202,18 +212,33 @@ func (r *Retriever) Ntotal() int64 { return r.ntotal }
 func (r *Retriever) IndexBackend() string { return r.backend }
 
 // Queued is the number of queries admitted and not yet answered (the queue depth).
-func (r *Retriever) Queued() int64 { return r.batcher.Queued() }
+func (r *Retriever) Queued() int64 {
+	if r.batcher == nil {
+		return 0
+	}
+	return r.batcher.Queued()
+}
 
 // BadRowsSkipped counts the hits Retrieve left out because their corpus line is bad.
 func (r *Retriever) BadRowsSkipped() uint64 { return r.badRows.Load() }
 
 // DroppedQueries counts the queries dropped unencoded because their request's context
 // ended first (the server ends it when the client disconnects).
-func (r *Retriever) DroppedQueries() int64 { return r.batcher.Dropped() }
+func (r *Retriever) DroppedQueries() int64 {
+	if r.batcher == nil {
+		return 0
+	}
+	return r.batcher.Dropped()
+}
 
 // BulkPauses counts the times work for a request of more than MaxBatch queries paused so that
 // smaller requests went first (Batcher.BulkPauses).
-func (r *Retriever) BulkPauses() int64 { return r.batcher.BulkPauses() }
+func (r *Retriever) BulkPauses() int64 {
+	if r.batcher == nil {
+		return 0
+	}
+	return r.batcher.BulkPauses()
+}
 
 // HasPages reports whether a pages file was given (Access finds nothing without one).
 func (r *Retriever) HasPages() bool { return r.pages != nil }
@@ -304,7 +329,7 @@ func (r *Retriever) search(ctx context.Context, queries []string, k int) ([][]Hi
 	out := make([][]Hit, n)
 	res := r.getResult(n * k)
 	defer r.results.Put(res)
-	if err := r.batcher.Search(ctx, queries, k, res.dist, res.labels); err != nil {
+	if err := r.searcher.Search(ctx, queries, k, res.dist, res.labels); err != nil {
 		if errors.Is(err, ErrBusy) {
 			return nil, err
 		}
@@ -408,6 +433,8 @@ func CatchFault(read func()) error { return docstore.CatchFault(read) }
 // Close stops the Batcher after its queued work, then closes what Open opened. No call may
 // start after Close is called (the server stops accepting requests first).
 func (r *Retriever) Close() {
-	r.batcher.Close()
+	if r.batcher != nil {
+		r.batcher.Close()
+	}
 	closeAll(r.closers)
 }

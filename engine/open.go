@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"needle/engine/bert"
+	"needle/engine/bm25"
 	"needle/engine/compact"
 	"needle/engine/docstore"
 	"needle/engine/flat"
@@ -93,6 +94,11 @@ type Options struct {
 	Batcher BatcherOptions
 	// CacheBytes is the result cache's budget (0: no cache; see Retriever.WithCache).
 	CacheBytes int64
+	// BM25 is a BM25 index folder (`needle build --bm25`) of the same corpus served beside the
+	// dense index: hybrid retrieval, fused as Fusion says. An Index that is a BM25 folder alone
+	// (or RetrieverName "bm25") serves BM25 without an encoder instead.
+	BM25   string
+	Fusion FusionOptions
 }
 
 // Resolve returns opts completed from the build manifest when Index is a folder: Index
@@ -101,6 +107,16 @@ type Options struct {
 // its manifest is that of the build folder it was converted from, if any. It checks that a
 // bare index file comes with a corpus and a model. Resolving twice changes nothing.
 func Resolve(opts Options) (Options, error) {
+	if servesBM25Alone(opts) { // no model: the corpus defaults to the one the index was built from
+		_, err := bm25.ReadMeta(opts.Index)
+		if err != nil {
+			return opts, fmt.Errorf("--index: %w", err)
+		}
+		if opts.QueryPrefix == nil {
+			opts.QueryPrefix = new(string)
+		}
+		return opts, nil
+	}
 	var manifest *indexbuild.Manifest
 	if opts.Backend == BackendMilvus && opts.Index == "" {
 		// The collection is the index: corpus and model come from the flags.
@@ -159,6 +175,9 @@ func fromManifest(opts *Options, m *indexbuild.Manifest) (*indexbuild.Manifest, 
 // parts are reading the index file and building the corpus offsets sidecar on first use),
 // checks that they agree and starts the Batcher. Close releases it all.
 func Open(opts Options) (*Retriever, error) {
+	if servesBM25Alone(opts) {
+		return openBM25Alone(opts)
+	}
 	opts, err := Resolve(opts)
 	if err != nil {
 		return nil, err
@@ -234,6 +253,12 @@ func Open(opts Options) (*Retriever, error) {
 		return nil, fmt.Errorf("%s with %s and %s: %w", opts.IndexName(), opts.Corpus, opts.Model, err)
 	}
 	r.closers, r.backend = closers, backend
+	if opts.BM25 != "" {
+		if err := r.withBM25(opts); err != nil {
+			r.Close()
+			return nil, err
+		}
+	}
 	return r.WithCache(opts.CacheBytes), nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"needle/engine/bert"
+	"needle/engine/bm25"
 	"needle/engine/indexbuild"
 	"needle/engine/milvusindex"
 	"needle/faissgo"
@@ -13,7 +14,7 @@ import (
 )
 
 func init() {
-	register(command{name: "build", summary: "corpus JSONL -> embeddings -> FAISS index folder (resumable)", run: runBuild})
+	register(command{name: "build", summary: "corpus JSONL -> embeddings -> FAISS index folder, or -> BM25 index with --bm25 (resumable)", run: runBuild})
 }
 
 func runBuild(args []string) error {
@@ -46,11 +47,16 @@ func runBuild(args []string) error {
 	fs.StringVar(&mv.BulkDir, "milvus-bulk-dir", "", "with --milvus: send the rows by Milvus's bulk import, as NumPy files written under this folder, which Milvus must\n"+
 		"read at the same path (a standalone Milvus on this machine); several times the rows/s of insert requests")
 	fs.StringVar(&mv.IndexParams, "milvus-index-params", "", "with --milvus: index build parameters as Milvus's JSON (default HNSW {\"M\":16,\"efConstruction\":256}, IVF {\"nlist\":1024})")
+	sparse := fs.Bool("bm25", false, "build a BM25 index (Lucene's BM25 and pyserini's English analyzer; no model) into --out instead: bm25.json and its files")
+	bm25MB := fs.Int64("bm25-memory-mb", bm25.DefaultMemoryBytes>>20, "with --bm25: postings held in memory before a sorted run is written (and checkpointed)")
 	load := gpuEncoderFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	switch {
+	case *sparse && fs.NArg() == 0 && cfg.Corpus != "" && cfg.Out != "":
+		return bm25.Build(bm25.BuildConfig{Corpus: cfg.Corpus, Out: cfg.Out, MemoryBytes: *bm25MB << 20, Threads: *threads,
+			Restart: cfg.Restart, Version: buildinfo.Version(), Log: os.Stderr})
 	case fs.NArg() > 0:
 		return fmt.Errorf("unexpected argument %q (see --help)", fs.Arg(0))
 	case mv.URI != "":

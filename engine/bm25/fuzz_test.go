@@ -1,0 +1,31 @@
+package bm25
+
+import (
+	"strings"
+	"testing"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// FuzzAnalyze: any text analyzes without panicking into non-empty terms of valid UTF-8, at
+// most 255 UTF-16 units long (StandardTokenizer's limit), none a stop word.
+func FuzzAnalyze(f *testing.F) {
+	for _, s := range []string{"", "The dog's U.S.A. 3.14 1,000 a:b don't x_y", strings.Repeat("é", 300), "日本語のテキスト", "a'", "'s", "..,,::", "x\u0301\u0301y", "ﬃ İ ß"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		var a Analyzer
+		a.Terms(text, func(term []byte) {
+			s := string(term)
+			if s == "" || stopWords[s] {
+				t.Fatalf("%q: term %q", text, s)
+			}
+			if utf8.Valid([]byte(text)) && !utf8.ValidString(s) {
+				t.Fatalf("%q: term %q is not UTF-8", text, s)
+			}
+			if n := len(utf16.Encode([]rune(s))); n > maxTokenUnits {
+				t.Fatalf("%q: term of %d units", text, n)
+			}
+		})
+	})
+}

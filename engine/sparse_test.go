@@ -1,0 +1,37 @@
+package engine
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"needle/engine/bm25"
+)
+
+// TestOpenBM25Alone: a `needle build --bm25` folder is served without a model; a query
+// without terms answers an empty list, not an error.
+func TestOpenBM25Alone(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "bm25")
+	if err := bm25.Build(bm25.BuildConfig{Corpus: "bm25/testdata/corpus.jsonl", Out: dir}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Open(Options{Index: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if r.IndexBackend() != BackendBM25 || r.Ntotal() != 2006 {
+		t.Errorf("backend %q, %d rows", r.IndexBackend(), r.Ntotal())
+	}
+	hits, err := r.Retrieve(context.Background(), []string{"physical entity", "", "the and of"}, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hits[0]) != 3 || !strings.Contains(string(hits[0][0].Row), `"physical entity`) || len(hits[1]) != 0 || len(hits[2]) != 0 {
+		t.Errorf("hits %d %d %d, first %s", len(hits[0]), len(hits[1]), len(hits[2]), hits[0][0].Row)
+	}
+	if _, err := Open(Options{Index: dir, Corpus: "bm25/testdata/queries.jsonl"}); err == nil || !strings.Contains(err.Error(), "rows") {
+		t.Errorf("a corpus of other rows: %v", err)
+	}
+}
