@@ -61,6 +61,12 @@ func RecallAt(s Searcher, emb []float32, dim int, gold []int64, ks []int) ([]flo
 	if err := s.Search(emb, kmax, dist, labels); err != nil {
 		return nil, err
 	}
+	return recallOf(labels, kmax, gold, ks), nil
+}
+
+// recallOf is RecallAt's count over the kmax best labels of each query.
+func recallOf(labels []int64, kmax int, gold []int64, ks []int) []float64 {
+	n := len(gold)
 	out := make([]float64, len(ks))
 	for q := range n {
 		for i, k := range ks {
@@ -75,7 +81,7 @@ func RecallAt(s Searcher, emb []float32, dim int, gold []int64, ks []int) ([]flo
 	for i := range out {
 		out[i] /= float64(max(n, 1))
 	}
-	return out, nil
+	return out
 }
 
 // Agreement returns recall@k of s against exact (an exact search, a Flat index): the

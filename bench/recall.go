@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,6 +25,10 @@ type RecallOptions struct {
 	// Milvus, when its URI is set, is a collection of the same rows (needle build --milvus)
 	// searched instead of the index; the index then serves as the exact reference (Flat).
 	Milvus milvusindex.Options
+	// BM25, when set, is a `needle build --bm25` folder of the same corpus: dense, BM25 and
+	// hybrid (RRF, weighted) are compared on the queries, a Markdown table to Table.
+	BM25  string
+	Table io.Writer
 }
 
 // Recall encodes the queries at the build's precision, searches the index and writes
@@ -95,5 +100,10 @@ func Recall(w io.Writer, opt RecallOptions) error {
 		return err
 	}
 	out["recall_at_1"], out["recall_at_5"], out["recall_at_10"] = r[0], r[1], r[2]
+	if opt.BM25 != "" {
+		if out["retrievers_recall_at_1_3_10"], err = compareRetrievers(cmp.Or(opt.Table, io.Discard), searched, emb, enc.Dim(), opt.BM25, texts, gold); err != nil {
+			return err
+		}
+	}
 	return json.NewEncoder(w).Encode(out)
 }

@@ -112,13 +112,13 @@ type Hit struct {
 type Retriever struct {
 	batcher  *Batcher // nil when no encoder is served (BM25 alone)
 	searcher Searcher // the batcher, the BM25 index, or their fusion
-	index   Index
-	docs    DocStore
-	pages   PageStore // nil without a pages file
-	ntotal  int64
-	badRows atomic.Uint64
-	results sync.Pool // *searchResult, owned by one Retrieve call at a time
-	closers []func()  // close the parts Open opened, after the Batcher
+	index    Index
+	docs     DocStore
+	pages    PageStore // nil without a pages file
+	ntotal   int64
+	badRows  atomic.Uint64
+	results  sync.Pool // *searchResult, owned by one Retrieve call at a time
+	closers  []func()  // close the parts Open opened, after the Batcher
 
 	cache   *resultCache                // nil: no cache (see WithCache)
 	backend string                      // the index backend Open chose ("" for NewRetriever's caller's index)

@@ -24,9 +24,11 @@ func runBenchRecall(args []string) error {
 	fs.StringVar(&o.Milvus.Collection, "collection", "", "with --milvus: the collection (needle build --milvus)")
 	fs.IntVar(&o.Milvus.Ef, "milvus-ef", 0, "with --milvus: HNSW search list size (0 = 128)")
 	fs.IntVar(&o.Milvus.Nprobe, "milvus-nprobe", 0, "with --milvus: IVF lists probed (0 = 32)")
+	fs.StringVar(&o.BM25, "bm25", "", "a needle build --bm25 folder of the same corpus: also compare BM25 and hybrid (RRF, weighted) with dense, a table on stderr")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	o.Table = os.Stderr
 	o.Milvus.Timeout = 10 * time.Minute // every query goes in one search
 	return bench.Recall(os.Stdout, o)
 }

@@ -80,4 +80,3 @@ func sameFiles(t *testing.T, a, b string) {
 		t.Errorf("%s: the partial folder is left", b)
 	}
 }
-
