@@ -101,8 +101,8 @@ func parseServeFlags(args []string) (*serveFlags, error) {
 		"/retrieve answers 503 + Retry-After and /ready is false until Milvus answers again")
 	fs.StringVar(&f.engine.BM25, "bm25", "", "a needle build --bm25 folder of the same corpus, served beside the dense --index: hybrid retrieval (docs/retrievers.md);\n"+
 		"an --index folder holding a BM25 index alone (or --retriever_name bm25) serves BM25 without a model")
-	fs.StringVar(&f.engine.Fusion.Method, "fusion", "rrf", "with --bm25: rrf (reciprocal rank fusion, k = 60) or weighted (--fusion-weight x dense + the rest x BM25, min-max normalized)")
-	fs.Float64Var(&f.engine.Fusion.Weight, "fusion-weight", 0.5, "with --fusion weighted: the dense share")
+	fs.StringVar(&f.engine.Fusion.Method, "fusion", "", "with --bm25: rrf (the default: reciprocal rank fusion, k = 60) or weighted (--fusion-weight x dense + the rest x BM25, min-max normalized)")
+	fs.Float64Var(&f.engine.Fusion.Weight, "fusion-weight", 0, "with --fusion weighted: the dense share (0: 0.5)")
 	fs.IntVar(&f.engine.Fusion.Candidates, "fusion-candidates", 0, "with --bm25: hits each retriever contributes per query (0: max(topk, 100))")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
