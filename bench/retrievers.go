@@ -50,7 +50,9 @@ func compareRetrievers(w io.Writer, dense Searcher, emb []float32, dim int, bm25
 	}{
 		{"dense", func() (engine.Searcher, error) { return d, nil }},
 		{"bm25", func() (engine.Searcher, error) { return x, nil }},
-		{"hybrid rrf", func() (engine.Searcher, error) { return engine.NewFusion(d, x, engine.FusionOptions{Method: engine.FusionRRF}) }},
+		{"hybrid rrf", func() (engine.Searcher, error) {
+			return engine.NewFusion(d, x, engine.FusionOptions{Method: engine.FusionRRF})
+		}},
 		{"hybrid weighted 0.5", func() (engine.Searcher, error) {
 			return engine.NewFusion(d, x, engine.FusionOptions{Method: engine.FusionWeighted, Weight: 0.5})
 		}},
