@@ -34,6 +34,11 @@ type Options struct {
 	Threads int
 	// Precision of the Linear layers: "" or "fp16" (default), "int8" or "bf16" (see Precision).
 	Precision Precision
+	// SegmentB lets EncodeTokens take a pair's second segment (token type 1, as HF's
+	// token_type_ids): the word table gets a copy with type 1 - type 0 added to each row, a
+	// token of that segment being its id + SegmentBOffset. For cross-encoders (engine/rerank);
+	// CPU only, and the model needs two token types.
+	SegmentB bool
 	// Device runs the forward pass on this GPU (gpu.go): weights uploaded once, Linears in
 	// fp16 by cuBLAS, the rest by package nngpu's kernels; nil runs it on the CPU. fp16 only.
 	// BatchSize and MaxBatchTokens then default to 512 and 65536.
@@ -162,8 +167,27 @@ func newEncoder(cfg Config, tok *wordpiece.Tokenizer, ops nn.Ops, opt Options, l
 		return nil, err
 	}
 	e.w, e.gpu = w, p.gpu
+	if opt.SegmentB {
+		if p.gpu != nil || w.type1 == nil {
+			e.Close()
+			return nil, fmt.Errorf("a pair's second segment needs a CPU encoder and a model of two token types (type_vocab_size %d)", cfg.TypeVocabSize)
+		}
+		// Row v of the copy is word[v] + (type1 - type0): EmbedLayerNorm then adds type 0 as for
+		// every token, giving word + pos + type1 up to float rounding.
+		H := cfg.Hidden
+		word := make([]float32, 2*len(w.word))
+		copy(word, w.word)
+		for i, x := range w.word {
+			word[len(w.word)+i] = x + (w.type1[i%H] - w.type0[i%H])
+		}
+		w.word = word
+	}
 	return e, nil
 }
+
+// SegmentBOffset is what EncodeTokens adds to the id of a token of a pair's second segment
+// (Options.SegmentB): the vocabulary size.
+func (e *Encoder) SegmentBOffset() int32 { return int32(e.cfg.VocabSize) }
 
 // Close frees a GPU encoder's device memory, and the device when LoadOn opened it (a CPU
 // encoder has nothing to free).
@@ -214,9 +238,20 @@ func (e *Encoder) Encode(texts []string, prefix string) ([]float32, error) {
 // bit-identical to Encode's), and no op runs after a stopped one. The GPU encoder checks ctx
 // between its batches.
 func (e *Encoder) EncodeContext(ctx context.Context, texts []string, prefix string) ([]float32, error) {
-	out := make([]float32, len(texts)*e.cfg.Hidden)
-	seqs := e.tokenize(texts, prefix)
-	order := make([]int, len(texts))
+	return e.EncodeTokens(ctx, e.tokenize(texts, prefix))
+}
+
+// EncodeTokens is EncodeContext on token ids already made, [CLS] and [SEP] included (at most
+// max_position_embeddings each; with Options.SegmentB, a pair's second segment offset by
+// SegmentBOffset): a cross-encoder's pairs. It returns len(seqs)*Dim() floats in order.
+func (e *Encoder) EncodeTokens(ctx context.Context, seqs [][]int32) ([]float32, error) {
+	for i, s := range seqs {
+		if len(s) == 0 || len(s) > e.cfg.MaxPositions {
+			return nil, fmt.Errorf("sequence %d has %d tokens, want 1 to %d", i, len(s), e.cfg.MaxPositions)
+		}
+	}
+	out := make([]float32, len(seqs)*e.cfg.Hidden)
+	order := make([]int, len(seqs))
 	for i := range order {
 		order[i] = i
 	}
@@ -248,7 +283,7 @@ func (e *Encoder) EncodeContext(ctx context.Context, texts []string, prefix stri
 		}
 		maxTokens = max(maxTokens, tokens)
 	}
-	ws.reserve(e.cfg, maxTokens, min(e.opt.BatchSize, len(texts)))
+	ws.reserve(e.cfg, maxTokens, min(e.opt.BatchSize, len(seqs)))
 	o := e.ops
 	if ctx.Done() != nil { // a context that can end: a Stop per call, so none outlives it
 		stop := new(nn.Stop)

@@ -16,7 +16,8 @@ import (
 // last hidden state). The Linear matrices are held in the encoder's precision (see linear),
 // the rest as fp32. Immutable after load; shared by concurrent forward passes.
 type weights struct {
-	word, pos, type0  []float32 // [vocab,H], [positions,H], [H] (token type 0)
+	word, pos, type0  []float32 // [vocab,H] ([2 vocab,H] with Options.SegmentB), [positions,H], [H] (token type 0)
+	type1             []float32 // [H] (token type 1; nil when the model has one token type)
 	embGamma, embBeta []float32
 	layers            []layerWeights
 }
@@ -197,6 +198,9 @@ func loadWeights(dir string, cfg Config, p packer) (*weights, error) {
 		return nil, err
 	}
 	w.type0 = types[:H]
+	if cfg.TypeVocabSize > 1 {
+		w.type1 = types[H : 2*H]
+	}
 	for l := 0; l < cfg.Layers; l++ {
 		var lw layerWeights
 		var qb, kb, vb []float32
