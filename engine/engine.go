@@ -19,6 +19,7 @@ import (
 	"sync/atomic"
 
 	"needle/engine/docstore"
+	"needle/engine/rerank"
 	"needle/internal/prom"
 )
 
@@ -120,9 +121,10 @@ type Retriever struct {
 	results  sync.Pool // *searchResult, owned by one Retrieve call at a time
 	closers  []func()  // close the parts Open opened, after the Batcher
 
-	cache   *resultCache                // nil: no cache (see WithCache)
-	backend string                      // the index backend Open chose ("" for NewRetriever's caller's index)
-	check   func(context.Context) error // the index's Check (remote backends), nil for none
+	cache    *resultCache                // nil: no cache (see WithCache)
+	reranker *rerank.CrossEncoder        // nil without Options.RerankModel
+	backend  string                      // the index backend Open chose ("" for NewRetriever's caller's index)
+	check    func(context.Context) error // the index's Check (remote backends), nil for none
 }
 
 // searchResult holds the scores and row labels of one Retrieve call.

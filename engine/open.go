@@ -99,6 +99,10 @@ type Options struct {
 	// (or RetrieverName "bm25") serves BM25 without an encoder instead.
 	BM25   string
 	Fusion FusionOptions
+	// RerankModel is a cross-encoder folder (HF BertForSequenceClassification, one logit):
+	// /retrieve then answers Search-R1's retrieve-then-rerank contract and /rerank is served.
+	RerankModel string
+	RerankBatch int // pairs per cross-encoder pass (0: 32, Search-R1's)
 }
 
 // Resolve returns opts completed from the build manifest when Index is a folder: Index
@@ -176,7 +180,7 @@ func fromManifest(opts *Options, m *indexbuild.Manifest) (*indexbuild.Manifest, 
 // checks that they agree and starts the Batcher. Close releases it all.
 func Open(opts Options) (*Retriever, error) {
 	if servesBM25Alone(opts) {
-		return openBM25Alone(opts)
+		return withReranker(openBM25Alone(opts))(opts)
 	}
 	opts, err := Resolve(opts)
 	if err != nil {
@@ -259,7 +263,7 @@ func Open(opts Options) (*Retriever, error) {
 			return nil, err
 		}
 	}
-	return r.WithCache(opts.CacheBytes), nil
+	return withReranker(r.WithCache(opts.CacheBytes), nil)(opts)
 }
 
 // IndexName names what opts serves as index, for messages: the index file, or the Milvus

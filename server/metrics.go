@@ -19,11 +19,12 @@ const (
 	epReady
 	epMetrics
 	epPage
+	epRerank
 	epOther
 	numEndpoints
 )
 
-var endpointNames = [numEndpoints]string{"retrieve", "access", "health", "ready", "metrics", "page", "other"}
+var endpointNames = [numEndpoints]string{"retrieve", "access", "health", "ready", "metrics", "page", "rerank", "other"}
 
 // metrics are the server's Prometheus metrics (internal/prom writes them).
 // All fields are safe for concurrent use.

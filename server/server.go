@@ -150,6 +150,8 @@ func (s *Server) route(ctx *fasthttp.RequestCtx) endpoint {
 		ep, post = epRetrieve, true
 	case "/access":
 		ep, post = epAccess, true
+	case "/rerank":
+		ep, post = epRerank, true
 	case "/health":
 		ep = epHealth
 	case "/ready":
@@ -166,13 +168,13 @@ func (s *Server) route(ctx *fasthttp.RequestCtx) endpoint {
 		writeDetail(ctx, fasthttp.StatusMethodNotAllowed, "Method Not Allowed")
 		return ep
 	}
-	if (ep == epRetrieve || ep == epAccess || ep == epMetrics) && !s.authorized(ctx) {
+	if (ep == epRetrieve || ep == epAccess || ep == epRerank || ep == epMetrics) && !s.authorized(ctx) {
 		ctx.Response.Header.Set("WWW-Authenticate", "Bearer")
 		writeDetail(ctx, fasthttp.StatusUnauthorized, "Not authenticated")
 		return ep
 	}
 	r, gone := s.retriever.Load(), false
-	if r == nil && (ep == epRetrieve || ep == epAccess) {
+	if r == nil && (ep == epRetrieve || ep == epAccess || ep == epRerank) {
 		r, gone = s.awaitReady(ctx)
 	}
 	switch ep {
@@ -211,8 +213,14 @@ func (s *Server) route(ctx *fasthttp.RequestCtx) endpoint {
 		} else if r == nil {
 			ctx.Response.Header.Set("Retry-After", "5")
 			writeDetail(ctx, fasthttp.StatusServiceUnavailable, "not ready: the index, model and corpus are still loading")
+		} else if ep == epRetrieve && r.HasReranker() {
+			s.retrieveRerank(ctx, r)
 		} else if ep == epRetrieve {
 			s.retrieve(ctx, r)
+		} else if ep == epRerank && r.HasReranker() {
+			s.rerank(ctx, r)
+		} else if ep == epRerank {
+			writeDetail(ctx, fasthttp.StatusNotFound, engine.ErrNoReranker.Error())
 		} else {
 			s.access(ctx, r)
 		}

@@ -103,6 +103,9 @@ func parseServeFlags(args []string) (*serveFlags, error) {
 		"an --index folder holding a BM25 index alone (or --retriever_name bm25) serves BM25 without a model")
 	fs.StringVar(&f.engine.Fusion.Method, "fusion", "", "with --bm25: rrf (the default: reciprocal rank fusion, k = 60) or weighted (--fusion-weight x dense + the rest x BM25, min-max normalized)")
 	fs.Float64Var(&f.engine.Fusion.Weight, "fusion-weight", 0, "with --fusion weighted: the dense share (0: 0.5)")
+	fs.StringVar(&f.engine.RerankModel, "rerank-model", "", "a cross-encoder folder (HF BertForSequenceClassification, one logit, e.g. cross-encoder/ms-marco-MiniLM-L12-v2):\n"+
+		"/retrieve then takes Search-R1's retrieve-then-rerank request (topk_retrieval, topk_rerank) and POST /rerank is served (docs/retrievers.md)")
+	fs.IntVar(&f.engine.RerankBatch, "reranker_batch_size", 32, "with --rerank-model: pairs per cross-encoder pass (the anchor's flag)")
 	fs.IntVar(&f.engine.Fusion.Candidates, "fusion-candidates", 0, "with --bm25: hits each retriever contributes per query (0: max(topk, 100))")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
