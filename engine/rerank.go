@@ -65,8 +65,15 @@ func (r *Retriever) withReranker(opts Options) error {
 	if err != nil {
 		return err
 	}
-	r.reranker = c
+	r.WithReranker(c)
 	return nil
+}
+
+// WithReranker makes r rerank with c (Open does it for Options.RerankModel) and returns r;
+// call it before the first request.
+func (r *Retriever) WithReranker(c *rerank.CrossEncoder) *Retriever {
+	r.reranker = c
+	return r
 }
 
 // withReranker returns a step of Open that adds the reranker to an opened Retriever (or
