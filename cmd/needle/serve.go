@@ -105,7 +105,7 @@ func parseServeFlags(args []string) (*serveFlags, error) {
 	fs.Float64Var(&f.engine.Fusion.Weight, "fusion-weight", 0, "with --fusion weighted: the dense share (0: 0.5)")
 	fs.StringVar(&f.engine.RerankModel, "rerank-model", "", "a cross-encoder folder (HF BertForSequenceClassification, one logit, e.g. cross-encoder/ms-marco-MiniLM-L12-v2):\n"+
 		"/retrieve then takes Search-R1's retrieve-then-rerank request (topk_retrieval, topk_rerank) and POST /rerank is served (docs/retrievers.md)")
-	fs.IntVar(&f.engine.RerankBatch, "reranker_batch_size", 32, "with --rerank-model: pairs per cross-encoder pass (the anchor's flag)")
+	fs.IntVar(&f.engine.RerankBatch, "reranker_batch_size", 0, "with --rerank-model: pairs per cross-encoder pass (0: 32, the anchor's default)")
 	fs.IntVar(&f.engine.Fusion.Candidates, "fusion-candidates", 0, "with --bm25: hits each retriever contributes per query (0: max(topk, 100))")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
