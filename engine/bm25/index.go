@@ -5,11 +5,10 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"sort"
 
-	"golang.org/x/sys/unix"
+	"needle/internal/mapfile"
 )
 
 // maxClauses is Lucene's default maximum clause count (IndexSearcher.getMaxClauseCount):
@@ -24,7 +23,7 @@ type Index struct {
 	meta                     *Meta
 	dict, terms, post, norms []byte
 	ids, idOff               []byte
-	maps                     [][]byte
+	release                  []func()     // unmaps the files (mapfile.Map)
 	normInverse              [256]float32 // Lucene's BM25 cache: 1 / (k1 ((1-b) + b len/avgdl)) per length byte
 	k1, b                    float32
 }
@@ -44,7 +43,10 @@ func Open(dir string) (*Index, error) {
 		{dictName, &x.dict, (m.Terms + 1) * dictEntrySize}, {termsName, &x.terms, -1}, {postingsName, &x.post, -1},
 		{normsName, &x.norms, m.Rows}, {idsName, &x.ids, -1}, {idOffName, &x.idOff, 8 * (m.Rows + 1)},
 	} {
-		b, err := mapFile(filepath.Join(dir, f.name))
+		b, release, err := mapfile.Map(filepath.Join(dir, f.name), false, false)
+		if err == nil {
+			x.release = append(x.release, release)
+		}
 		if err == nil && f.size >= 0 && int64(len(b)) != f.size {
 			err = fmt.Errorf("%s: %d bytes, want %d for %d rows and %d terms (damaged?)", f.name, len(b), f.size, m.Rows, m.Terms)
 		}
@@ -53,7 +55,6 @@ func Open(dir string) (*Index, error) {
 			return nil, err
 		}
 		*f.dst = b
-		x.maps = append(x.maps, b)
 	}
 	last := x.entry(m.Terms)
 	if last.termOff != uint64(len(x.terms)) || last.postOff != uint64(len(x.post)) {
@@ -69,27 +70,12 @@ func Open(dir string) (*Index, error) {
 	return x, nil
 }
 
-func mapFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	info, err := f.Stat()
-	if err != nil || info.Size() == 0 {
-		return nil, err
-	}
-	return unix.Mmap(int(f.Fd()), 0, int(info.Size()), unix.PROT_READ, unix.MAP_SHARED)
-}
-
 // Close unmaps the files; no search may run meanwhile or after.
 func (x *Index) Close() error {
-	for _, b := range x.maps {
-		if len(b) > 0 {
-			unix.Munmap(b)
-		}
+	for _, release := range x.release {
+		release()
 	}
-	x.maps = nil
+	x.release = nil
 	return nil
 }
 
