@@ -10,12 +10,13 @@ import (
 	"time"
 
 	"needle/kernels/bert/nn"
+	"needle/testkit/testenv"
 )
 
 // glosses are 256 WordNet glosses (short passages), the texts of the encode benchmarks.
 func glosses(b *testing.B) []string {
 	type row struct{ Contents string }
-	corpus := readJSONL[row](b, "wordnet_corpus.jsonl")[:256]
+	corpus := testenv.ReadJSONL[row](b, "testdata/wordnet_corpus.jsonl")[:256]
 	texts := make([]string, len(corpus))
 	for i, r := range corpus {
 		texts[i] = r.Contents

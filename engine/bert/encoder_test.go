@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"needle/engine/gate"
+	"needle/testkit/testenv"
 )
 
 // EncodeContext gives the vectors of Encode while ctx lives, and ctx's error once it ended
@@ -78,7 +79,7 @@ func TestEncodeContextWaitsAtTheGate(t *testing.T) {
 // way through gives context.Canceled and no vectors.
 func TestEncodeContextMiniLM(t *testing.T) {
 	e := loadMiniLM(t)
-	texts := readJSONL[string](t, "golden_texts.jsonl")
+	texts := testenv.ReadJSONL[string](t, "testdata/golden_texts.jsonl")
 	want, err := e.Encode(texts, "")
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,6 @@
 package bert
 
 import (
-	"bufio"
 	"encoding/binary"
 	"encoding/json"
 	"math"
@@ -14,30 +13,6 @@ import (
 	"needle/platform/cpu"
 	"needle/testkit/testenv"
 )
-
-// readJSONL reads one JSON value per line of testdata/name into a []T.
-func readJSONL[T any](t testing.TB, name string) []T {
-	t.Helper()
-	f, err := os.Open(filepath.Join("testdata", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var out []T
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		var v T
-		if err := json.Unmarshal(sc.Bytes(), &v); err != nil {
-			t.Fatalf("%s line %d: %v", name, len(out)+1, err)
-		}
-		out = append(out, v)
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
 
 func loadMiniLM(t testing.TB) *Encoder { return loadMiniLMAt(t, FP16) }
 
@@ -70,7 +45,7 @@ func dot(a, b []float32) float64 {
 // checkGolden compares e with sentence-transformers' fp32 embeddings (tools/bert_golden.py) on
 // every text, at every SIMD level: every cosine >= minCos, their mean >= minMean.
 func checkGolden(t *testing.T, e *Encoder, minCos, minMean float64) {
-	texts := readJSONL[string](t, "golden_texts.jsonl")
+	texts := testenv.ReadJSONL[string](t, "testdata/golden_texts.jsonl")
 	raw, err := os.ReadFile(filepath.Join("testdata", "golden_emb.f32"))
 	if err != nil {
 		t.Fatal(err)
@@ -129,8 +104,8 @@ func TestGoldenMiniLMInt8(t *testing.T) { checkGolden(t, loadMiniLMAt(t, Int8), 
 // needle's top-10 rows and the reference's rows and scores (sentence-transformers, fp32).
 func wordNetTop10(t *testing.T, e *Encoder) (queries []string, got, refIDs [][]int, refScores [][]float64) {
 	type row struct{ Contents string }
-	corpus := readJSONL[row](t, "wordnet_corpus.jsonl")
-	queries = readJSONL[string](t, "wordnet_queries.jsonl")
+	corpus := testenv.ReadJSONL[row](t, "testdata/wordnet_corpus.jsonl")
+	queries = testenv.ReadJSONL[string](t, "testdata/wordnet_queries.jsonl")
 	var top []struct {
 		IDs    []int
 		Scores []float64

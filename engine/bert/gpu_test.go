@@ -43,7 +43,7 @@ func minCosine(a, b []float32, H int) (float64, int) {
 func TestGPUGolden(t *testing.T) {
 	g := loadGPU(t, Options{})
 	checkGolden(t, g, 0.9999, 0.99995)
-	texts := readJSONL[string](t, "golden_texts.jsonl")
+	texts := testenv.ReadJSONL[string](t, "testdata/golden_texts.jsonl")
 	want, err := loadMiniLM(t).Encode(texts, "query: ")
 	if err != nil {
 		t.Fatal(err)
@@ -74,7 +74,7 @@ func TestGPUWordNetTop10(t *testing.T) {
 // TestGPUSplit: batches over a tiny activation budget are split (down to one text) and give
 // the same embeddings as one batch.
 func TestGPUSplit(t *testing.T) {
-	texts := readJSONL[string](t, "golden_texts.jsonl")[:40]
+	texts := testenv.ReadJSONL[string](t, "testdata/golden_texts.jsonl")[:40]
 	whole, err := loadGPU(t, Options{}).Encode(texts, "")
 	if err != nil {
 		t.Fatal(err)
@@ -94,7 +94,7 @@ func TestGPUSplit(t *testing.T) {
 // GPU and the CPU: cosine >= 0.9999 on texts of every length up to 512 tokens.
 func TestGPURandomE5(t *testing.T) {
 	texts := []string{"", "a", "what is the capital of france", strings.Repeat("long passage words ", 200)}
-	randomParity(t, E5Base, append(texts, readJSONL[string](t, "golden_texts.jsonl")[:60]...))
+	randomParity(t, E5Base, append(texts, testenv.ReadJSONL[string](t, "testdata/golden_texts.jsonl")[:60]...))
 }
 
 // TestGPURandomSmall runs a one-layer encoder of head dim 32 with random weights on the GPU and

@@ -9,6 +9,7 @@ import (
 
 	"needle/kernels/bert/nn"
 	"needle/platform/cpu"
+	"needle/testkit/testenv"
 )
 
 // TestBatchInvariant: a query's embedding is the same bits encoded alone, among 60 random
@@ -17,7 +18,7 @@ import (
 // with (the encoder calls no BLAS). The 2,560-query batch runs at the selected level only
 // (the reference level is the scalar oracle: minutes for that many).
 func TestBatchInvariant(t *testing.T) {
-	golden := readJSONL[string](t, "golden_texts.jsonl")
+	golden := testenv.ReadJSONL[string](t, "testdata/golden_texts.jsonl")
 	r := rand.New(rand.NewSource(26))
 	// Query-like texts: the first 2 to 12 words of golden texts, with a serial.
 	query := func(i int) string {

@@ -1,13 +1,13 @@
 package bm25
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"needle/testkit/testenv"
 )
 
 // The files of testdata/ named pyserini_* are real outputs of pyserini 0.22.1 (Anserini
@@ -17,32 +17,12 @@ import (
 // and six rows of punctuation, possessives, non-ASCII text and a 600-letter word; queries.jsonl
 // 300 WordNet example sentences and ten odd queries (empty, stop words only, over-long).
 
-func readJSONL[T any](t testing.TB, path string) []T {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var out []T
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		var v T
-		if err := json.Unmarshal(sc.Bytes(), &v); err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		out = append(out, v)
-	}
-	return out
-}
-
 func TestAnalyzerMatchesPyserini(t *testing.T) {
 	type row struct {
 		Text  string
 		Terms []string
 	}
-	for _, r := range readJSONL[row](t, "testdata/pyserini_analyze.jsonl") {
+	for _, r := range testenv.ReadJSONL[row](t, "testdata/pyserini_analyze.jsonl") {
 		if got := analyze(r.Text); !slices.Equal(got, r.Terms) && !(len(got) == 0 && len(r.Terms) == 0) {
 			t.Errorf("analyze(%.80q)\n got %q\nwant %q", r.Text, got, r.Terms)
 		}
@@ -66,7 +46,7 @@ func TestSearchMatchesPyserini(t *testing.T) {
 		Docids []string
 		Scores []float32
 	}
-	want := readJSONL[row](t, "testdata/pyserini_top10.jsonl")
+	want := testenv.ReadJSONL[row](t, "testdata/pyserini_top10.jsonl")
 	queries := make([]string, len(want))
 	for i, w := range want {
 		queries[i] = w.Query
@@ -76,7 +56,7 @@ func TestSearchMatchesPyserini(t *testing.T) {
 	if err := x.Search(context.Background(), queries, k, dist, labels); err != nil {
 		t.Fatal(err)
 	}
-	ids := readJSONL[struct{ ID string }](t, "testdata/corpus.jsonl")
+	ids := testenv.ReadJSONL[struct{ ID string }](t, "testdata/corpus.jsonl")
 	bad := 0
 	for q, w := range want {
 		var gotIDs []string

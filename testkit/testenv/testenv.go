@@ -4,6 +4,8 @@
 package testenv
 
 import (
+	"bufio"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -58,4 +60,29 @@ func WordNetDir(t testing.TB) string {
 		Missing(t, "WordNet database "+dir+" (apt wordnet-base)")
 	}
 	return dir
+}
+
+// ReadJSONL reads one JSON value per line of the file at path into a []T (test data: golden
+// texts, reference outputs); a line that is not a T fails the test.
+func ReadJSONL[T any](t testing.TB, path string) []T {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []T
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var v T
+		if err := json.Unmarshal(sc.Bytes(), &v); err != nil {
+			t.Fatalf("%s line %d: %v", path, len(out)+1, err)
+		}
+		out = append(out, v)
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
