@@ -63,10 +63,10 @@ VENV_PY := $(NEEDLE_CACHE)/venv/bin/python
 gpucheck: native
 	rm -rf gpucheck && mkdir -p gpucheck/ptx gpucheck/python gpucheck/pylib gpucheck/bert
 	for p in $(GPUCHECK_TESTS); do $(GO) test -c $(GPUCHECK_LD) -o gpucheck/$$(basename $$p).test ./$$p || exit 1; done
-	$(GO) build $(GPUCHECK_LD) -o gpucheck/needle ./cmd/needle
+	$(GO) build -tags noplot $(GPUCHECK_LD) -o gpucheck/needle ./cmd/needle  # no plot fonts (~5 MB): bench/plot/noplot.go
 	cp -r engine/bert/testdata gpucheck/bert/
 	$(VENV_PY) tools/gpucheck/half_model.py $(NEEDLE_MODEL) gpucheck/cache/models/all-MiniLM-L6-v2
-	head -c 3000000 /usr/share/wordnet/data.noun | xz -9 -T2 -c > gpucheck/data.noun.xz
+	head -c 500000 /usr/share/wordnet/data.noun | xz -9 -T2 -c > gpucheck/data.noun.xz
 	cp kernels/*/*/ptx/*_sm80.ptx gpucheck/ptx/
 	cp $(NATIVE)/libneedle.so gpucheck/
 	tar -C python --exclude __pycache__ -cf - needle_trainer tests | tar -C gpucheck/python -xf -
@@ -75,6 +75,7 @@ gpucheck: native
 	python3 tools/gpucheck/pack_libs.py gpucheck gpucheck/*.test gpucheck/needle gpucheck/libneedle.so
 	cp tools/gpucheck/gpucheck.py gpucheck/
 	xz --x86 --lzma2=preset=6 -T2 gpucheck/*.test gpucheck/needle gpucheck/libneedle.so  # BCJ: 6% smaller code
-	xz -6 -T2 gpucheck/ptx/* gpucheck/bert/testdata/* gpucheck/cache/models/all-MiniLM-L6-v2/{model.safetensors,tokenizer.json,vocab.txt}
+	xz -6 -T2 gpucheck/ptx/* gpucheck/bert/testdata/* gpucheck/cache/models/all-MiniLM-L6-v2/{tokenizer.json,vocab.txt}
+	xz -T2 --lzma2=preset=9e,lc=0,lp=1,pb=1 gpucheck/cache/models/all-MiniLM-L6-v2/model.safetensors  # 2-byte fp16: 1.9 MB smaller
 	find gpucheck/pylib gpucheck/python -type f -exec xz -6 {} +
 	du -sh gpucheck
