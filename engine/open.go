@@ -19,6 +19,7 @@ import (
 	"needle/engine/indexbuild"
 	"needle/engine/milvusindex"
 	"needle/faissgo"
+	"needle/internal/writer"
 )
 
 // Index backends (Options.Backend), each one case of OpenIndex.
@@ -186,7 +187,7 @@ func Open(opts Options) (*Retriever, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts.Log = &syncWriter{w: logTo(opts.Log)} // the index and the encoder load in parallel
+	opts.Log = &writer.Locked{W: logTo(opts.Log)} // the index and the encoder load in parallel
 	var (
 		idx    Index
 		corpus *docstore.Corpus
@@ -369,18 +370,6 @@ func logTo(w io.Writer) io.Writer {
 		return os.Stderr
 	}
 	return w
-}
-
-// syncWriter serializes the writes of concurrent loaders to one log.
-type syncWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (s *syncWriter) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(p)
 }
 
 // closeAll calls the closers that are set (the parts that opened when a load failed).

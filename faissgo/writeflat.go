@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+
+	"needle/internal/writer"
 )
 
 // FlatHeaderBytes is the size of a flat index file before its vectors.
@@ -42,24 +44,12 @@ func WriteFlat(w io.Writer, m Metric, dim int, ntotal int64, vectors func(data i
 	if _, err := w.Write(head); err != nil {
 		return err
 	}
-	data := &countingWriter{w: w}
+	data := &writer.Counting{W: w}
 	if err := vectors(data); err != nil {
 		return err
 	}
-	if data.n != 4*floats {
-		return fmt.Errorf("faissgo: flat index: %d bytes of vectors written, want %d (%d x %d floats)", data.n, 4*floats, ntotal, dim)
+	if uint64(data.N) != 4*floats {
+		return fmt.Errorf("faissgo: flat index: %d bytes of vectors written, want %d (%d x %d floats)", data.N, 4*floats, ntotal, dim)
 	}
 	return nil
-}
-
-// countingWriter passes writes on to w and counts the bytes written.
-type countingWriter struct {
-	w io.Writer
-	n uint64
-}
-
-func (c *countingWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.n += uint64(n)
-	return n, err
 }

@@ -12,12 +12,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"needle/internal/byteview"
 	"os"
 	"sort"
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"needle/internal/byteview"
+	"needle/internal/mapfile"
 )
 
 // maxHeaderLen bounds the JSON header (the reference Rust reader uses the same 100 MB).
@@ -82,9 +84,9 @@ func Open(path string) (*File, error) {
 	if st.Size() < 8 {
 		return nil, fmt.Errorf("%s: %d bytes is too short for a safetensors file", path, st.Size())
 	}
-	mapped, err := unix.Mmap(int(fd.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_SHARED)
+	mapped, err := mapfile.File(fd, st.Size(), false, false)
 	if err != nil {
-		return nil, fmt.Errorf("%s: mmap: %w", path, err)
+		return nil, err
 	}
 	f, err := parse(mapped)
 	if err != nil {

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"needle/internal/mapfile"
 )
 
 // The url index sidecar: the common header (extra1 = slots, a power of two; extra2 = bad
@@ -147,9 +149,9 @@ func (p *Pages) writeIndex(dst *os.File, progress func(done, total int64)) error
 	if err := dst.Truncate(size); err != nil {
 		return err
 	}
-	side, err := unix.Mmap(int(dst.Fd()), 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	side, err := mapfile.File(dst, size, true, false)
 	if err != nil {
-		return fmt.Errorf("mmap %s: %w", dst.Name(), err)
+		return err
 	}
 	defer unix.Munmap(side)
 	p.table, p.mask = side[headerSize:], uint64(slots-1)

@@ -12,6 +12,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"needle/internal/mapfile"
 )
 
 // Options says where sidecars live and who hears about their (re)building.
@@ -101,18 +103,12 @@ func unwritable(err error) bool {
 }
 
 // mapFile maps all of f read-only and shared; the mapping stays valid after f is closed.
+// An empty file is an error here: no docstore file is empty.
 func mapFile(f *os.File, size int64) ([]byte, error) {
 	if size == 0 {
 		return nil, fmt.Errorf("mmap %s: empty file", f.Name())
 	}
-	if int64(int(size)) != size {
-		return nil, fmt.Errorf("mmap %s: %d bytes do not fit the address space", f.Name(), size)
-	}
-	b, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
-	if err != nil {
-		return nil, fmt.Errorf("mmap %s: %w", f.Name(), err)
-	}
-	return b, nil
+	return mapfile.File(f, size, false, false)
 }
 
 // dropResident tells the kernel that data[from:to] (rounded inward to pages; data is the

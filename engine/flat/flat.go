@@ -25,6 +25,7 @@ import (
 
 	"needle/engine/gate"
 	"needle/faissgo"
+	"needle/internal/mapfile"
 	"needle/internal/pagecache"
 	"needle/kernels/search/flatscan"
 	"needle/platform/cpu"
@@ -65,10 +66,10 @@ func Open(path string, threads int) (*Index, error) {
 		f.Close()
 		return nil, fmt.Errorf("%s changed while it was opened (replace index files by rename, never in place)", path)
 	}
-	data, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
+	data, err := mapfile.File(f, size, false, false)
 	if err != nil {
 		f.Close()
-		return nil, fmt.Errorf("mmap %s: %w", path, err)
+		return nil, err
 	}
 	if threads <= 0 {
 		threads = runtime.NumCPU()

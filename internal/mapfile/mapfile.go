@@ -1,6 +1,8 @@
-// Package mapfile maps a whole file into memory (MAP_SHARED): the weight-transfer parts read
-// and write versions of a model in place this way (the sender's halves, a receiver's file,
-// the benchmark's buffers). The caller owns the mapping until it calls release.
+// Package mapfile maps files into memory (MAP_SHARED), the one place needle calls mmap: the
+// flat index and the docstore read their files this way, safetensors and delta files are read
+// in place, and the weight-transfer parts read and write versions of a model (the sender's
+// halves, a receiver's file, the benchmark's buffers). The caller owns a mapping until it
+// releases it (Map's release; unix.Munmap of File's bytes).
 package mapfile
 
 import (
@@ -14,12 +16,9 @@ import (
 // populate the kernel fills the page tables up front (MAP_POPULATE): for a caller that will
 // touch every page, one pass instead of a fault per page. An empty file maps to nil.
 func Map(path string, write, populate bool) (data []byte, release func(), err error) {
-	flag, prot, flags := os.O_RDONLY, unix.PROT_READ, unix.MAP_SHARED
+	flag := os.O_RDONLY
 	if write {
-		flag, prot = os.O_RDWR, unix.PROT_READ|unix.PROT_WRITE
-	}
-	if populate {
-		flags |= unix.MAP_POPULATE
+		flag = os.O_RDWR
 	}
 	f, err := os.OpenFile(path, flag, 0)
 	if err != nil {
@@ -30,12 +29,36 @@ func Map(path string, write, populate bool) (data []byte, release func(), err er
 	if err != nil {
 		return nil, nil, err
 	}
-	if st.Size() == 0 {
-		return nil, func() {}, nil
-	}
-	data, err = unix.Mmap(int(f.Fd()), 0, int(st.Size()), prot, flags)
+	data, err = File(f, st.Size(), write, populate)
 	if err != nil {
-		return nil, nil, fmt.Errorf("mmap %s: %w", path, err)
+		return nil, nil, err
 	}
-	return data, func() { unix.Munmap(data) }, nil
+	return data, func() {
+		if data != nil {
+			unix.Munmap(data)
+		}
+	}, nil
+}
+
+// File maps the first size bytes of the open file f (write and populate as for Map); the
+// mapping stays valid after f is closed. Size 0 maps to nil. The error names the file.
+func File(f *os.File, size int64, write, populate bool) ([]byte, error) {
+	if size == 0 {
+		return nil, nil
+	}
+	if size < 0 || int64(int(size)) != size {
+		return nil, fmt.Errorf("mmap %s: %d bytes do not fit the address space", f.Name(), size)
+	}
+	prot, flags := unix.PROT_READ, unix.MAP_SHARED
+	if write {
+		prot |= unix.PROT_WRITE
+	}
+	if populate {
+		flags |= unix.MAP_POPULATE
+	}
+	data, err := unix.Mmap(int(f.Fd()), 0, int(size), prot, flags)
+	if err != nil {
+		return nil, fmt.Errorf("mmap %s: %w", f.Name(), err)
+	}
+	return data, nil
 }

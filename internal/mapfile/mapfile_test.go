@@ -35,3 +35,21 @@ func TestMap(t *testing.T) {
 		t.Fatal("a missing file mapped")
 	}
 }
+
+// TestFile: File maps the first size bytes of an open file, and the mapping outlives the file.
+func TestFile(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "f")
+	os.WriteFile(p, []byte("0123456789"), 0o644)
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := File(f, 4, false, false)
+	f.Close()
+	if err != nil || string(data) != "0123" {
+		t.Fatalf("%q, %v", data, err)
+	}
+	if data, err := File(f, 0, false, false); data != nil || err != nil {
+		t.Fatalf("size 0: %q, %v", data, err)
+	}
+}

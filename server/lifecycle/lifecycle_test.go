@@ -6,12 +6,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"needle/engine"
+	"needle/internal/writer"
 	"needle/server"
 	"needle/testkit/enginetest"
 )
@@ -40,7 +40,7 @@ func TestRun(t *testing.T) {
 	loading, stop := make(chan struct{}), make(chan os.Signal, 1)
 	var log strings.Builder
 	srv := server.New(server.Config{LoadWait: time.Minute})
-	opt := Options{Host: "127.0.0.1", SaveAddressTo: dir, Drain: time.Minute, IndexName: "fake", Log: &syncWriter{w: &log}, Stop: stop}
+	opt := Options{Host: "127.0.0.1", SaveAddressTo: dir, Drain: time.Minute, IndexName: "fake", Log: &writer.Locked{W: &log}, Stop: stop}
 	done := make(chan error, 1)
 	go func() {
 		done <- Run(opt, srv, func() (*engine.Retriever, error) {
@@ -104,16 +104,4 @@ func get(t *testing.T, url string) string {
 		t.Fatal(err)
 	}
 	return string(b)
-}
-
-// syncWriter serializes writes to w: Run logs from its goroutines.
-type syncWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (s *syncWriter) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(p)
 }

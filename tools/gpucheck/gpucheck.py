@@ -1,6 +1,6 @@
 """The GPU check (../shared/GPU.md): run on the GPU machine from the folder `make gpucheck` fills.
 
-    python3 gpucheck/gpucheck.py OUTDIR
+    python3 gpucheck/gpucheck.py OUTDIR [--budget SECONDS] [--only STEP,STEP]
 
 This script IS the GPU check, so it knows it runs on the GPU machine: every test that skips
 counts as a failure here, a binary that cannot start is a failure with its stderr, and it exits
@@ -23,8 +23,11 @@ so a run cut short still leaves what it measured. The steps, in order of what ma
   sanitizer       compute-sanitizer memcheck, racecheck and synccheck over the kernel tests, in
                   the time left (at most 180 s)
   flatgpu load    loading a 5M x 768 FAISS file (15 GB written to a temporary folder)
-The whole check stops starting steps after BUDGET_S seconds (a step not started is a failure
-saying so), so it fits one 10-minute command. The folder is unpacked into $TMPDIR/needle-gpucheck
+The whole check stops starting steps after --budget seconds (400 by default; a step not started
+is a failure saying so): with the machine's start, one run takes about 8 of a session's 15 minutes
+of device time and leaves room for a second, shorter one. --only runs just the steps whose names
+contain one of the words given (the first three always run), e.g. `--only sanitizer,load` for what
+a first run had no time left for. The folder is unpacked into $TMPDIR/needle-gpucheck
 and run from there (the folder itself is left as built). Needs python3, with torch (and numpy,
 sentence-transformers) for the reference steps; nothing to install.
 """
@@ -48,7 +51,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # was built, small enough to carry again.
 WORK = os.path.join(tempfile.gettempdir(), "needle-gpucheck")
 LIB_USED = os.path.join(WORK, "lib")  # the packed libraries this machine needs, unpacked
-BUDGET_S = 540  # no step starts after this many seconds (9 of the 10 minutes of one command)
+BUDGET_S = 400  # no step starts after this many seconds (--budget); set by main
 STARTED = time.time()
 
 # The goal shape of the trainer log-probs: bf16 logits of N tokens over Qwen2.5's vocabulary.
@@ -58,7 +61,7 @@ WIKI_ROWS, WIKI_DIM = 21015324, 768
 # The GPU encoder: the MiniLM folder travels here in fp16 (half_model.py), so the parity tests and
 # sentence-transformers read the same weights; the e5-base shape has random weights.
 MINILM = os.path.join(WORK, "cache", "models", "all-MiniLM-L6-v2")
-ENCODE_PASSAGES = 100_000  # enough for passages/s and the wiki-18 projection within the budget
+ENCODE_PASSAGES = 50_000  # ~8M tokens: enough for a steady passages/s and the wiki-18 projection
 
 RESULT_LINE = re.compile(r"^\s*--- (PASS|FAIL|SKIP): (\S+)")
 BENCH_LINE = re.compile(r"^(Benchmark\S+?)(?:-\d+)?\s+(\d+)\s+([\d.]+) ns/op(?:\s+([\d.]+) MB/s)?")
@@ -75,15 +78,19 @@ def tail(text, n=3000):
 class Check:
     """The run's record: every step's outcome, written to OUTDIR after each step."""
 
-    def __init__(self, out_dir):
+    def __init__(self, out_dir, only=()):
         self.out = out_dir
+        self.only = list(only)  # words of the step names to run (--only); empty: every step
         self.steps = []
         self.started = time.strftime("%Y-%m-%d %H:%M:%S %Z")
 
     def step(self, name, fn, *args, need_s=10):
         """Runs fn(*args), which returns a dict (its figures, "outcome" FAIL with a "reason" when
         it failed, "tests" when it ran tests); an exception is a FAIL with its traceback. A step
-        that would start with less than need_s seconds of the budget left is a FAIL, not run."""
+        that would start with less than need_s seconds of the budget left is a FAIL, not run. A
+        step --only leaves out is neither run nor recorded: None."""
+        if self.only and name not in ALWAYS and not any(w in name for w in self.only):
+            return None
         began = time.time()
         if remaining() < need_s:
             rec = {"outcome": "FAIL", "reason": f"not run: the check's {BUDGET_S} s budget was spent "
@@ -118,10 +125,12 @@ class Check:
 
     def save(self):
         passed, failed, skipped = self.counts()
-        doc = {"started": self.started, "seconds": round(time.time() - STARTED, 1), "passed": passed,
-               "failed": failed, "skipped": skipped, "ok": failed == 0 and skipped == 0, "steps": self.steps}
+        doc = {"started": self.started, "seconds": round(time.time() - STARTED, 1), "budget_s": BUDGET_S,
+               "only": self.only, "passed": passed, "failed": failed, "skipped": skipped,
+               "ok": failed == 0 and skipped == 0, "steps": self.steps}
         write_atomic(os.path.join(self.out, "results.json"), json.dumps(doc, indent=1, default=str))
-        write_atomic(os.path.join(self.out, "summary.txt"), "\n".join(summary(self.steps, passed, failed, skipped)) + "\n")
+        write_atomic(os.path.join(self.out, "summary.txt"),
+                     "\n".join(summary(self.steps, passed, failed, skipped, self.only)) + "\n")
 
 
 def fail(rec, reason):
@@ -303,13 +312,14 @@ def ptxas():
 
 # ---------------------------------------------------------------- test binaries and pytest
 
-def run_logged(cmd, out_dir, log_name, timeout, env, cwd=WORK):
+def run_logged(cmd, out_dir, log_name, timeout, env, cwd=None):
     """Runs cmd in its own process group, writes its command line and output (stdout and stderr
     interleaved) to OUTDIR/<log_name>.log; returns (exit code, output). On a timeout the whole
     group is killed (compute-sanitizer's target too) and the exit is -1 with what it printed; a
-    program that cannot start is exit -2 with the error."""
+    program that cannot start is exit -2 with the error. cwd defaults to WORK (read at the call:
+    the tests move it)."""
     try:
-        p = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        p = subprocess.Popen(cmd, cwd=cwd or WORK, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                              errors="replace", start_new_session=True)
     except OSError as e:
         code, text = -2, f"cannot start {cmd[0]}: {e}"
@@ -326,7 +336,7 @@ def run_logged(cmd, out_dir, log_name, timeout, env, cwd=WORK):
     return code, text
 
 
-def go_tests(binary, args, out_dir, timeout, log_name=None, extra_env=None, cwd=WORK):
+def go_tests(binary, args, out_dir, timeout, log_name=None, extra_env=None, cwd=None):
     """Runs a Go test binary (-test.v); each test and benchmark result is a counted result. A
     run that printed no result, or exited non-zero, is a failure with its output's tail."""
     code, text = run_logged([os.path.join(WORK, binary), "-test.v", "-test.skip", "WithoutGPU"] + args, out_dir,
@@ -624,8 +634,9 @@ def flatgpu_search(out_dir):
 
 def flatgpu_load(out_dir, search):
     """Loading a 5M x 768 FAISS file (15 GB, written here and removed) from the page cache; not
-    tried when `needle bench search --gpu` (the search step) ran at no shape."""
-    if not any("qps" in r for r in search.get("search", [])):
+    tried when `needle bench search --gpu` (the search step, None when --only left it out) ran at
+    no shape."""
+    if search is not None and not any("qps" in r for r in search.get("search", [])):
         return {"outcome": "FAIL", "reason": "not run: needle bench search --gpu ran at no shape (the search step says why)"}
     import numpy as np
     d = tempfile.mkdtemp(prefix="flatgpu_load")
@@ -712,11 +723,11 @@ def fmt(v, spec=".1f", unit=""):
     return format(v, spec) + unit if isinstance(v, (int, float)) else "?"
 
 
-def summary(steps, passed, failed, skipped):
+def summary(steps, passed, failed, skipped, only=()):
     by = {s["step"]: s for s in steps}
     env = by.get("environment", {})
     lines = [f"needle GPU check: {', '.join(env.get('gpus', [])) or 'no GPU found'}; python {env.get('python', '?')}, "
-             f"{env.get('glibc', '?')}", ""]
+             f"{env.get('glibc', '?')}" + (f"; only the steps matching {', '.join(only)}" if only else ""), ""]
     for s in steps:
         n = len(s.get("tests", []))
         lines.append(f"{s['outcome']:4} {s['step']} ({s['seconds']} s{', %d results' % n if n else ''})"
@@ -795,10 +806,21 @@ def figures_encoder(by):
     return lines
 
 
+ALWAYS = ("environment", "unpack", "libraries")  # every other step needs them
+
+
 def main():
-    out_dir = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else ".")
+    global BUDGET_S
+    import argparse
+    ap = argparse.ArgumentParser(description="needle's GPU check (docs/gpu.md)")
+    ap.add_argument("out_dir", nargs="?", default=".", help="where results.json, summary.txt and the logs go")
+    ap.add_argument("--budget", type=float, default=BUDGET_S, help="seconds after which no step starts (default %(default)s)")
+    ap.add_argument("--only", default="", help="comma-separated words: run only the steps whose names contain one")
+    args = ap.parse_args()
+    BUDGET_S = args.budget
+    out_dir = os.path.abspath(args.out_dir)
     os.makedirs(out_dir, exist_ok=True)
-    c = Check(out_dir)
+    c = Check(out_dir, [w.strip() for w in args.only.split(",") if w.strip()])
     c.step("environment", environment)
     c.step("unpack", unpack)
     c.step("libraries", libraries)
@@ -825,7 +847,7 @@ def main():
     c.step("compute-sanitizer", sanitizer, out_dir, need_s=60)
     c.step("flatgpu load", flatgpu_load, out_dir, search, need_s=60)
     passed, failed, skipped = c.counts()
-    print("\n".join(summary(c.steps, passed, failed, skipped)[-2:]))
+    print("\n".join(summary(c.steps, passed, failed, skipped, c.only)[-2:]))
     sys.exit(0 if failed == skipped == 0 else 1)
 
 

@@ -85,6 +85,19 @@ def test_a_failing_step_is_recorded_and_the_run_goes_on(tmp_path, monkeypatch):
     assert c.counts() == (2, 3, 0)
 
 
+def test_only_runs_the_named_steps_and_what_they_need(tmp_path):
+    c = gc.Check(str(tmp_path), ["sanitizer", "load"])
+    assert c.step("environment", lambda: {"figure": 1})["outcome"] == "PASS"  # always run
+    assert c.step("go cuda", lambda: 1 / 0) is None  # left out: neither run nor recorded
+    assert c.step("compute-sanitizer", lambda: {})["outcome"] == "PASS"
+    assert c.step("flatgpu load", lambda: {"outcome": "FAIL", "reason": "x"})["outcome"] == "FAIL"
+    assert [s["step"] for s in c.steps] == ["environment", "compute-sanitizer", "flatgpu load"]
+    assert c.counts() == (2, 1, 0)
+    doc = json.loads((tmp_path / "results.json").read_text())
+    assert doc["only"] == ["sanitizer", "load"] and doc["budget_s"] == gc.BUDGET_S
+    assert "only the steps matching sanitizer, load" in (tmp_path / "summary.txt").read_text().splitlines()[0]
+
+
 def test_libraries_prefer_the_machines_own(tmp_path, work, monkeypatch):
     here = tmp_path / "folder"
     (here / "lib").mkdir(parents=True)

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 
 	"needle/internal/prom"
+	"needle/internal/writer"
 )
 
 // Value is a float64 that goroutines update without a lock.
@@ -97,27 +98,9 @@ func (r *Registry) WriteTo(w io.Writer) (int64, error) {
 	}
 	r.mu.Unlock()
 	sort.Slice(fams, func(i, j int) bool { return fams[i].Name < fams[j].Name })
-	cw := &countWriter{w: w}
+	cw := &writer.Counting{W: w} // prom.Writer leaves counting and errors to its caller's writer
 	prom.NewWriter(cw).Write(fams...)
-	return cw.n, cw.err
-}
-
-// countWriter counts what reaches w and keeps its first error (prom.Writer leaves them to its
-// caller's writer).
-type countWriter struct {
-	w   io.Writer
-	n   int64
-	err error
-}
-
-func (c *countWriter) Write(p []byte) (int, error) {
-	if c.err != nil {
-		return 0, c.err
-	}
-	n, err := c.w.Write(p)
-	c.n += int64(n)
-	c.err = err
-	return n, err
+	return cw.N, cw.Err
 }
 
 // ServeHTTP answers GET /metrics.

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -15,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"needle/internal/writer"
 	"needle/kernels/trainer/delta"
 	"needle/testkit/weightstest"
 	"needle/weights/metrics"
@@ -331,11 +333,11 @@ func TestDiskFull(t *testing.T) {
 	}
 	defer unix.Unmount(mnt, unix.MNT_DETACH)
 	var logs strings.Builder
-	var mu = make(chan struct{}, 1)
+	lw := &writer.Locked{W: io.MultiWriter(&logs, tWriter{t})}
 	out := filepath.Join(mnt, "model.safetensors")
 	pub.PublishImage(img, 0)
 	r := startReceiver(t, out, false, snd.addr)
-	r.opt.Log.SetOutput(lockedWriter{&logs, mu, tWriter{t}})
+	r.opt.Log.SetOutput(lw)
 	r.waitFor(t, 1)
 	changed, _ := weightstest.Image([]weightstest.Tensor{bigModel[0], weightstest.T("norm", "BF16", 256)}, 16)
 	pub.PublishImage(changed, 0)
@@ -343,30 +345,16 @@ func TestDiskFull(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	r.check(t, img)
-	mu <- struct{}{}
+	lw.Lock()
 	if !strings.Contains(logs.String(), "no space left on device") {
 		t.Errorf("the log does not say the disk is full:\n%s", logs.String())
 	}
-	<-mu
+	lw.Unlock()
 	if err := unix.Mount("tmpfs", mnt, "tmpfs", unix.MS_REMOUNT, fmt.Sprintf("size=%d", len(img)*4)); err != nil {
 		t.Fatal(err)
 	}
 	r.waitFor(t, 2)
 	r.check(t, changed)
-}
-
-// lockedWriter writes to a strings.Builder under a one-slot channel lock, and to a test log.
-type lockedWriter struct {
-	b  *strings.Builder
-	mu chan struct{}
-	t  tWriter
-}
-
-func (w lockedWriter) Write(p []byte) (int, error) {
-	w.mu <- struct{}{}
-	w.b.Write(p)
-	<-w.mu
-	return w.t.Write(p)
 }
 
 // TestNeverAnswering: one client asks for the full version and never reads, another connects

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"needle/internal/atomicfile"
+	"needle/internal/mapfile"
 )
 
 // mapped is a file mapped whole; Data writes go to the file (MAP_SHARED).
@@ -68,10 +69,10 @@ func mapFile(f *os.File, size int64) (*mapped, error) {
 		// MAP_POPULATE: a step writes into every page (a full step all of them, a delta at 1%
 		// changed ~20 per 4 KiB page), so the page tables are filled in one pass up front
 		// instead of one fault per page while records are applied.
-		data, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
+		data, err := mapfile.File(f, size, true, true)
 		if err != nil {
 			f.Close()
-			return nil, fmt.Errorf("mmap %s: %w", f.Name(), err)
+			return nil, err
 		}
 		m.Data = data
 	}

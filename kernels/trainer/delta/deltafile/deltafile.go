@@ -33,6 +33,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"needle/internal/atomicfile"
+	"needle/internal/mapfile"
+	"needle/internal/writer"
 	"needle/kernels/trainer/delta"
 	"needle/safetensors"
 )
@@ -104,7 +106,8 @@ func Encode(oldPath, newPath, outPath string, f delta.Format, threads int) (Stat
 		}
 	}
 	err = atomicfile.Create(outPath, func(out *os.File) error {
-		w := &countWriter{w: bufio.NewWriterSize(out, 4<<20)}
+		buf := bufio.NewWriterSize(out, 4<<20)
+		w := &writer.Counting{W: buf}
 		w.Write([]byte(magic))
 		w.Write(header)
 		var s delta.Sparse
@@ -118,7 +121,7 @@ func Encode(oldPath, newPath, outPath string, f delta.Format, threads int) (Stat
 			if err != nil {
 				return err
 			}
-			e := Entry{Name: t.Name, DType: t.DType, Shape: t.Shape, Offset: w.n, Bytes: int64(len(nb)),
+			e := Entry{Name: t.Name, DType: t.DType, Shape: t.Shape, Offset: w.N, Bytes: int64(len(nb)),
 				CRC32C: crc32.Checksum(nb, castagnoli)}
 			ob, reason := baseBytes(oldF, t)
 			if reason == "" {
@@ -135,7 +138,7 @@ func Encode(oldPath, newPath, outPath string, f delta.Format, threads int) (Stat
 			if err != nil {
 				return err
 			}
-			e.Length = w.n - e.Offset
+			e.Length = w.N - e.Offset
 			idx.Tensors = append(idx.Tensors, e)
 		}
 		js, err := json.Marshal(idx)
@@ -145,11 +148,11 @@ func Encode(oldPath, newPath, outPath string, f delta.Format, threads int) (Stat
 		w.Write(js)
 		w.Write(binary.LittleEndian.AppendUint64(nil, uint64(len(js))))
 		w.Write([]byte(magic))
-		st.DeltaBytes = w.n
-		if w.err != nil {
-			return w.err
+		st.DeltaBytes = w.N
+		if w.Err != nil {
+			return w.Err
 		}
-		return w.w.Flush()
+		return buf.Flush()
 	})
 	st.count(idx)
 	return st, err
@@ -210,23 +213,6 @@ func readHeader(path string) ([]byte, error) {
 		return nil, fmt.Errorf("%s: header: %w", path, err)
 	}
 	return h, nil
-}
-
-// countWriter counts bytes written and keeps the first error.
-type countWriter struct {
-	w   *bufio.Writer
-	n   int64
-	err error
-}
-
-func (c *countWriter) Write(b []byte) (int, error) {
-	if c.err != nil {
-		return 0, c.err
-	}
-	n, err := c.w.Write(b)
-	c.n += int64(n)
-	c.err = err
-	return n, err
 }
 
 // ReadIndex reads and checks the index of the open delta file f: magic, footer, version,
@@ -311,9 +297,9 @@ func Apply(basePath, deltaPath, outPath string, threads int) (Stats, error) {
 	if err != nil {
 		return st, err
 	}
-	mapped, err := unix.Mmap(int(df.Fd()), 0, int(info.Size()), unix.PROT_READ, unix.MAP_SHARED)
+	mapped, err := mapfile.File(df, info.Size(), false, false)
 	if err != nil {
-		return st, fmt.Errorf("%s: mmap: %w", deltaPath, err)
+		return st, err
 	}
 	defer unix.Munmap(mapped)
 	read := func(off, n int64) []byte { return mapped[off : off+n] }
