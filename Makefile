@@ -53,7 +53,7 @@ clean:
 
 # The GPU check (../shared/GPU.md): everything a GPU machine without Go, FAISS or OpenBLAS needs,
 # in one ignored folder to carry there; run it with `python3 gpucheck/gpucheck.py OUTDIR`.
-# Everything but the scripts travels xz-compressed (60 MiB at most; gpucheck.py unpacks it);
+# Everything but the scripts travels xz-compressed (60 MiB at most, checked; gpucheck.py unpacks it);
 # pack_libs.py records which symbol versions they need, so that gpucheck.py uses the machine's
 # own libraries where they have them. The clang PTX travels for ptxas, needle_trainer with its
 # tests and libneedle.so for the Python CUDA path, pytest (from the venv, pinned) to run them.
@@ -65,8 +65,10 @@ gpucheck: native
 	for p in $(GPUCHECK_TESTS); do $(GO) test -c $(GPUCHECK_LD) -o gpucheck/$$(basename $$p).test ./$$p || exit 1; done
 	$(GO) build -tags noplot $(GPUCHECK_LD) -o gpucheck/needle ./cmd/needle  # no plot fonts (~5 MB): bench/plot/noplot.go
 	cp -r engine/bert/testdata gpucheck/bert/
-	$(VENV_PY) tools/gpucheck/half_model.py $(NEEDLE_MODEL) gpucheck/cache/models/all-MiniLM-L6-v2
-	head -c 500000 /usr/share/wordnet/data.noun | xz -9 -T2 -c > gpucheck/data.noun.xz
+	head -c 500000 /usr/share/wordnet/data.noun > gpucheck/data.noun
+	$(VENV_PY) tools/gpucheck/half_model.py $(NEEDLE_MODEL) gpucheck/cache/models/all-MiniLM-L6-v2 \
+	  gpucheck/data.noun engine/bert/testdata/*.jsonl  # zero rows for the tokens no carried text uses
+	xz -9 -T2 gpucheck/data.noun
 	cp kernels/*/*/ptx/*_sm80.ptx gpucheck/ptx/
 	cp $(NATIVE)/libneedle.so gpucheck/
 	tar -C python --exclude __pycache__ -cf - needle_trainer tests | tar -C gpucheck/python -xf -
@@ -78,4 +80,5 @@ gpucheck: native
 	xz -6 -T2 gpucheck/ptx/* gpucheck/bert/testdata/* gpucheck/cache/models/all-MiniLM-L6-v2/{tokenizer.json,vocab.txt}
 	xz -T2 --lzma2=preset=9e,lc=0,lp=1,pb=1 gpucheck/cache/models/all-MiniLM-L6-v2/model.safetensors  # 2-byte fp16: 1.9 MB smaller
 	find gpucheck/pylib gpucheck/python -type f -exec xz -6 {} +
-	du -sh gpucheck
+	@size=$$(du -sb gpucheck | cut -f1); echo "gpucheck: $$((size / 1048576)) MiB"; \
+	  if [ $$size -gt 62914560 ]; then echo "gpucheck: over 60 MiB (the device tool carries 64 MiB with the tree)" >&2; exit 1; fi
