@@ -153,3 +153,16 @@ def test_unpack_leaves_the_folder_as_built(tmp_path, work, monkeypatch):
     assert (work / "sub" / "a.test").read_bytes() == b"binary" and os.access(work / "sub" / "a.test", os.X_OK)
     assert (work / "plain.txt").read_text() == "x" and not (work / "lib" / "libx.so.1").exists()
     assert sorted(os.listdir(here / "sub")) == ["a.test.xz"]
+
+
+def test_sanitizer_stops_where_it_refuses_the_device(work, tmp_path, monkeypatch):
+    """A sanitizer that refuses the device fails its first run with its output, and the other
+    runs are recorded as not run, saying why, instead of each failing the same way."""
+    tool = tmp_path / "compute-sanitizer"
+    script(tool, "echo '========= Error: Device not supported'; echo '========= ERROR SUMMARY: 1 error'; exit 99\n")
+    monkeypatch.setattr(gc, "find_cuda_tool", lambda name: str(tool))
+    rec = gc.sanitizer(str(tmp_path))
+    first, *rest = rec["tests"]
+    assert first["outcome"] == "FAIL" and "Device not supported" in first["reason"] and first["errors"] == 1
+    assert len(rest) == 3 * len(gc.SANITIZED) - 1
+    assert all(t["outcome"] == "FAIL" and "refused the device" in t["reason"] for t in rest)
