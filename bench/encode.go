@@ -16,9 +16,8 @@ import (
 	"needle/engine/bert"
 	"needle/engine/wordpiece"
 	"needle/internal/atomicfile"
-	"needle/kernels/bert/nn"
-
 	"needle/internal/procstat"
+	"needle/kernels/bert/nn"
 )
 
 // EncodeOptions are the flags of `needle bench encode`.

@@ -7,13 +7,12 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"needle/internal/byteview"
 	"os"
 	"time"
 
 	"needle/engine"
 	"needle/faissgo"
-
+	"needle/internal/byteview"
 	"needle/internal/procstat"
 )
 

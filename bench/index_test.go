@@ -4,13 +4,13 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
-	"needle/internal/byteview"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"needle/engine/compact"
 	"needle/faissgo"
+	"needle/internal/byteview"
 	"needle/testkit/testvec"
 )
 

@@ -3,7 +3,6 @@ package engine_test
 import (
 	"context"
 	"math"
-	"needle/testkit/testvec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,6 +11,7 @@ import (
 	"needle/engine"
 	"needle/engine/milvusindex"
 	"needle/testkit/milvustest"
+	"needle/testkit/testvec"
 )
 
 // floats are rows of dim floats as milvusindex.Vectors.

@@ -3,11 +3,12 @@ package faissgo
 import (
 	"bytes"
 	"io"
-	"needle/internal/byteview"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"needle/internal/byteview"
 )
 
 // putFloats is the data WriteFlat's caller streams: little-endian float32s.

@@ -4,13 +4,13 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"math"
-	"needle/internal/byteview"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"needle/internal/byteview"
 	"needle/testkit/testenv"
 )
 

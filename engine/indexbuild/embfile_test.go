@@ -3,7 +3,6 @@ package indexbuild
 import (
 	"bytes"
 	"io"
-	"needle/testkit/testvec"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,6 +10,7 @@ import (
 	"testing"
 
 	"needle/faissgo"
+	"needle/testkit/testvec"
 )
 
 // A FAISS flat index file serves as --embeddings: its rows are read in place; a truncated

@@ -8,11 +8,11 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
-	"needle/internal/byteview"
 	"os"
 	"path/filepath"
 
 	"needle/internal/atomicfile"
+	"needle/internal/byteview"
 )
 
 // A shard file holds the embeddings of rows [start, start+count) and the bad rows among

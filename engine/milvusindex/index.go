@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"needle/internal/byteview"
 	"strconv"
 	"time"
 
@@ -15,6 +14,8 @@ import (
 	"github.com/milvus-io/milvus-proto/go-api/v2/schemapb"
 	"github.com/milvus-io/milvus-sdk-go/v2/client"
 	"github.com/milvus-io/milvus-sdk-go/v2/entity"
+
+	"needle/internal/byteview"
 )
 
 // Options say which collection `needle serve --milvus` searches, and how.

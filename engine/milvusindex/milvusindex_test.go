@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"math"
-	"needle/testkit/testvec"
 	"slices"
 	"strings"
 	"testing"
@@ -14,6 +13,7 @@ import (
 	"github.com/milvus-io/milvus-sdk-go/v2/entity"
 
 	"needle/testkit/milvustest"
+	"needle/testkit/testvec"
 )
 
 // memVectors are seeded random unit vectors; fail, if set, runs before reading a batch

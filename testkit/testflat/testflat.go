@@ -4,11 +4,11 @@ package testflat
 
 import (
 	"io"
-	"needle/internal/byteview"
 	"os"
 	"testing"
 
 	"needle/faissgo"
+	"needle/internal/byteview"
 )
 
 // WriteFlat writes n rows of dim floats as a FAISS IndexFlatIP/L2 file at path, asking rows

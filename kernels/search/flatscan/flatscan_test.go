@@ -3,9 +3,9 @@ package flatscan
 import (
 	"fmt"
 	"math"
-	"needle/internal/byteview"
 	"testing"
 
+	"needle/internal/byteview"
 	"needle/platform/cpu"
 	"needle/testkit/testvec"
 )
