@@ -44,8 +44,8 @@ type ContextEncoder interface {
 }
 
 // ContextIndex is an Index whose search can stop part way once ctx ends, returning ctx's
-// error (engine/flat: between stripes of rows; a pass over wiki-18's flat file takes
-// minutes). The Batcher uses it, where the Index has it, to stop a search whose every client
+// error (engine/flat: between stripes of rows, a pass over wiki-18's flat file takes
+// minutes; engine/compact: between units of 16 queries). The Batcher uses it, where the Index has it, to stop a search whose every client
 // has gone away. As for ContextEncoder, its units (engine/flat: each stripe) should begin
 // with gate.Wait(ctx), and a search waiting there must hold nothing another search needs: a
 // single query's search runs meanwhile (engine/flat's searches run side by side).

@@ -2,21 +2,26 @@ package compact
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
-	"needle/internal/byteview"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 
 	"needle/engine/flat"
+	"needle/engine/gate"
 	"needle/engine/indexbuild"
 	"needle/faissgo"
+	"needle/internal/byteview"
 	"needle/internal/procstat"
+	"needle/testkit/testctx"
 	"needle/testkit/testenv"
 	"needle/testkit/testflat"
 	"needle/testkit/testvec"
@@ -335,4 +340,55 @@ func FuzzReadForm(f *testing.F) {
 			t.Fatalf("accepted an invalid form %+v", form)
 		}
 	})
+}
+
+// SearchContext answers as Search in units of rerankBatch queries (with and without
+// re-ranking): it checks ctx before each unit, and a search whose context carries a gate (the
+// server's bulk work) waits at it before each unit while a single query's search runs on the
+// same index, holding nothing that search needs.
+func TestSearchContextPausesBetweenUnits(t *testing.T) {
+	const n, dim, k = 2000, 32, 10
+	const nq = rerankBatch + 5 // two units
+	db, q := testvec.SmallInts(n, dim, 1), testvec.SmallInts(nq, dim, 2)
+	dir := t.TempDir()
+	src := writeFlat(t, dir, faissgo.IP, dim, n, fixed(db, dim))
+	out := filepath.Join(dir, "form")
+	convert(t, Config{From: src, Out: out, Factory: "IVF16,PQ8x4np", TrainSize: n, Rerank: 50, Nprobe: 4})
+	for _, opt := range []Options{{Threads: 2}, {Threads: 2, Rerank: -1}} {
+		x := open(t, out, opt)
+		wantD, wantL := search(t, x, q, dim, k)
+		single := q[:dim]
+		_, singleL := search(t, x, single, dim, k)
+		d, l := make([]float32, nq*k), make([]int64, nq*k)
+		if err := x.SearchContext(testctx.LiveFor(2), q, k, d, l); err != nil || !slices.Equal(l, wantL) || !slices.Equal(d, wantD) {
+			t.Fatalf("rerank %d: SearchContext with a live context: %v, or other answers", opt.Rerank, err)
+		}
+		if err := x.SearchContext(testctx.LiveFor(1), q, k, d, l); !errors.Is(err, context.Canceled) {
+			t.Fatalf("rerank %d: a context that ended after the first unit: %v, want context.Canceled", opt.Rerank, err)
+		}
+
+		var g gate.Gate
+		u, err := g.Begin(context.Background(), true) // as the server's batcher begins a bulk search
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.Enter() // a single query is waiting
+		clear(l)
+		done := make(chan error)
+		go func() { done <- x.SearchContext(gate.With(context.Background(), u), q, k, d, l) }()
+		for g.Pauses() == 0 { // the bulk search waits at its first unit
+			runtime.Gosched()
+		}
+		if _, got := search(t, x, single, dim, k); !slices.Equal(got, singleL) {
+			t.Fatalf("rerank %d: the single query's search while the bulk one waits: %v, want %v", opt.Rerank, got, singleL)
+		}
+		g.Leave()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		u.End()
+		if !slices.Equal(l, wantL) || !slices.Equal(d, wantD) {
+			t.Fatalf("rerank %d: the bulk search after it waited gave other answers", opt.Rerank)
+		}
+	}
 }

@@ -2,9 +2,9 @@ package compact
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
-	"needle/internal/byteview"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -14,7 +14,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"needle/engine/gate"
 	"needle/faissgo"
+	"needle/internal/byteview"
 	"needle/kernels/search/flatscan"
 	"needle/platform/cpu"
 )
@@ -28,9 +30,12 @@ type Options struct {
 }
 
 const (
-	// rerankBatch is the most queries re-ranked at a time: it bounds the gathered rows
-	// (rerankBatch x Rerank x Dim floats: 19.7 MB at 64 x 100 x 768).
-	rerankBatch = 64
+	// rerankBatch is the most queries searched at a time, one unit of a search that pauses
+	// (SearchContext): a single query waits for at most one unit of a bulk search, and the
+	// gathered rows are bounded (rerankBatch x Rerank x Dim floats: 9.8 MB at 16 x 200 x 768).
+	// 64-query units kept the singles' p99 during a slow POST at 144 ms, 16 brought it to 47
+	// (docs/measurements/2026-11-27-compact-pauses.md).
+	rerankBatch = 16
 	// readers is the number of row reads in flight while gathering candidates: random
 	// reads of one row from a file that does not fit in RAM are disk reads, and this
 	// machine's disk does 16k random 4 KiB reads/s one at a time, 40k with 16+ in flight.
@@ -47,7 +52,7 @@ type Index struct {
 	rerank  int
 	threads int
 
-	mu   sync.Mutex // guards the scratch below
+	mu   sync.Mutex // guards the scratch below (and src's closing), held by one unit of a search
 	scan flatscan.Search
 	cd   []float32
 	cl   []int64
@@ -136,21 +141,36 @@ func (x *Index) Rerank() int { return x.rerank }
 // query and the answer is their exact top k (scores and ties as the mapped flat index gives
 // them over those rows); without, the codes' approximate scores.
 func (x *Index) Search(q []float32, k int, dist []float32, labels []int64) error {
-	if x.rerank == 0 {
-		return x.codes.Search(q, k, dist, labels)
-	}
+	return x.SearchContext(context.Background(), q, k, dist, labels)
+}
+
+// SearchContext is Search in units of at most rerankBatch queries, each begun with
+// gate.Wait(ctx) and a check of ctx: the server's bulk work pauses there for single queries
+// (engine/gate), and a search whose clients all went away stops. A unit holds the re-ranking
+// scratch only while it runs, so a single query's search runs between two units of a bulk one
+// (each query's answer depends on that query alone: faissgo searches one query per call).
+func (x *Index) SearchContext(ctx context.Context, q []float32, k int, dist []float32, labels []int64) error {
 	d := x.form.Dimension
-	if len(q)%d != 0 || k <= 0 || len(dist) < len(q)/d*k || len(labels) < len(q)/d*k {
+	nq := len(q) / d
+	if len(q)%d != 0 || k <= 0 || len(dist) < nq*k || len(labels) < nq*k {
 		return fmt.Errorf("compact: search of %d floats for dimension %d, k %d, into %d distances and %d labels", len(q), d, k, len(dist), len(labels))
 	}
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	if x.src == nil {
-		return errors.New("compact: search on a closed index")
-	}
-	for lo := 0; lo < len(q)/d; lo += rerankBatch {
-		hi := min(lo+rerankBatch, len(q)/d)
-		if err := x.rerankBatch(q[lo*d:hi*d], k, dist[lo*k:hi*k], labels[lo*k:hi*k]); err != nil {
+	for lo := 0; lo < nq; lo += rerankBatch {
+		if err := gate.Wait(ctx); err != nil {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		hi := min(lo+rerankBatch, nq)
+		qs, ds, ls := q[lo*d:hi*d], dist[lo*k:hi*k], labels[lo*k:hi*k]
+		var err error
+		if x.rerank == 0 {
+			err = x.codes.Search(qs, k, ds, ls)
+		} else {
+			err = x.rerankBatch(qs, k, ds, ls)
+		}
+		if err != nil {
 			return err
 		}
 	}
@@ -160,6 +180,11 @@ func (x *Index) Search(q []float32, k int, dist []float32, labels []int64) error
 // rerankBatch answers up to rerankBatch queries: candidates from the codes, their rows
 // gathered from the source, exact scores and heaps in flatscan.
 func (x *Index) rerankBatch(q []float32, k int, dist []float32, labels []int64) error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.src == nil {
+		return errors.New("compact: search on a closed index")
+	}
 	d := x.form.Dimension
 	nq, r := len(q)/d, max(x.rerank, k)
 	// Scratch reused from batch to batch (slices.Grow keeps a large enough one).

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
-	"needle/internal/byteview"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,8 +16,10 @@ import (
 
 	"needle/engine/gate"
 	"needle/faissgo"
+	"needle/internal/byteview"
 	"needle/internal/procstat"
 	"needle/kernels/search/flatscan"
+	"needle/testkit/testctx"
 	"needle/testkit/testenv"
 	"needle/testkit/testflat"
 	"needle/testkit/testvec"
@@ -156,19 +157,6 @@ func TestSameAnswersAsFAISS(t *testing.T) {
 	}
 }
 
-// liveFor is a context whose Err is nil for its first n calls and context.Canceled after.
-type liveFor struct {
-	context.Context
-	n int
-}
-
-func (c *liveFor) Err() error {
-	if c.n--; c.n < 0 {
-		return context.Canceled
-	}
-	return nil
-}
-
 // SearchContext gives Search's answers while ctx lives, and checks ctx between stripes: a
 // context that ends after the first stripe stops the search of two.
 func TestSearchContextStopsBetweenStripes(t *testing.T) {
@@ -182,11 +170,11 @@ func TestSearchContextStopsBetweenStripes(t *testing.T) {
 	q := unitGaussians(1, dim, 4)
 	want := searchIndex(t, x, q, dim, 5)
 	got := result{make([]float32, 5), make([]int64, 5)}
-	if err := x.SearchContext(&liveFor{context.Background(), 2}, q, 5, got.dist, got.labels); err != nil {
+	if err := x.SearchContext(testctx.LiveFor(2), q, 5, got.dist, got.labels); err != nil {
 		t.Fatal(err)
 	}
 	same(t, "SearchContext with a live context", got, want, true)
-	if err := x.SearchContext(&liveFor{context.Background(), 1}, q, 5, got.dist, got.labels); !errors.Is(err, context.Canceled) {
+	if err := x.SearchContext(testctx.LiveFor(1), q, 5, got.dist, got.labels); !errors.Is(err, context.Canceled) {
 		t.Errorf("a context that ended after the first stripe: %v, want context.Canceled", err)
 	}
 }

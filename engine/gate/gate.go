@@ -3,7 +3,8 @@
 // POST). A batch in flight cannot be taken back, but bulk work is made of small units: the
 // Batcher begins each bulk batch it encodes or searches at the Gate, and the encoder and index
 // backends that take a context pause inside a batch (engine/bert before each op of a layer,
-// engine/flat before each stripe of rows) through Wait(ctx). There:
+// engine/flat before each stripe of rows, engine/compact before each unit of queries) through
+// Wait(ctx). There:
 //   - interactive work goes first: while an interactive job waits, no bulk unit begins, and an
 //     interactive batch starts once the bulk units in flight have ended. So a single query that
 //     arrives while a 2,560-query POST is encoded and searched waits for one op or stripe of
