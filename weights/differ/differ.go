@@ -128,7 +128,7 @@ func (w *worker) encode(base []byte, cur *store.Snapshot, i int, f delta.Format)
 	}
 	a := appender(make([]byte, wire.HeaderLen, wire.HeaderLen+wire.RecordHeaderLen+64+int(st.Changed)*(es+2)))
 	a = wire.AppendRecordHeader(a, i, wire.OpFor(f), es)
-	if _, err := delta.WriteRecord(&a, f, &w.sp, nb); err != nil {
+	if _, err := delta.WriteRecord(&a, f, &w.sp, ob, nb); err != nil {
 		return nil, Stats{}, err
 	}
 	wire.PutHeader(a[:wire.HeaderLen], wire.KindRecord, a[wire.HeaderLen:])

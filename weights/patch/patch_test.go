@@ -26,7 +26,7 @@ func TestApplyRejects(t *testing.T) {
 		t.Fatal(err)
 	}
 	var rec bytes.Buffer
-	delta.WriteRecord(&rec, delta.AstraFlow, &sp, bytes.Repeat([]byte{1}, 16))
+	delta.WriteRecord(&rec, delta.AstraFlow, &sp, nil, bytes.Repeat([]byte{1}, 16))
 	for _, c := range []struct {
 		rec  wire.Record
 		want string

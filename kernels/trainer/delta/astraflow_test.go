@@ -57,7 +57,7 @@ func TestAstraFlowRecordMatchesPython(t *testing.T) {
 				t.Fatal(err)
 			}
 			var ours bytes.Buffer
-			WriteRecord(&ours, AstraFlow, &s, newBits)
+			WriteRecord(&ours, AstraFlow, &s, oldBits, newBits)
 			if !bytes.Equal(ours.Bytes(), theirs) {
 				t.Fatalf("es=%d frac=%v: our record (%d bytes) differs from AstraFlow's (%d bytes)", c.es, c.frac, ours.Len(), len(theirs))
 			}

@@ -137,16 +137,22 @@ func TestApplyRoundTrip(t *testing.T) {
 						t.Fatal(err)
 					}
 					var rec bytes.Buffer
-					if _, err := WriteRecord(&rec, f, &s, newBits); err != nil {
+					if _, err := WriteRecord(&rec, f, &s, oldBits, newBits); err != nil {
 						t.Fatal(err)
 					}
 					for _, threads := range []int{1, 2} {
+						// Records are idempotent: one applied again (a resumed transfer) or over a
+						// base it half changed (a kill mid-apply) gives the new tensor too.
+						half := bytes.Clone(oldBits)
+						copy(half[:len(half)/2], newBits)
 						base := bytes.Clone(oldBits)
-						if err := ApplyRecord(base, es, f, rec.Bytes(), nil, threads); err != nil {
-							t.Fatalf("%s es=%d n=%d frac=%v: %v", f, es, n, frac, err)
-						}
-						if !bytes.Equal(base, newBits) {
-							t.Fatalf("%s es=%d n=%d frac=%v threads=%d: applied tensor differs from new", f, es, n, frac, threads)
+						for i, b := range [][]byte{base, base, half} {
+							if err := ApplyRecord(b, es, f, rec.Bytes(), nil, threads); err != nil {
+								t.Fatalf("%s es=%d n=%d frac=%v: %v", f, es, n, frac, err)
+							}
+							if !bytes.Equal(b, newBits) {
+								t.Fatalf("%s es=%d n=%d frac=%v threads=%d: tensor %d applied differs from new", f, es, n, frac, threads, i)
+							}
 						}
 					}
 				}
@@ -201,7 +207,7 @@ func TestIndexWidthPast2to32(t *testing.T) {
 			t.Fatalf("%s: %v", l, err)
 		}
 		var rec bytes.Buffer
-		if _, err := WriteRecord(&rec, AstraFlow, &wide, nil); err != nil {
+		if _, err := WriteRecord(&rec, AstraFlow, &wide, nil, nil); err != nil {
 			t.Fatal(err)
 		}
 		if flags := binary.LittleEndian.Uint16(rec.Bytes()[10:]); flags != 1 {
@@ -226,7 +232,7 @@ func TestAstraFlowLayout(t *testing.T) {
 		t.Fatal(err)
 	}
 	var rec bytes.Buffer
-	if _, err := WriteRecord(&rec, AstraFlow, &s, newBits); err != nil {
+	if _, err := WriteRecord(&rec, AstraFlow, &s, oldBits, newBits); err != nil {
 		t.Fatal(err)
 	}
 	want := []byte{1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 9, 0}
@@ -241,7 +247,7 @@ func TestCompactFallsBackToDense(t *testing.T) {
 	if err := Encode(&s, oldBits, newBits, 2, 1); err != nil {
 		t.Fatal(err)
 	}
-	rec, err := appendCompact(nil, &s, newBits)
+	rec, err := appendCompact(nil, &s, oldBits, newBits)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,7 +258,7 @@ func TestCompactFallsBackToDense(t *testing.T) {
 	if err := Encode(&s, oldBits, newBits, 2, 1); err != nil {
 		t.Fatal(err)
 	}
-	if rec, err = appendCompact(nil, &s, newBits); err != nil {
+	if rec, err = appendCompact(nil, &s, oldBits, newBits); err != nil {
 		t.Fatal(err)
 	}
 	if rec[5] != compactSparse || rec[6] != 1 || len(rec) >= int(s.Count())*6 {
@@ -272,21 +278,27 @@ func TestCompactGapEscapes(t *testing.T) {
 	if err := Encode(&s, oldBits, newBits, 2, 1); err != nil {
 		t.Fatal(err)
 	}
-	for _, w := range []int{1, 2, 4} {
-		rec := buildSparseCompact(t, &s, w)
-		base := bytes.Clone(oldBits)
-		if err := ApplyRecord(base, 2, Compact, rec, nil, 1); err != nil || !bytes.Equal(base, newBits) {
-			t.Fatalf("gap width %d: %v", w, err)
+	for _, version := range []int{1, 2} {
+		for _, w := range []int{1, 2, 4} {
+			rec := buildSparseCompact(t, &s, oldBits, version, w)
+			base := bytes.Clone(oldBits)
+			if err := ApplyRecord(base, 2, Compact, rec, nil, 1); err != nil || !bytes.Equal(base, newBits) {
+				t.Fatalf("version %d gap width %d: %v", version, w, err)
+			}
 		}
 	}
 }
 
-// buildSparseCompact writes s as a sparse compact record with gap width w, whatever width
-// appendCompact would pick.
-func buildSparseCompact(t *testing.T, s *Sparse, w int) []byte {
+// buildSparseCompact writes s, the delta from oldBits, as a sparse compact record of version
+// 1 (every plane) or 2 with gap width w, whatever width appendCompact would pick.
+func buildSparseCompact(t testing.TB, s *Sparse, oldBits []byte, version, w int) []byte {
 	t.Helper()
-	payload := appendSparsePayload(nil, s, w)
-	rec := putCompactHeader(nil, compactSparse, w, s.ElemSize, uint64(s.Len), uint64(s.Count()), uint64(len(payload)))
+	low := lowBytes(version, s.ElemSize)
+	payload := appendPlanes(appendGaps(nil, s, w), s, low)
+	if version == 2 {
+		payload = appendExceptions(payload, s, oldBits, low)
+	}
+	rec := putCompactHeader(nil, version, compactSparse, w, s.ElemSize, uint64(s.Len), uint64(s.Count()), uint64(len(payload)))
 	return zenc().EncodeAll(payload, rec)
 }
 
@@ -297,12 +309,17 @@ func TestBadRecordsLeaveBaseUntouched(t *testing.T) {
 		t.Fatal(err)
 	}
 	var astra bytes.Buffer
-	WriteRecord(&astra, AstraFlow, &s, newBits)
+	WriteRecord(&astra, AstraFlow, &s, oldBits, newBits)
 	good := astra.Bytes()
 	nnz := int(s.Count())
 	mod := func(f func(b []byte) []byte) []byte { return f(bytes.Clone(good)) }
-	compact := buildSparseCompact(t, &s, 1)
+	compact := buildSparseCompact(t, &s, oldBits, 1, 1)
 	cmod := func(f func(b []byte) []byte) []byte { return f(bytes.Clone(compact)) }
+	// v2 builds a version-2 record whose exceptions section is ex.
+	v2 := func(ex ...byte) []byte {
+		payload := append(appendPlanes(appendGaps(nil, &s, 1), &s, 1), ex...)
+		return zenc().EncodeAll(payload, putCompactHeader(nil, 2, compactSparse, 1, 2, 1000, uint64(nnz), uint64(len(payload))))
+	}
 	cases := []struct {
 		name string
 		f    Format
@@ -327,7 +344,7 @@ func TestBadRecordsLeaveBaseUntouched(t *testing.T) {
 		}), "not greater"},
 		{"compact empty", Compact, nil, "shorter than its 32-byte header"},
 		{"compact magic", Compact, cmod(func(b []byte) []byte { b[0] = 'X'; return b }), "magic"},
-		{"compact version", Compact, cmod(func(b []byte) []byte { b[4] = 2; return b }), "version 2"},
+		{"compact version", Compact, cmod(func(b []byte) []byte { b[4] = 3; return b }), "version 3"},
 		{"compact kind", Compact, cmod(func(b []byte) []byte { b[5] = 9; return b }), "kind 9"},
 		{"compact width", Compact, cmod(func(b []byte) []byte { b[6] = 3; return b }), "gap width 3"},
 		{"compact elem size", Compact, cmod(func(b []byte) []byte { b[7] = 4; return b }), "element size is 4"},
@@ -335,7 +352,10 @@ func TestBadRecordsLeaveBaseUntouched(t *testing.T) {
 		{"compact count", Compact, cmod(func(b []byte) []byte { b[16]++; return b }), "payload length"},
 		{"compact truncated", Compact, compact[:len(compact)-3], "payload"},
 		{"compact corrupt zstd", Compact, cmod(func(b []byte) []byte { b[len(b)/2+16] ^= 0xff; return b }), "payload"},
-		{"compact dense short", Compact, putCompactHeader(nil, compactDense, 0, 2, 1000, 0, 2000), "dense"},
+		{"compact exceptions trailing", Compact, v2(0, 0), "after the last exception"},
+		{"compact exception past the end", Compact, v2(1, byte(nnz), 7), "past the last entry"},
+		{"compact exceptions cut", Compact, v2(2, 0, 7), "is cut"},
+		{"compact dense short", Compact, putCompactHeader(nil, compactVersion, compactDense, 0, 2, 1000, 0, 2000), "dense"},
 	}
 	for _, c := range cases {
 		base := bytes.Clone(oldBits)
@@ -356,11 +376,13 @@ func FuzzApplyRecord(f *testing.F) {
 		f.Fatal(err)
 	}
 	var astra bytes.Buffer
-	WriteRecord(&astra, AstraFlow, &s, newBits)
-	compact, _ := appendCompact(nil, &s, newBits)
+	WriteRecord(&astra, AstraFlow, &s, oldBits, newBits)
+	compact, _ := appendCompact(nil, &s, oldBits, newBits)
 	f.Add(byte(0), astra.Bytes())
 	f.Add(byte(1), compact)
-	f.Add(byte(1), putCompactHeader(nil, compactDense, 0, 2, 300, 0, 600))
+	f.Add(byte(1), buildSparseCompact(f, &s, oldBits, 1, 1))
+	f.Add(byte(1), buildSparseCompact(f, &s, oldBits, 2, 2))
+	f.Add(byte(1), putCompactHeader(nil, compactVersion, compactDense, 0, 2, 300, 0, 600))
 	f.Add(byte(0), astra.Bytes()[:20])
 	f.Fuzz(func(t *testing.T, format byte, rec []byte) {
 		base := bytes.Clone(oldBits)
@@ -369,4 +391,47 @@ func FuzzApplyRecord(f *testing.F) {
 			t.Fatalf("error %v and the base changed", err)
 		}
 	})
+}
+
+// TestCompactKeepsHighBytes: on bf16 weights of a trained model's spread with 1% changed by
+// 1-3 units (carries into the high byte included), a version-2 record stores the low bytes
+// and the few changed high bytes: at most 0.4x AstraFlow's bytes (version 1, every plane,
+// took 0.50x), and it applies to the new tensor.
+func TestCompactKeepsHighBytes(t *testing.T) {
+	const n = 1 << 20
+	r := rand.New(rand.NewPCG(3, 4))
+	oldBits := make([]byte, 2*n)
+	for i := range n {
+		w := (r.Float32() + r.Float32() - 1) * 0.04
+		binary.LittleEndian.PutUint16(oldBits[2*i:], uint16(math.Float32bits(w)>>16))
+	}
+	newBits := bytes.Clone(oldBits)
+	for i := r.IntN(199); i < n; i += 1 + r.IntN(199) {
+		v, d := binary.LittleEndian.Uint16(newBits[2*i:]), uint16(1+r.IntN(3))
+		if r.IntN(2) == 0 {
+			v += d
+		} else {
+			v -= d
+		}
+		binary.LittleEndian.PutUint16(newBits[2*i:], v)
+	}
+	var s Sparse
+	if err := Encode(&s, oldBits, newBits, 2, 1); err != nil {
+		t.Fatal(err)
+	}
+	var rec bytes.Buffer
+	if _, err := WriteRecord(&rec, Compact, &s, oldBits, newBits); err != nil {
+		t.Fatal(err)
+	}
+	astra := 16 + 6*s.Count()
+	v1 := buildSparseCompact(t, &s, oldBits, 1, 1)
+	t.Logf("%d changed: compact v2 %d bytes = %.3fx AstraFlow's %d (v1 %.3fx)", s.Count(), rec.Len(),
+		float64(rec.Len())/float64(astra), astra, float64(len(v1))/float64(astra))
+	if rec.Bytes()[4] != 2 || float64(rec.Len()) > 0.4*float64(astra) {
+		t.Fatalf("version %d record of %d bytes: more than 0.4x AstraFlow's %d", rec.Bytes()[4], rec.Len(), astra)
+	}
+	base := bytes.Clone(oldBits)
+	if err := ApplyRecord(base, 2, Compact, rec.Bytes(), nil, 1); err != nil || !bytes.Equal(base, newBits) {
+		t.Fatalf("apply: %v", err)
+	}
 }

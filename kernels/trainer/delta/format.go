@@ -1,6 +1,7 @@
 package delta
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -47,11 +48,12 @@ const (
 	astraFlagIndex8 = 1 // flags bit 0: indices are u64
 )
 
-// WriteRecord writes the record of s, the delta of a tensor whose new bits are newBits,
-// in format f to w, and returns the bytes written.
-func WriteRecord(w io.Writer, f Format, s *Sparse, newBits []byte) (int64, error) {
+// WriteRecord writes the record of s, the delta of a tensor from oldBits to newBits, in
+// format f to w, and returns the bytes written. AstraFlow's needs only newBits' values (in s);
+// the compact format reads oldBits too (which high bytes a change kept).
+func WriteRecord(w io.Writer, f Format, s *Sparse, oldBits, newBits []byte) (int64, error) {
 	if f == Compact {
-		rec, err := appendCompact(nil, s, newBits)
+		rec, err := appendCompact(nil, s, oldBits, newBits)
 		if err != nil {
 			return 0, err
 		}
@@ -129,7 +131,7 @@ func ApplyRecord(base []byte, elemSize int, f Format, rec []byte, scratch *Spars
 	if scratch == nil {
 		scratch = &Sparse{}
 	}
-	dense, err := decodeCompact(rec, n, elemSize, scratch)
+	dense, err := decodeCompact(rec, base, elemSize, scratch)
 	if err != nil {
 		return err
 	}
@@ -143,22 +145,30 @@ func ApplyRecord(base []byte, elemSize int, f Format, rec []byte, scratch *Spars
 // Compact record layout, little-endian:
 //
 //	0  magic "NDLC"
-//	4  u8 version (1)
+//	4  u8 version: 2 (written), 1 (still read: delta files of earlier builds)
 //	5  u8 kind: 1 sparse, 2 dense
 //	6  u8 gap width: 1, 2 or 4 (sparse), 0 (dense)
 //	7  u8 element size
 //	8  u64 elements in the tensor
 //	16 u64 changed elements (nnz)
 //	24 u64 payload length before compression
-//	32 payload: sparse = zstd(gaps || value byte planes); dense = the raw new tensor
+//	32 payload: sparse = zstd(gaps || low byte planes || exceptions); dense = the raw new tensor
 //
 // Gaps: entry k stores idx[k] - idx[k-1] - 1 (entry 0 stores idx[0]) in width w bytes; a
-// gap >= M = 2^(8w)-1 is written as floor(gap/M) words of M then the remainder. Value
-// byte planes: byte 0 of every value, then byte 1, ... (zstd finds the repeated
-// exponent bytes).
+// gap >= M = 2^(8w)-1 is written as floor(gap/M) words of M then the remainder. Byte planes:
+// byte 0 of every new value, then byte 1, ... (zstd finds the repeated bytes).
+//
+// Version 2 stores the planes of the low half of each value only (byte 0 of bf16/fp16, bytes
+// 0-1 of fp32): an optimizer step changes the low mantissa bits and leaves sign and exponent,
+// so the high half is the base's. Exceptions list the entries whose high half changed: a
+// uvarint count, then per exception the uvarint of its entry number minus the previous one's
+// minus 1, and its new high bytes. On 1%-changed bf16 weights this takes records from half of
+// AstraFlow's bytes to a third. A record stays idempotent (a chunk may get its record twice
+// when a transfer resumes): its bytes never depend on the base's bytes that it changes.
+// Version 1 stores every plane and no exceptions.
 const (
 	compactMagic   = "NDLC"
-	compactVersion = 1
+	compactVersion = 2
 	compactSparse  = 1
 	compactDense   = 2
 	compactHdrLen  = 32
@@ -177,6 +187,14 @@ var (
 
 func gapMax(w int) uint64 { return 1<<(8*uint(w)) - 1 }
 
+// lowBytes is the bytes of each value a version's planes hold for every entry.
+func lowBytes(version, elemSize int) int {
+	if version == 1 {
+		return elemSize
+	}
+	return elemSize / 2
+}
+
 // gapBytes returns the gap-stream size of s for widths 1, 2 and 4.
 func gapBytes(s *Sparse) [3]uint64 {
 	var words [3]uint64
@@ -191,22 +209,23 @@ func gapBytes(s *Sparse) [3]uint64 {
 	return [3]uint64{words[0], 2 * words[1], 4 * words[2]}
 }
 
-func putCompactHeader(dst []byte, kind, w, elemSize int, n, nnz, raw uint64) []byte {
+func putCompactHeader(dst []byte, version, kind, w, elemSize int, n, nnz, raw uint64) []byte {
 	dst = append(dst, compactMagic...)
-	dst = append(dst, compactVersion, byte(kind), byte(w), byte(elemSize))
+	dst = append(dst, byte(version), byte(kind), byte(w), byte(elemSize))
 	dst = binary.LittleEndian.AppendUint64(dst, n)
 	dst = binary.LittleEndian.AppendUint64(dst, nnz)
 	return binary.LittleEndian.AppendUint64(dst, raw)
 }
 
-// appendCompact appends the compact record of s (new tensor bits newBits) to dst.
-func appendCompact(dst []byte, s *Sparse, newBits []byte) ([]byte, error) {
-	if int64(len(newBits)) != s.Len*int64(s.ElemSize) {
-		return nil, fmt.Errorf("new tensor has %d bytes, delta is for %d elements of %d bytes", len(newBits), s.Len, s.ElemSize)
+// appendCompact appends the compact record (version 2) of s, the delta from oldBits to
+// newBits, to dst: sparse, or dense where that is smaller.
+func appendCompact(dst []byte, s *Sparse, oldBits, newBits []byte) ([]byte, error) {
+	if int64(len(newBits)) != s.Len*int64(s.ElemSize) || len(oldBits) != len(newBits) {
+		return nil, fmt.Errorf("tensors of %d and %d bytes, delta is for %d elements of %d bytes", len(oldBits), len(newBits), s.Len, s.ElemSize)
 	}
 	n, nnz, es := uint64(s.Len), uint64(s.Count()), s.ElemSize
 	dense := func() []byte {
-		return append(putCompactHeader(dst, compactDense, 0, es, n, nnz, uint64(len(newBits))), newBits...)
+		return append(putCompactHeader(dst, compactVersion, compactDense, 0, es, n, nnz, uint64(len(newBits))), newBits...)
 	}
 	costs := gapBytes(s)
 	wi := 0
@@ -216,12 +235,13 @@ func appendCompact(dst []byte, s *Sparse, newBits []byte) ([]byte, error) {
 		}
 	}
 	w := []int{1, 2, 4}[wi]
-	raw := costs[wi] + nnz*uint64(es)
-	if raw >= uint64(len(newBits)) {
+	low := lowBytes(compactVersion, es)
+	if costs[wi]+nnz*uint64(low) >= uint64(len(newBits)) {
 		return dense(), nil
 	}
-	payload := appendSparsePayload(make([]byte, 0, raw+8), s, w)
-	out := putCompactHeader(dst, compactSparse, w, es, n, nnz, raw)
+	payload := appendPlanes(appendGaps(make([]byte, 0, costs[wi]+nnz*uint64(low)+64), s, w), s, low)
+	payload = appendExceptions(payload, s, oldBits, low)
+	out := putCompactHeader(dst, compactVersion, compactSparse, w, es, n, nnz, uint64(len(payload)))
 	out = zenc().EncodeAll(payload, out)
 	if len(out)-len(dst)-compactHdrLen >= len(newBits) {
 		return dense(), nil
@@ -229,10 +249,9 @@ func appendCompact(dst []byte, s *Sparse, newBits []byte) ([]byte, error) {
 	return out, nil
 }
 
-// appendSparsePayload appends the uncompressed sparse payload of s with gap width w:
-// the gap words, then the value byte planes. Gap words are appended as u64 and cut to w
-// bytes, so dst needs 8 spare bytes of capacity to avoid growing.
-func appendSparsePayload(dst []byte, s *Sparse, w int) []byte {
+// appendGaps appends the gap words of s with width w (appended as u64 and cut to w bytes, so
+// dst needs 8 spare bytes of capacity to avoid growing).
+func appendGaps(dst []byte, s *Sparse, w int) []byte {
 	prev, m := int64(-1), gapMax(w)
 	for k := range s.Count() {
 		g := uint64(int64(s.Index(k)) - prev - 1)
@@ -242,7 +261,12 @@ func appendSparsePayload(dst []byte, s *Sparse, w int) []byte {
 		}
 		dst = binary.LittleEndian.AppendUint64(dst, g)[:len(dst)+w]
 	}
-	for b := range s.ElemSize {
+	return dst
+}
+
+// appendPlanes appends byte planes 0 to planes-1 of s's new values.
+func appendPlanes(dst []byte, s *Sparse, planes int) []byte {
+	for b := range planes {
 		for k := b; k < len(s.Values); k += s.ElemSize {
 			dst = append(dst, s.Values[k])
 		}
@@ -250,20 +274,43 @@ func appendSparsePayload(dst []byte, s *Sparse, w int) []byte {
 	return dst
 }
 
-// decodeCompact checks a compact record for a tensor of n elements of elemSize bytes. A
-// dense record returns the new tensor (a view of rec); a sparse one fills s and returns nil.
-func decodeCompact(rec []byte, n int64, elemSize int, s *Sparse) ([]byte, error) {
+// appendExceptions appends the exceptions of a version-2 record: the entries of s whose bytes
+// from low on differ from oldBits' at their index.
+func appendExceptions(dst []byte, s *Sparse, oldBits []byte, low int) []byte {
+	es := s.ElemSize
+	var entries []int64
+	for k := range s.Count() {
+		i := int64(s.Index(k)) * int64(es)
+		if !bytes.Equal(s.Values[k*int64(es)+int64(low):(k+1)*int64(es)], oldBits[i+int64(low):i+int64(es)]) {
+			entries = append(entries, k)
+		}
+	}
+	dst = binary.AppendUvarint(dst, uint64(len(entries)))
+	prev := int64(-1)
+	for _, k := range entries {
+		dst = binary.AppendUvarint(dst, uint64(k-prev-1))
+		dst = append(dst, s.Values[k*int64(es)+int64(low):(k+1)*int64(es)]...)
+		prev = k
+	}
+	return dst
+}
+
+// decodeCompact checks a compact record for base, a tensor of elemSize-byte elements. A dense
+// record returns the new tensor (a view of rec); a sparse one fills s with the new values
+// (version 2 takes the unchanged high bytes from base) and returns nil. base is only read.
+func decodeCompact(rec, base []byte, elemSize int, s *Sparse) ([]byte, error) {
+	n := int64(len(base) / elemSize)
 	if len(rec) < compactHdrLen {
 		return nil, fmt.Errorf("compact record of %d bytes is shorter than its %d-byte header", len(rec), compactHdrLen)
 	}
-	kind, w, es := int(rec[5]), int(rec[6]), int(rec[7])
+	version, kind, w, es := int(rec[4]), int(rec[5]), int(rec[6]), int(rec[7])
 	rn, nnz, raw := binary.LittleEndian.Uint64(rec[8:]), binary.LittleEndian.Uint64(rec[16:]), binary.LittleEndian.Uint64(rec[24:])
 	body := rec[compactHdrLen:]
 	switch {
 	case string(rec[:4]) != compactMagic:
 		return nil, fmt.Errorf("compact record magic is %q, want %q", rec[:4], compactMagic)
-	case rec[4] != compactVersion:
-		return nil, fmt.Errorf("compact record version %d, this build reads %d", rec[4], compactVersion)
+	case version != 1 && version != compactVersion:
+		return nil, fmt.Errorf("compact record version %d, this build reads 1 and %d", version, compactVersion)
 	case es != elemSize:
 		return nil, fmt.Errorf("compact record element size is %d, tensor has %d-byte elements", es, elemSize)
 	case rn != uint64(n):
@@ -280,9 +327,15 @@ func decodeCompact(rec []byte, n int64, elemSize int, s *Sparse) ([]byte, error)
 	case w != 1 && w != 2 && w != 4:
 		return nil, fmt.Errorf("compact record gap width %d is not 1, 2 or 4", w)
 	}
-	vals := nnz * uint64(es)
-	// Every entry takes at least one gap word; escapes add at most n/M words in total.
-	if lo, hi := vals+nnz*uint64(w), vals+(nnz+uint64(n)/gapMax(w)+1)*uint64(w); raw < lo || raw > hi {
+	low := lowBytes(version, es)
+	planes := nnz * uint64(low)
+	// Every entry takes at least one gap word; escapes add at most n/M words in total; version
+	// 2's exceptions take at most a count and, per entry, a 10-byte uvarint and its high bytes.
+	lo, hi := planes+nnz*uint64(w), planes+(nnz+uint64(n)/gapMax(w)+1)*uint64(w)
+	if version == 2 {
+		lo, hi = lo+1, hi+10+nnz*uint64(10+es-low)
+	}
+	if raw < lo || raw > hi {
 		return nil, fmt.Errorf("compact record payload length %d is outside [%d, %d] for nnz %d", raw, lo, hi, nnz)
 	}
 	payload, err := zdec().DecodeAll(body, make([]byte, 0, raw))
@@ -292,9 +345,11 @@ func decodeCompact(rec []byte, n int64, elemSize int, s *Sparse) ([]byte, error)
 	if uint64(len(payload)) != raw {
 		return nil, fmt.Errorf("compact record payload decompressed to %d bytes, header says %d", len(payload), raw)
 	}
-	gaps := payload[:raw-vals]
 	is := IndexSizeFor(n)
-	*s = Sparse{Len: n, ElemSize: es, IndexSize: is, Indices: grow(s.Indices, int64(nnz)*int64(is)+8), Values: grow(s.Values, int64(vals))}
+	*s = Sparse{Len: n, ElemSize: es, IndexSize: is, Indices: grow(s.Indices, int64(nnz)*int64(is)+8), Values: grow(s.Values, int64(nnz)*int64(es))}
+	s.Values = s.Values[:nnz*uint64(es)]
+	// The gap stream ends where the planes (and exceptions) leave off: at most raw - planes.
+	gaps := payload[:raw-planes]
 	prev, m, pos := int64(-1), gapMax(w), 0
 	for k := range nnz {
 		var g uint64
@@ -318,19 +373,49 @@ func decodeCompact(rec []byte, n int64, elemSize int, s *Sparse) ([]byte, error)
 		}
 		prev = int64(idx)
 		s.Indices = binary.LittleEndian.AppendUint64(s.Indices, idx)[:len(s.Indices)+is]
+		copy(s.Values[k*uint64(es)+uint64(low):(k+1)*uint64(es)], base[idx*uint64(es)+uint64(low):(idx+1)*uint64(es)])
 	}
-	if pos != len(gaps) {
-		return nil, fmt.Errorf("compact record has %d gap bytes after entry %d", len(gaps)-pos, nnz)
+	rest := payload[pos:]
+	if version == 1 && uint64(len(rest)) != planes {
+		return nil, fmt.Errorf("compact record has %d gap bytes after entry %d", uint64(len(rest))-planes, nnz)
 	}
-	planes := payload[raw-vals:]
-	s.Values = s.Values[:vals]
-	for b := range es {
-		plane := planes[uint64(b)*nnz : uint64(b+1)*nnz]
+	for b := range low {
+		plane := rest[uint64(b)*nnz : uint64(b+1)*nnz]
 		for k, v := range plane {
 			s.Values[k*es+b] = v
 		}
 	}
+	if version == 2 {
+		if err := readExceptions(rest[planes:], s, low); err != nil {
+			return nil, fmt.Errorf("compact record exceptions: %w", err)
+		}
+	}
 	return nil, nil
+}
+
+// readExceptions writes a version-2 record's exceptions (all of ex, nothing after them) into
+// the high bytes of s's values.
+func readExceptions(ex []byte, s *Sparse, low int) error {
+	count, c := binary.Uvarint(ex)
+	nnz, high := uint64(s.Count()), s.ElemSize-low
+	if c <= 0 || count > nnz {
+		return fmt.Errorf("count unreadable or above the %d entries", nnz)
+	}
+	ex = ex[c:]
+	k := int64(-1)
+	for e := range count {
+		gap, c := binary.Uvarint(ex)
+		if c <= 0 || gap >= nnz || uint64(k+1)+gap >= nnz || len(ex)-c < high {
+			return fmt.Errorf("exception %d of %d is cut or past the last entry", e, count)
+		}
+		k += int64(gap) + 1
+		copy(s.Values[k*int64(s.ElemSize)+int64(low):(k+1)*int64(s.ElemSize)], ex[c:c+high])
+		ex = ex[c+high:]
+	}
+	if len(ex) != 0 {
+		return fmt.Errorf("%d bytes after the last exception", len(ex))
+	}
+	return nil
 }
 
 func readWord(b []byte, w int) uint64 {

@@ -130,7 +130,7 @@ func Encode(oldPath, newPath, outPath string, f delta.Format, threads int) (Stat
 					return fmt.Errorf("tensor %q: %w", t.Name, err)
 				}
 				e.Nnz = s.Count()
-				_, err = delta.WriteRecord(w, f, &s, nb)
+				_, err = delta.WriteRecord(w, f, &s, ob, nb)
 			} else {
 				e.Op, e.Reason = "full", reason
 				_, err = w.Write(nb)
