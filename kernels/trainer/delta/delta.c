@@ -91,27 +91,34 @@ int32_t nl_delta_check(int32_t level, const void *idx, int32_t idx_size, int64_t
  * ~87 ms at 2% against no prefetch; t1 256 ahead has not run there. */
 #define NL_DELTA_PREFETCH 256
 
-/* scatter_es is nl_delta_scatter for a constant element size es (inlined per size). */
-static inline __attribute__((always_inline)) void scatter_es(uint8_t *b, int32_t es,
+/* scatter_es is nl_delta_scatter for a constant element size es writing the first nb bytes of
+ * each value (inlined per pair). */
+static inline __attribute__((always_inline)) void scatter_es(uint8_t *b, int32_t es, int32_t nb,
                                                              const uint8_t *ix, int32_t idx_size,
                                                              const uint8_t *v, int64_t nnz) {
   int64_t k = 0;
   for (; k + NL_DELTA_PREFETCH < nnz; k++) {
     _mm_prefetch((const char *)b + es * nl_delta_get_idx(ix, idx_size, k + NL_DELTA_PREFETCH),
                  _MM_HINT_T1);
-    memcpy(b + es * nl_delta_get_idx(ix, idx_size, k), v + es * k, (size_t)es);
+    memcpy(b + es * nl_delta_get_idx(ix, idx_size, k), v + es * k, (size_t)nb);
   }
-  for (; k < nnz; k++) memcpy(b + es * nl_delta_get_idx(ix, idx_size, k), v + es * k, (size_t)es);
+  for (; k < nnz; k++) memcpy(b + es * nl_delta_get_idx(ix, idx_size, k), v + es * k, (size_t)nb);
 }
 
 /* Scalar for every level: AVX-512 has no 16-bit scatter, and the misses on scattered cache
  * lines, not the instructions, bound the speed (above). */
-void nl_delta_scatter(void *base, int32_t elem_size, const void *idx, int32_t idx_size,
-                      const void *vals, int64_t nnz) {
+void nl_delta_scatter(void *base, int32_t elem_size, int32_t write_bytes, const void *idx,
+                      int32_t idx_size, const void *vals, int64_t nnz) {
   if (elem_size == 2) {
-    scatter_es(base, 2, idx, idx_size, vals, nnz);
+    if (write_bytes == 1) {
+      scatter_es(base, 2, 1, idx, idx_size, vals, nnz);
+    } else {
+      scatter_es(base, 2, 2, idx, idx_size, vals, nnz);
+    }
+  } else if (write_bytes == 2) {
+    scatter_es(base, 4, 2, idx, idx_size, vals, nnz);
   } else {
-    scatter_es(base, 4, idx, idx_size, vals, nnz);
+    scatter_es(base, 4, 4, idx, idx_size, vals, nnz);
   }
 }
 
@@ -124,6 +131,6 @@ int32_t nl_delta_apply(int32_t level, void *base, int64_t n, int32_t elem_size,
     return -1;
   }
   if (nl_delta_check(level, idx, idx_size, nnz, (uint64_t)n, err, errlen) != 0) return -1;
-  nl_delta_scatter(base, elem_size, idx, idx_size, vals, nnz);
+  nl_delta_scatter(base, elem_size, elem_size, idx, idx_size, vals, nnz);
   return 0;
 }

@@ -194,13 +194,17 @@ func (s *Sparse) checkIndices(l cpu.Level) error {
 
 // Apply writes s into base in place after checking it (Check); on error base is
 // untouched. threads > 1 scatters disjoint ranges of entries concurrently.
-func Apply(base []byte, s *Sparse, threads int) error {
+func Apply(base []byte, s *Sparse, threads int) error { return apply(base, s, s.ElemSize, threads) }
+
+// apply is Apply writing the first nb bytes of each value only (the low bytes: values are
+// little-endian).
+func apply(base []byte, s *Sparse, nb, threads int) error {
 	if err := s.Check(len(base)); err != nil {
 		return err
 	}
 	nnz := s.Count()
 	if threads <= 1 || nnz < 1<<14 {
-		scatter(base, s, 0, nnz)
+		scatter(base, s, nb, 0, nnz)
 		return nil
 	}
 	var wg sync.WaitGroup
@@ -209,19 +213,19 @@ func Apply(base []byte, s *Sparse, threads int) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			scatter(base, s, lo, hi)
+			scatter(base, s, nb, lo, hi)
 		}()
 	}
 	wg.Wait()
 	return nil
 }
 
-// scatter writes entries [lo, hi) of a checked s into base.
-func scatter(base []byte, s *Sparse, lo, hi int64) {
+// scatter writes the first nb bytes of entries [lo, hi) of a checked s into base.
+func scatter(base []byte, s *Sparse, nb int, lo, hi int64) {
 	if hi == lo {
 		return
 	}
-	C.nl_delta_scatter(unsafe.Pointer(&base[0]), C.int32_t(s.ElemSize),
+	C.nl_delta_scatter(unsafe.Pointer(&base[0]), C.int32_t(s.ElemSize), C.int32_t(nb),
 		unsafe.Pointer(&s.Indices[lo*int64(s.IndexSize)]), C.int32_t(s.IndexSize),
 		unsafe.Pointer(&s.Values[lo*int64(s.ElemSize)]), C.int64_t(hi-lo))
 }

@@ -31,10 +31,12 @@ int64_t nl_delta_encode(int32_t level, const void *old_bits, const void *new_bit
 int32_t nl_delta_check(int32_t level, const void *idx, int32_t idx_size, int64_t nnz,
                            uint64_t n, char *err, int64_t errlen);
 
-/* nl_delta_scatter writes vals[k] at element idx[k] of base for k < nnz. It trusts the
- * indices: call nl_delta_check first. */
-void nl_delta_scatter(void *base, int32_t elem_size, const void *idx, int32_t idx_size,
-                          const void *vals, int64_t nnz);
+/* nl_delta_scatter writes vals[k] at element idx[k] of base for k < nnz: the first
+ * write_bytes bytes of each (elem_size: whole values; half of it: the low bytes of
+ * little-endian values, as version-2 compact records give them). It trusts the indices: call
+ * nl_delta_check first. */
+void nl_delta_scatter(void *base, int32_t elem_size, int32_t write_bytes, const void *idx,
+                      int32_t idx_size, const void *vals, int64_t nnz);
 
 /* nl_delta_apply = check, then scatter: on error base is untouched. Returns 0 or -1. */
 int32_t nl_delta_apply(int32_t level, void *base, int64_t n, int32_t elem_size,
