@@ -24,13 +24,14 @@ so a run cut short still leaves what it measured. The steps, in order of what ma
                   the time left (at most 180 s)
   flatgpu load    loading a 5M x 768 FAISS file (15 GB written to a temporary folder)
 The whole check stops starting steps after --budget seconds (400 by default; a step not started
-is a failure saying so): with the machine's start, one run takes about 8 of a session's 15 minutes
-of device time and leaves room for a second, shorter one. --only runs just the steps whose names
+is a failure saying so): with the machine's start, one run leaves room in a session's 15 minutes
+of device time for a second, shorter one. --only runs just the steps whose names
 contain one of the words given (the first three always run), e.g. `--only sanitizer,load` for what
 a first run had no time left for. The folder is unpacked into $TMPDIR/needle-gpucheck
 and run from there (the folder itself is left as built). Needs python3, with torch (and numpy,
 sentence-transformers) for the reference steps; nothing to install.
 """
+import argparse
 import glob
 import json
 import lzma
@@ -61,7 +62,7 @@ WIKI_ROWS, WIKI_DIM = 21015324, 768
 # The GPU encoder: the MiniLM folder travels here in fp16 (half_model.py), so the parity tests and
 # sentence-transformers read the same weights; the e5-base shape has random weights.
 MINILM = os.path.join(WORK, "cache", "models", "all-MiniLM-L6-v2")
-ENCODE_PASSAGES = 50_000  # ~8M tokens: enough for a steady passages/s and the wiki-18 projection
+ENCODE_PASSAGES = 50_000  # enough for a steady passages/s and the wiki-18 projection
 
 RESULT_LINE = re.compile(r"^\s*--- (PASS|FAIL|SKIP): (\S+)")
 BENCH_LINE = re.compile(r"^(Benchmark\S+?)(?:-\d+)?\s+(\d+)\s+([\d.]+) ns/op(?:\s+([\d.]+) MB/s)?")
@@ -73,6 +74,9 @@ def remaining():
 
 def tail(text, n=3000):
     return text if len(text) <= n else "..." + text[-n:]
+
+
+ALWAYS = ("environment", "unpack", "libraries")  # steps --only keeps: every other step needs them
 
 
 class Check:
@@ -812,12 +816,8 @@ def figures_encoder(by):
     return lines
 
 
-ALWAYS = ("environment", "unpack", "libraries")  # every other step needs them
-
-
 def main():
     global BUDGET_S
-    import argparse
     ap = argparse.ArgumentParser(description="needle's GPU check (docs/gpu.md)")
     ap.add_argument("out_dir", nargs="?", default=".", help="where results.json, summary.txt and the logs go")
     ap.add_argument("--budget", type=float, default=BUDGET_S, help="seconds after which no step starts (default %(default)s)")
