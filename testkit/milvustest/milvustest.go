@@ -15,6 +15,7 @@ package milvustest
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -153,15 +154,34 @@ func fillTemplate(tmpl []byte, values map[string]string) ([]byte, error) {
 
 // Restart starts the server (again, after Stop or Kill) on the same folder and ports and
 // waits until /healthz answers OK: data inserted before survives, as on a real restart.
+// Milvus itself once aborted while starting (a Go runtime crash inside its config code, in one
+// of four full `make test` runs on 2026-11-27; the test passed on three reruns): a server that
+// dies while starting is started once more, its crash logged; a second death fails the test.
 func (s *Server) Restart() {
 	s.t.Helper()
 	if s.cmd != nil {
 		s.t.Fatal("milvustest: Restart of a running server")
 	}
+	err := s.launch()
+	if errors.Is(err, errExited) {
+		s.t.Logf("milvustest: %v; starting it once more. Its crash:\n%s", err, crashLines(s.logPath()))
+		err = s.launch()
+	}
+	if err != nil {
+		s.Kill()
+		s.t.Fatalf("milvustest: %v; last lines of %s:\n%s", err, s.logPath(), tail(s.logPath(), 30))
+	}
+}
+
+// errExited is launch's error when Milvus exits before it is healthy.
+var errExited = errors.New("milvus exited while starting")
+
+// launch starts Milvus and waits until it is healthy.
+func (s *Server) launch() error {
 	bin := filepath.Join(s.home, "bin")
 	logf, err := os.OpenFile(s.logPath(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		s.t.Fatalf("milvustest: %v", err)
+		return err
 	}
 	defer logf.Close()
 	cmd := exec.Command(filepath.Join(bin, "milvus"), "run", "standalone", "-alias", s.alias)
@@ -175,14 +195,11 @@ func (s *Server) Restart() {
 	)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlive the test binary
 	if err := cmd.Start(); err != nil {
-		s.t.Fatalf("milvustest: start %s: %v", cmd.Path, err)
+		return fmt.Errorf("start %s: %w", cmd.Path, err)
 	}
 	s.cmd, s.exited = cmd, make(chan struct{})
 	go func(exited chan struct{}) { cmd.Wait(); close(exited) }(s.exited)
-	if err := s.waitHealthy(); err != nil {
-		s.Kill()
-		s.t.Fatalf("milvustest: %v; last lines of %s:\n%s", err, s.logPath(), tail(s.logPath(), 30))
-	}
+	return s.waitHealthy()
 }
 
 func (s *Server) waitHealthy() error {
@@ -192,7 +209,9 @@ func (s *Server) waitHealthy() error {
 	for time.Now().Before(deadline) {
 		select {
 		case <-s.exited:
-			return fmt.Errorf("milvus exited while starting (%v)", s.cmd.ProcessState)
+			err := fmt.Errorf("%w (%v)", errExited, s.cmd.ProcessState)
+			s.cmd = nil // it ended: nothing to kill
+			return err
 		default:
 		}
 		if resp, err := client.Get(url); err == nil {
@@ -244,6 +263,18 @@ func freePorts(n int) ([]int, error) {
 }
 
 // tail returns the last n lines of the file at path (for failure reports).
+// crashLines returns the lines of the log at path that say why a Go program died.
+func crashLines(path string) string {
+	b, _ := os.ReadFile(path)
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "fatal error:") || strings.HasPrefix(line, "panic:") || strings.HasPrefix(line, "SIG") {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
 func tail(path string, n int) string {
 	b, err := os.ReadFile(path)
 	if err != nil {
