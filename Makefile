@@ -58,16 +58,16 @@ clean:
 # own libraries where they have them. The clang PTX travels for ptxas, needle_trainer with its
 # tests and libneedle.so for the Python CUDA path, pytest (from the venv, pinned) to run them.
 GPUCHECK_LD := -ldflags='-s -w'
-GPUCHECK_TESTS := cuda kernels/trainer/logprob kernels/trainer/delta engine/flatgpu engine/bert
+GPUCHECK_TESTS := cuda kernels/trainer/logprob kernels/trainer/delta index/flatgpu encoder/bert
 VENV_PY := $(NEEDLE_CACHE)/venv/bin/python
 gpucheck: native
 	rm -rf gpucheck && mkdir -p gpucheck/ptx gpucheck/python gpucheck/pylib gpucheck/bert
 	for p in $(GPUCHECK_TESTS); do $(GO) test -c $(GPUCHECK_LD) -o gpucheck/$$(basename $$p).test ./$$p || exit 1; done
 	$(GO) build -tags noplot $(GPUCHECK_LD) -o gpucheck/needle ./cmd/needle  # no plot fonts (~5 MB): bench/plot/noplot.go
-	cp -r engine/bert/testdata gpucheck/bert/
+	cp -r encoder/bert/testdata gpucheck/bert/
 	head -c 500000 /usr/share/wordnet/data.noun > gpucheck/data.noun
 	$(VENV_PY) tools/gpucheck/half_model.py $(NEEDLE_MODEL) gpucheck/cache/models/all-MiniLM-L6-v2 \
-	  gpucheck/data.noun engine/bert/testdata/*.jsonl  # zero rows for the tokens no carried text uses
+	  gpucheck/data.noun encoder/bert/testdata/*.jsonl  # zero rows for the tokens no carried text uses
 	xz -9 -T2 gpucheck/data.noun
 	cp kernels/*/*/ptx/*_sm80.ptx gpucheck/ptx/
 	cp $(NATIVE)/libneedle.so gpucheck/

@@ -1,9 +1,9 @@
-"""sentence-transformers' CrossEncoder.predict on the parity models of engine/rerank, the
+"""sentence-transformers' CrossEncoder.predict on the parity models of encoder/rerank, the
 reference of its TestMatchesSentenceTransformers (by hand, in bench/requirements-torch.txt's venv:
 sentence-transformers 3.3.1, torch 2.5.1).
 
-  NEEDLE_CE_OUT=/tmp/ce go test -run TestMakeModel ./engine/rerank   # writes /tmp/ce/{identity,sigmoid}
-  python bench/crossencoder_golden.py /tmp/ce engine/rerank/testdata/golden_scores.json
+  NEEDLE_CE_OUT=/tmp/ce go test -run TestMakeModel ./encoder/rerank   # writes /tmp/ce/{identity,sigmoid}
+  python bench/crossencoder_golden.py /tmp/ce encoder/rerank/testdata/golden_scores.json
 
 The pairs are WordNet queries with passages in Search-R1's reranker form "(Title: ...) text",
 a passage and a query past the 512-token limit, and empty strings.

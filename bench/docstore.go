@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"needle/bench/synth"
-	"needle/engine/docstore"
+	"needle/docstore"
 )
 
 // DocstoreOptions are the flags of `needle bench docstore`.

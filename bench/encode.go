@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"needle/bench/plot"
-	"needle/engine/bert"
-	"needle/engine/wordpiece"
+	"needle/encoder/bert"
+	"needle/encoder/wordpiece"
 	"needle/internal/atomicfile"
 	"needle/internal/procstat"
 	"needle/kernels/bert/nn"

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"needle/engine/bert"
+	"needle/encoder/bert"
 	"needle/testkit/testenv"
 )
 

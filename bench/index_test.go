@@ -8,8 +8,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"needle/engine/compact"
 	"needle/faissgo"
+	"needle/index/compact"
 	"needle/internal/byteview"
 	"needle/testkit/testvec"
 )

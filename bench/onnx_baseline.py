@@ -1,11 +1,11 @@
 """ONNX Runtime baseline for needle's CPU encoder (issue 17): the BERT graph built by hand with
 onnx.helper from the same model.safetensors (no torch, no exporter), run by ONNX Runtime in fp32
 and after onnxruntime.quantization.quantize_dynamic (int8 weights per tensor, the default,
-and per channel; uint8 activations), on the same texts and threads as `go test -bench Precisions ./engine/bert`.
+and per channel; uint8 activations), on the same texts and threads as `go test -bench Precisions ./encoder/bert`.
 
 Reports passages/s (256 WordNet glosses, length-sorted batches of 64, padded with a mask as
 ORT users run it), single-query latency (median), and each graph's cosine with the fp32
-sentence-transformers embeddings of engine/bert/testdata (min and mean).
+sentence-transformers embeddings of encoder/bert/testdata (min and mean).
 
   python3 -m venv /tmp/ortvenv && /tmp/ortvenv/bin/pip install -r bench/onnx_requirements.txt
   /tmp/ortvenv/bin/python bench/onnx_baseline.py --model ~/.cache/needle/models/all-MiniLM-L6-v2 --threads 2

@@ -1,5 +1,5 @@
 """pyserini, the BM25 anchor of Search-R1's `--retriever_name bm25`, run by hand as the
-parity and speed reference of needle's engine/bm25 (docs/retrievers.md).
+parity and speed reference of needle's index/bm25 (docs/retrievers.md).
 
 Setup (pinned; pyserini 0.22.1 is the last release on Java 11+, run here on Debian 12's
 openjdk-17; it bundles Anserini 0.22.1 and Lucene 9):

@@ -8,10 +8,10 @@ import (
 	"io"
 	"path/filepath"
 
-	"needle/engine/bert"
-	"needle/engine/indexbuild"
-	"needle/engine/milvusindex"
+	"needle/encoder/bert"
 	"needle/faissgo"
+	"needle/index/indexdir"
+	"needle/index/milvusindex"
 )
 
 // RecallOptions are the flags of `needle bench recall`.
@@ -38,7 +38,7 @@ func Recall(w io.Writer, opt RecallOptions) error {
 	if opt.Index == "" || opt.Queries == "" {
 		return errors.New("--index and --queries are required (see --help)")
 	}
-	m, err := indexbuild.ReadManifest(opt.Index)
+	m, err := indexdir.ReadManifest(opt.Index)
 	if err != nil {
 		return err
 	}

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"needle/engine/bert"
-	"needle/engine/indexbuild"
+	"needle/encoder/bert"
 	"needle/faissgo"
+	"needle/index/indexdir"
 	"needle/testkit/testenv"
 )
 
@@ -38,9 +38,9 @@ func recallIndex(t *testing.T, model string, passages []string) string {
 	if err := idx.WriteFile(filepath.Join(dir, "index.faiss")); err != nil {
 		t.Fatal(err)
 	}
-	m := &indexbuild.Manifest{Model: model, Dimension: enc.Dim(), Count: int64(len(passages)), Factory: "Flat", Metric: "ip",
+	m := &indexdir.Manifest{Model: model, Dimension: enc.Dim(), Count: int64(len(passages)), Factory: "Flat", Metric: "ip",
 		MaxLength: enc.Options().MaxLength, Pooling: "mean", Normalize: true, IndexFile: "index.faiss"}
-	if err := indexbuild.WriteManifest(dir, m); err != nil {
+	if err := indexdir.WriteManifest(dir, m); err != nil {
 		t.Fatal(err)
 	}
 	return dir

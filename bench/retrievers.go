@@ -6,7 +6,7 @@ import (
 	"io"
 
 	"needle/engine"
-	"needle/engine/bm25"
+	"needle/index/bm25"
 )
 
 // denseText is the dense retriever as an engine.Searcher over query texts: the queries'

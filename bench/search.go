@@ -12,14 +12,14 @@ import (
 
 	"needle/bench/plot"
 	"needle/engine"
-	"needle/engine/flatgpu"
 	"needle/faissgo"
+	"needle/index/flatgpu"
 	"needle/platform/membw"
 )
 
 // SearchOptions are the flags of `needle bench search`.
 type SearchOptions struct {
-	GPU     bool   // the GPU flat index (engine/flatgpu) instead of FAISS on the CPU
+	GPU     bool   // the GPU flat index (index/flatgpu) instead of FAISS on the CPU
 	FP32    bool   // GPU: fp32 vectors on the device
 	Index   string // a flat index file or `needle build` folder; "" = Rows synthetic vectors
 	Rows    int64  // synthetic rows (made on the GPU with --gpu, in RAM for the CPU)
@@ -184,7 +184,7 @@ func searchFigure(rep searchReport, opt SearchOptions, times []time.Duration) pl
 // cpuFlat is FAISS's flat index of opt.Index, or of opt.Rows seeded vectors in [-1, 1).
 func cpuFlat(opt SearchOptions, metric faissgo.Metric) (*faissgo.Index, error) {
 	if opt.Index != "" {
-		file, _, _, err := flatgpu.FlatFile(opt.Index)
+		file, _, err := flatgpu.FlatFile(opt.Index)
 		if err != nil {
 			return nil, err
 		}

@@ -23,7 +23,7 @@ import (
 	"testing"
 	"time"
 
-	"needle/engine/bert"
+	"needle/encoder/bert"
 	"needle/faissgo"
 	"needle/testkit/testenv"
 )

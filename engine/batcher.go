@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"needle/engine/gate"
+	"needle/internal/gate"
 )
 
 // ErrBusy is returned by Batcher.Search when the query queue is full; the server answers
@@ -89,9 +89,9 @@ type batch struct {
 // single query), the bulk lane larger ones (Search-R1's 2,560-query POST). In a lane, requests
 // take turns, one batch's worth each (round robin in arrival order), so a request that arrives
 // behind a big one gets into one of the next batches. The lanes' work is ordered at a
-// gate.Gate (engine/gate says why): while an interactive request waits, bulk work pauses
+// gate.Gate (internal/gate says why): while an interactive request waits, bulk work pauses
 // before its next batch and, inside a batch, at the encoder's and index's own pause points
-// (engine/bert before each op, engine/flat before each stripe), and interactive work starts
+// (encoder/bert before each op, index/flat before each stripe), and interactive work starts
 // once the bulk unit in flight has ended: a single query waits for one unit of the big
 // request's work, not for all of it, and then has the cores to itself. Each interactive job
 // answered lets paused bulk work run one more unit: a steady stream of single queries slows a
@@ -369,7 +369,7 @@ func (ln *lane) encodeLoop() {
 // work runs f under a context that ends once every job's context has ended (no one waits for
 // the work any more). Bulk work runs as units begun at the gate, after held interactive work:
 // f begins when it is bulk work's turn, and with pauses (f's backend takes a context) the
-// context carries its unit, which the backend pauses between its own units (engine/gate).
+// context carries its unit, which the backend pauses between its own units (internal/gate).
 // Interactive work begins once no bulk unit runs. Work that stopped because that context
 // ended counts its queries as dropped.
 func (ln *lane) work(jobs []*job, pauses bool, f func(ctx context.Context) error) error {

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"needle/engine"
-	"needle/engine/gate"
+	"needle/internal/gate"
 	"needle/testkit/enginetest"
 )
 
@@ -451,7 +451,7 @@ func TestBatcherDedupesWithinABatch(t *testing.T) {
 
 // recorder is an engine.ContextEncoder and engine.Index that records, in the order they
 // happen, the start of each "layer" of an encoder batch (two per batch, each after a pause
-// point, as engine/bert's ops) and each search's query count. It holds the first layer of
+// point, as encoder/bert's ops) and each search's query count. It holds the first layer of
 // the batches, and the searches, that hold selects until release is closed, signalling each
 // on held first.
 type recorder struct {

@@ -6,7 +6,7 @@
 //
 // Open (open.go) is the one place where a served engine is assembled from its parts: it
 // resolves a `needle build` folder's manifest, picks the index backend, loads the index,
-// corpus, pages and encoder (engine/bert, faissgo, engine/docstore) and checks that they
+// corpus, pages and encoder (encoder/bert, faissgo, docstore) and checks that they
 // agree. The Retriever itself works against the interfaces below, so engine's tests and the
 // server's run with the in-memory fakes of testkit/enginetest.
 package engine
@@ -18,8 +18,8 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"needle/engine/docstore"
-	"needle/engine/rerank"
+	"needle/docstore"
+	"needle/encoder/rerank"
 	"needle/internal/prom"
 )
 
@@ -31,10 +31,10 @@ type Encoder interface {
 	Encode(texts []string, prefix string) ([]float32, error)
 }
 
-// ContextEncoder is an Encoder that can give up a batch part way through (engine/bert: between
+// ContextEncoder is an Encoder that can give up a batch part way through (encoder/bert: between
 // layers) once ctx ends, returning ctx's error. The Batcher uses it, where the Encoder has it,
-// to stop a batch whose every client has gone away. Its units of work (engine/bert: each op of
-// a layer) should begin with gate.Wait(ctx) (engine/gate): for a request larger than one batch
+// to stop a batch whose every client has gone away. Its units of work (encoder/bert: each op of
+// a layer) should begin with gate.Wait(ctx) (internal/gate): for a request larger than one batch
 // the Batcher puts a gate.Unit in ctx, and Wait pauses the batch there while smaller requests'
 // work goes first (or the big request's search takes its turn). An Encoder without it pauses
 // only between batches, and then runs beside the big request's search.
@@ -44,11 +44,11 @@ type ContextEncoder interface {
 }
 
 // ContextIndex is an Index whose search can stop part way once ctx ends, returning ctx's
-// error (engine/flat: between stripes of rows, a pass over wiki-18's flat file takes
-// minutes; engine/compact: between units of 16 queries). The Batcher uses it, where the Index has it, to stop a search whose every client
-// has gone away. As for ContextEncoder, its units (engine/flat: each stripe) should begin
+// error (index/flat: between stripes of rows, a pass over wiki-18's flat file takes
+// minutes; index/compact: between units of 16 queries). The Batcher uses it, where the Index has it, to stop a search whose every client
+// has gone away. As for ContextEncoder, its units (index/flat: each stripe) should begin
 // with gate.Wait(ctx), and a search waiting there must hold nothing another search needs: a
-// single query's search runs meanwhile (engine/flat's searches run side by side).
+// single query's search runs meanwhile (index/flat's searches run side by side).
 type ContextIndex interface {
 	Index
 	SearchContext(ctx context.Context, x []float32, k int, dist []float32, labels []int64) error
@@ -57,14 +57,14 @@ type ContextIndex interface {
 // The Index's other optional abilities, asked for by the Retriever alone (the server never
 // learns which index runs): Checker (below), and
 
-// DeviceIndex is an Index on a device that can fail (engine/flatgpu): Err is nil while it can
+// DeviceIndex is an Index on a device that can fail (index/flatgpu): Err is nil while it can
 // search; once not, the server answers 503 and is no longer ready (a restart is needed).
 type DeviceIndex interface {
 	Index
 	Err() error
 }
 
-// MetricsIndex is an Index with figures of its own for /metrics (engine/flatgpu: devices,
+// MetricsIndex is an Index with figures of its own for /metrics (index/flatgpu: devices,
 // memory, search time), written by the server's writer with its own.
 type MetricsIndex interface {
 	Index
@@ -96,7 +96,7 @@ type PageStore interface {
 
 // Searcher finds the k best rows of each query text, writing n*k scores and labels (-1: no
 // hit) best first, as Index.Search does for vectors: the Batcher (Encoder + Index), a BM25
-// index (engine/bm25) or a fusion of two (Fusion). Safe for concurrent callers.
+// index (index/bm25) or a fusion of two (Fusion). Safe for concurrent callers.
 type Searcher interface {
 	Search(ctx context.Context, queries []string, k int, dist []float32, labels []int64) error
 }
@@ -157,7 +157,7 @@ func NewRetriever(enc Encoder, idx Index, docs DocStore, pages PageStore, prefix
 	return r, nil
 }
 
-// Checker is an Index that lives in another process (engine/milvusindex): Check says whether
+// Checker is an Index that lives in another process (index/milvusindex): Check says whether
 // it can answer now, with an UnavailableError when not.
 type Checker interface {
 	Index

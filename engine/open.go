@@ -10,15 +10,15 @@ import (
 	"strings"
 	"sync"
 
-	"needle/engine/bert"
-	"needle/engine/bm25"
-	"needle/engine/compact"
-	"needle/engine/docstore"
-	"needle/engine/flat"
-	"needle/engine/flatgpu"
-	"needle/engine/indexbuild"
-	"needle/engine/milvusindex"
+	"needle/docstore"
+	"needle/encoder/bert"
 	"needle/faissgo"
+	"needle/index/bm25"
+	"needle/index/compact"
+	"needle/index/flat"
+	"needle/index/flatgpu"
+	"needle/index/indexdir"
+	"needle/index/milvusindex"
 	"needle/internal/writer"
 )
 
@@ -28,17 +28,17 @@ const (
 	BackendAuto = "auto"
 	// BackendFAISS loads the index file into RAM with FAISS and searches it on the CPU.
 	BackendFAISS = "faiss"
-	// BackendMapped maps a flat index file's vectors in place (engine/flat): ready at
+	// BackendMapped maps a flat index file's vectors in place (index/flat): ready at
 	// once, memory independent of the index size, an exact pass over the file per batch.
 	BackendMapped = "mapped"
 	// BackendGPU is what IndexBackend reports when --gpu put a flat index on the GPUs
-	// (engine/flatgpu); it is chosen by Options.GPU, not by Backend.
+	// (index/flatgpu); it is chosen by Options.GPU, not by Backend.
 	BackendGPU = "gpu"
 	// BackendMilvus searches a Milvus collection (standalone or cluster) over gRPC
-	// (engine/milvusindex); Options.Milvus says which.
+	// (index/milvusindex); Options.Milvus says which.
 	BackendMilvus = "milvus"
 	// BackendCompact serves a compact form folder made by `needle convert`
-	// (engine/compact): FAISS codes in RAM, candidates re-ranked exactly from the mapped
+	// (index/compact): FAISS codes in RAM, candidates re-ranked exactly from the mapped
 	// source's fp32 rows.
 	BackendCompact = "compact"
 )
@@ -83,7 +83,7 @@ type Options struct {
 	// form's, else FAISS's default of 1); Rerank the candidates a compact form re-ranks per
 	// query (0: the form's; < 0: none).
 	Nprobe, Rerank int
-	// GPU asks for the GPU flat index (engine/flatgpu) instead of FAISS on the CPU:
+	// GPU asks for the GPU flat index (index/flatgpu) instead of FAISS on the CPU:
 	// "" no, GPUAuto when a GPU, cuBLAS and enough memory are there (else one line to Log
 	// says why and the CPU index serves), GPURequire the same but failing instead. The query
 	// encoder runs on the first of GPUs in the same mode (bert.LoadOn).
@@ -122,7 +122,7 @@ func Resolve(opts Options) (Options, error) {
 		}
 		return opts, nil
 	}
-	var manifest *indexbuild.Manifest
+	var manifest *indexdir.Manifest
 	if opts.Backend == BackendMilvus && opts.Index == "" {
 		// The collection is the index: corpus and model come from the flags.
 	} else if info, err := os.Stat(opts.Index); err != nil {
@@ -132,13 +132,13 @@ func Resolve(opts Options) (Options, error) {
 		if err != nil {
 			return opts, fmt.Errorf("--index: %w", err)
 		}
-		if m, err := indexbuild.ReadManifest(filepath.Dir(form.Source.Path)); err == nil && m.IndexFile == filepath.Base(form.Source.Path) {
+		if m, err := indexdir.ReadManifest(filepath.Dir(form.Source.Path)); err == nil && m.IndexFile == filepath.Base(form.Source.Path) {
 			if manifest, err = fromManifest(&opts, m); err != nil {
 				return opts, err
 			}
 		}
 	} else if info.IsDir() {
-		m, err := indexbuild.ReadManifest(opts.Index)
+		m, err := indexdir.ReadManifest(opts.Index)
 		if err != nil {
 			return opts, fmt.Errorf("--index: %w", err)
 		}
@@ -165,7 +165,7 @@ func Resolve(opts Options) (Options, error) {
 
 // fromManifest fills the corpus, model, pooling and precision opts leaves out from a build
 // manifest, and returns it.
-func fromManifest(opts *Options, m *indexbuild.Manifest) (*indexbuild.Manifest, error) {
+func fromManifest(opts *Options, m *indexdir.Manifest) (*indexdir.Manifest, error) {
 	opts.Corpus = cmp.Or(opts.Corpus, m.Corpus.Path)
 	opts.Model = cmp.Or(opts.Model, m.Model)
 	opts.Pooling = cmp.Or(opts.Pooling, m.Pooling)

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"needle/engine"
-	"needle/engine/milvusindex"
+	"needle/index/milvusindex"
 	"needle/testkit/milvustest"
 	"needle/testkit/testvec"
 )

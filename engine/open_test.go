@@ -11,11 +11,11 @@ import (
 	"strings"
 	"testing"
 
+	"needle/encoder/bert"
 	"needle/engine"
-	"needle/engine/bert"
-	"needle/engine/compact"
-	"needle/engine/indexbuild"
 	"needle/faissgo"
+	"needle/index/compact"
+	"needle/index/indexdir"
 	"needle/testkit/cudatest"
 	"needle/testkit/testenv"
 	"needle/testkit/testflat"
@@ -25,10 +25,10 @@ import (
 // (its index file holds no index: Resolve does not read it).
 func writeManifest(t *testing.T, dir, prefix string) {
 	t.Helper()
-	m := &indexbuild.Manifest{Model: "/models/m", Dimension: 4, Count: 1, Factory: "Flat", Metric: "ip", Prefix: prefix,
+	m := &indexdir.Manifest{Model: "/models/m", Dimension: 4, Count: 1, Factory: "Flat", Metric: "ip", Prefix: prefix,
 		MaxLength: 256, Pooling: "mean", Normalize: true, IndexFile: "index.faiss",
-		Corpus: indexbuild.CorpusInfo{Path: "/data/corpus.jsonl"}}
-	if err := indexbuild.WriteManifest(dir, m); err != nil {
+		Corpus: indexdir.CorpusInfo{Path: "/data/corpus.jsonl"}}
+	if err := indexdir.WriteManifest(dir, m); err != nil {
 		t.Fatal(err)
 	}
 	os.WriteFile(filepath.Join(dir, m.IndexFile), []byte("x"), 0o644)
@@ -102,12 +102,12 @@ func TestResolve(t *testing.T) {
 func TestResolvePrecision(t *testing.T) {
 	dir := t.TempDir()
 	writeManifest(t, dir, "")
-	m, err := indexbuild.ReadManifest(dir)
+	m, err := indexdir.ReadManifest(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	m.Precision = "int8"
-	if err := indexbuild.WriteManifest(dir, m); err != nil {
+	if err := indexdir.WriteManifest(dir, m); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := engine.Resolve(engine.Options{Index: dir}); err != nil || got.Precision != "int8" {
@@ -244,7 +244,7 @@ func TestOpenWithoutGPUFallsBackToCPU(t *testing.T) {
 	}
 	hnsw.Close()
 
-	for _, tc := range []struct{ index, why string }{{flatPath, "no CUDA device"}, {hnswPath, "is a IndexHNSWFlat"}} {
+	for _, tc := range []struct{ index, why string }{{flatPath, "no CUDA device"}, {hnswPath, "IndexHNSWFlat is not a flat index"}} {
 		var log strings.Builder
 		opts := engine.Options{Index: tc.index, Corpus: corpusPath, Model: model, QueryPrefix: ptr(""), GPU: engine.GPUAuto, Log: &log}
 		r, err := engine.Open(opts)

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"slices"
 
-	"needle/engine/rerank"
+	"needle/encoder/rerank"
 )
 
 // Ranked is one reranked passage: its index in the list given to Rerank and its score.

@@ -8,9 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 
-	"needle/engine/bm25"
-	"needle/engine/docstore"
-	"needle/engine/indexbuild"
+	"needle/docstore"
+	"needle/index/bm25"
+	"needle/index/indexdir"
 )
 
 // BackendBM25 is what IndexBackend reports for a BM25 index served alone (`needle build
@@ -26,7 +26,7 @@ func servesBM25Alone(opts Options) bool {
 	if strings.EqualFold(opts.RetrieverName, "bm25") {
 		return true
 	}
-	_, err := os.Stat(filepath.Join(opts.Index, indexbuild.ManifestName))
+	_, err := os.Stat(filepath.Join(opts.Index, indexdir.ManifestName))
 	return bm25.IsIndex(opts.Index) && errors.Is(err, os.ErrNotExist)
 }
 

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"needle/engine/bm25"
+	"needle/index/bm25"
 )
 
 // TestOpenBM25Alone: a `needle build --bm25` folder is served without a model; a query
@@ -16,7 +16,7 @@ func TestOpenBM25Alone(t *testing.T) {
 	// The corpus is read from a copy: serving writes its offsets sidecar beside it.
 	tmp := t.TempDir()
 	corpus, other := filepath.Join(tmp, "corpus.jsonl"), filepath.Join(tmp, "other.jsonl")
-	for from, to := range map[string]string{"bm25/testdata/corpus.jsonl": corpus, "bm25/testdata/queries.jsonl": other} {
+	for from, to := range map[string]string{"../index/bm25/testdata/corpus.jsonl": corpus, "../index/bm25/testdata/queries.jsonl": other} {
 		b, err := os.ReadFile(from)
 		if err == nil {
 			err = os.WriteFile(to, b, 0o644)

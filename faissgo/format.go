@@ -68,7 +68,7 @@ func Stat(path string) (FileInfo, error) {
 
 // FlatVectors says where the vectors of a flat index file lie: Ntotal rows of Dim
 // little-endian float32s, row after row, from byte Offset to the end of the file. The
-// mapped flat index (engine/flat) maps them in place instead of reading them.
+// mapped flat index (index/flat) maps them in place instead of reading them.
 type FlatVectors struct {
 	FileInfo
 	Offset int64
@@ -93,7 +93,7 @@ func StatFlat(path string) (FlatVectors, error) {
 			if name == "" {
 				name = fmt.Sprintf("an unknown index type %q", tag)
 			}
-			return w.fail("%s is not a flat index: the mapped flat index reads %s", name, FlatClasses)
+			return w.fail("%s is not a flat index (flat ones are %s)", name, FlatClasses)
 		}
 		if v.FileInfo, err = w.header(tag); err != nil {
 			return err

@@ -8,8 +8,8 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"needle/encoder/rerank"
 	"needle/engine"
-	"needle/engine/rerank"
 )
 
 // The reranker's endpoints, served when needle serve has --rerank-model: /retrieve takes

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"needle/encoder/rerank"
 	"needle/engine"
-	"needle/engine/rerank"
 	"needle/testkit/crossenc"
 )
 

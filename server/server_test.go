@@ -14,8 +14,8 @@ import (
 	"github.com/valyala/fasthttp"
 	"golang.org/x/sys/unix"
 
+	"needle/docstore"
 	"needle/engine"
-	"needle/engine/docstore"
 	"needle/testkit/enginetest"
 )
 

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""Reference embeddings for needle's BERT golden test (engine/bert/golden_test.go).
+"""Reference embeddings for needle's BERT golden test (encoder/bert/golden_test.go).
 
 Run BY HAND (never by `make test`) in the separate torch venv:
     python3 -m venv ~/.cache/needle/venv-torch
     ~/.cache/needle/venv-torch/bin/pip install numpy==2.1.3 torch==2.5.1 \
         transformers==4.46.3 sentence-transformers==3.3.1
     ~/.cache/needle/venv-torch/bin/python tools/bert_golden.py \
-        --model ~/.cache/needle/models/all-MiniLM-L6-v2 --out engine/bert/testdata
+        --model ~/.cache/needle/models/all-MiniLM-L6-v2 --out encoder/bert/testdata
 
 Pinned: torch 2.5.1, transformers 4.46.3, sentence-transformers 3.3.1, numpy 2.1.3 (CPU, fp32).
 

@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"needle/bench"
-	"needle/engine/bert"
+	"needle/encoder/bert"
 )
 
 func init() {

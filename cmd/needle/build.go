@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"os"
 
-	"needle/engine/bert"
-	"needle/engine/bm25"
-	"needle/engine/indexbuild"
-	"needle/engine/milvusindex"
+	"needle/encoder/bert"
 	"needle/faissgo"
+	"needle/index/bm25"
+	"needle/index/milvusindex"
+	"needle/indexbuild"
 	"needle/internal/buildinfo"
 )
 

@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"needle/bench"
-	"needle/engine/bert"
-	"needle/engine/indexbuild"
+	"needle/encoder/bert"
 	"needle/faissgo"
+	"needle/index/indexdir"
 	"needle/testkit/testenv"
 )
 
@@ -101,7 +101,7 @@ func TestBuildResumeAfterKill(t *testing.T) {
 	}
 	cmd.Process.Signal(syscall.SIGKILL)
 	<-exited
-	for _, name := range []string{indexbuild.IndexFileName, indexbuild.ManifestName, indexbuild.EmbeddingsFileName} {
+	for _, name := range []string{indexdir.IndexFileName, indexdir.ManifestName, indexdir.EmbeddingsFileName} {
 		if _, err := os.Stat(filepath.Join(killed, name)); !errors.Is(err, os.ErrNotExist) {
 			t.Fatalf("killed build left %s behind", name)
 		}
@@ -115,11 +115,11 @@ func TestBuildResumeAfterKill(t *testing.T) {
 			t.Fatalf("temp files left after the rerun: %v", left)
 		}
 	}
-	want := readBytes(t, filepath.Join(whole, indexbuild.IndexFileName))
-	if !bytes.Equal(readBytes(t, filepath.Join(killed, indexbuild.IndexFileName)), want) {
+	want := readBytes(t, filepath.Join(whole, indexdir.IndexFileName))
+	if !bytes.Equal(readBytes(t, filepath.Join(killed, indexdir.IndexFileName)), want) {
 		t.Fatal("index of the killed-and-resumed build differs from the uninterrupted one")
 	}
-	m, err := indexbuild.ReadManifest(killed)
+	m, err := indexdir.ReadManifest(killed)
 	if err != nil || m.Count != 600 || m.Dimension != 384 || m.Pooling != "mean" {
 		t.Fatalf("manifest %+v, %v", m, err)
 	}
@@ -146,8 +146,8 @@ print("ok")
 `
 	pyDir := t.TempDir()
 	refIP, refL2 := filepath.Join(pyDir, "ip.faiss"), filepath.Join(pyDir, "l2.faiss")
-	pyOut, err := exec.Command(py, "-c", script, filepath.Join(whole, indexbuild.IndexFileName),
-		filepath.Join(whole, indexbuild.EmbeddingsFileName), refIP, refL2).CombinedOutput()
+	pyOut, err := exec.Command(py, "-c", script, filepath.Join(whole, indexdir.IndexFileName),
+		filepath.Join(whole, indexdir.EmbeddingsFileName), refIP, refL2).CombinedOutput()
 	if err != nil || strings.TrimSpace(string(pyOut)) != "ok" {
 		t.Fatalf("python faiss interop: %v\n%s", err, pyOut)
 	}
@@ -156,14 +156,14 @@ print("ok")
 		t.Fatal("our Flat IP index differs from faiss.write_index(IndexFlatIP) of the same vectors")
 	}
 	l2 := filepath.Join(t.TempDir(), "l2")
-	tools.run("build", "--corpus", corpus, "--out", l2, "--metric", "l2", "--embeddings", filepath.Join(whole, indexbuild.EmbeddingsFileName))
-	if !bytes.Equal(readBytes(t, filepath.Join(l2, indexbuild.IndexFileName)), readBytes(t, refL2)) {
+	tools.run("build", "--corpus", corpus, "--out", l2, "--metric", "l2", "--embeddings", filepath.Join(whole, indexdir.EmbeddingsFileName))
+	if !bytes.Equal(readBytes(t, filepath.Join(l2, indexdir.IndexFileName)), readBytes(t, refL2)) {
 		t.Fatal("our Flat L2 index differs from faiss.write_index(IndexFlatL2) of the same vectors")
 	}
 
 	fromEmb := filepath.Join(t.TempDir(), "from-emb")
-	tools.run("build", "--corpus", corpus, "--out", fromEmb, "--embeddings", filepath.Join(whole, indexbuild.EmbeddingsFileName))
-	if !bytes.Equal(readBytes(t, filepath.Join(fromEmb, indexbuild.IndexFileName)), want) {
+	tools.run("build", "--corpus", corpus, "--out", fromEmb, "--embeddings", filepath.Join(whole, indexdir.EmbeddingsFileName))
+	if !bytes.Equal(readBytes(t, filepath.Join(fromEmb, indexdir.IndexFileName)), want) {
 		t.Fatal("--embeddings build differs from the encoded build")
 	}
 }
@@ -180,7 +180,7 @@ func TestBuildWordNetRecall(t *testing.T) {
 		"--prefix", "", "--save-embeddings")
 	hnsw := filepath.Join(t.TempDir(), "hnsw")
 	tools.run("build", "--corpus", filepath.Join(data, "corpus.jsonl"), "--out", hnsw, "--factory", "HNSW32",
-		"--embeddings", filepath.Join(flat, indexbuild.EmbeddingsFileName))
+		"--embeddings", filepath.Join(flat, indexdir.EmbeddingsFileName))
 
 	queries, err := bench.ReadQueries(filepath.Join(data, "queries.jsonl"))
 	if err != nil {
@@ -201,7 +201,7 @@ func TestBuildWordNetRecall(t *testing.T) {
 	}
 	recall := map[string][]float64{}
 	for name, dir := range map[string]string{"Flat": flat, "HNSW32": hnsw} {
-		idx, err := faissgo.Read(filepath.Join(dir, indexbuild.IndexFileName), false)
+		idx, err := faissgo.Read(filepath.Join(dir, indexdir.IndexFileName), false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -262,19 +262,19 @@ func TestBuildDiskFull(t *testing.T) {
 		"--prefix", "", "--shard-rows", "50", "--encode-rows", "50"}
 	// Shards (50 x 384 floats = 77 KB) fit under 100 KB; the 460 KB index does not.
 	msg, err := exec.Command(prlimit, append([]string{"--fsize=100000", tools.needle}, args...)...).CombinedOutput()
-	if err == nil || !strings.Contains(strings.ToLower(string(msg)), "file too large") || !strings.Contains(string(msg), indexbuild.IndexFileName) {
+	if err == nil || !strings.Contains(strings.ToLower(string(msg)), "file too large") || !strings.Contains(string(msg), indexdir.IndexFileName) {
 		t.Fatalf("build under a 100 KB file limit: err %v, output:\n%s", err, msg)
 	}
 	entries, _ := os.ReadDir(out)
 	for _, e := range entries {
-		if name := e.Name(); name == indexbuild.IndexFileName || name == indexbuild.ManifestName || strings.Contains(name, ".tmp") {
+		if name := e.Name(); name == indexdir.IndexFileName || name == indexdir.ManifestName || strings.Contains(name, ".tmp") {
 			t.Fatalf("failed build left %s in the output folder", name)
 		}
 	}
 	if out := tools.run(args...); !strings.Contains(out, "resuming after 300 finished rows") {
 		t.Fatalf("rerun did not reuse the written shards:\n%s", out)
 	}
-	if _, err := indexbuild.ReadManifest(out); err != nil {
+	if _, err := indexdir.ReadManifest(out); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -6,8 +6,8 @@ import (
 	"os"
 	"time"
 
-	"needle/engine/compact"
 	"needle/faissgo"
+	"needle/index/compact"
 	"needle/internal/buildinfo"
 	"needle/internal/progress"
 )

@@ -11,9 +11,9 @@ import (
 	"syscall"
 	"testing"
 
-	"needle/engine/compact"
-	"needle/engine/indexbuild"
 	"needle/faissgo"
+	"needle/index/compact"
+	"needle/index/indexdir"
 	"needle/testkit/testflat"
 	"needle/testkit/testvec"
 )
@@ -38,7 +38,7 @@ func convertArgs(src, out string) []string {
 // the same RSS (the codes grow by 40 bytes a row, the source by 512).
 func TestConvertResumesAfterKill(t *testing.T) {
 	tools := newBuildTools(t)
-	const dim, n = 128, 16 * indexbuild.ChunkRows
+	const dim, n = 128, 16 * indexdir.ChunkRows
 	src := convertSource(t, n, dim)
 	whole := filepath.Join(t.TempDir(), "whole")
 	cmd := exec.Command(tools.needle, convertArgs(src, whole)...)

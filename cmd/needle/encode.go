@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"os"
 
-	"needle/engine/bert"
+	"needle/encoder/bert"
 	"needle/internal/jsonl"
 )
 

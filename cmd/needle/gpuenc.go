@@ -4,7 +4,7 @@ import (
 	"flag"
 	"io"
 
-	"needle/engine/bert"
+	"needle/encoder/bert"
 )
 
 // The --gpu flag of encode and build (serve's --gpu covers the index and the query encoder):

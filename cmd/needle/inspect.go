@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"os"
 
-	"needle/engine/indexbuild"
+	"needle/indexbuild"
 )
 
 func init() {

@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// needle inspect's flag mistakes are errors (the report itself: engine/indexbuild's tests).
+// needle inspect's flag mistakes are errors (the report itself: indexbuild's tests).
 func TestInspectFlags(t *testing.T) {
 	for _, args := range [][]string{{}, {"--index", "x", "extra"}, {"--index", "x", "--max-bad", "-1"},
 		{"--index", filepath.Join(t.TempDir(), "missing")}} {

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"needle/encoder/bert"
 	"needle/engine"
-	"needle/engine/bert"
 	"needle/server"
 	"needle/server/lifecycle"
 )

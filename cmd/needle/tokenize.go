@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"os"
 
-	"needle/engine/wordpiece"
+	"needle/encoder/wordpiece"
 	"needle/internal/jsonl"
 )
 

@@ -1,5 +1,5 @@
 // Package npy writes NumPy .npy headers, for the float32 and int64 arrays needle writes
-// (`needle encode --npy`, the files of a Milvus bulk import). Readers: engine/indexbuild.
+// (`needle encode --npy`, the files of a Milvus bulk import). Readers: indexbuild.
 package npy
 
 import (

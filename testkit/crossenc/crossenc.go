@@ -1,4 +1,4 @@
-// Package crossenc writes a small cross-encoder model folder for tests (engine/rerank's
+// Package crossenc writes a small cross-encoder model folder for tests (encoder/rerank's
 // parity test, the server's rerank tests): MiniLM-L6's real encoder under a fixed head.
 package crossenc
 
@@ -18,7 +18,7 @@ import (
 // Model writes a BertForSequenceClassification folder of MiniLM-L6's real encoder (its
 // Linear weights rounded to fp16, what needle's encoder multiplies by, so that both sides
 // hold the same weights) and a fixed classifier head, with activation act ("" for none in
-// config.json). bench/crossencoder_golden.py scores engine/rerank/testdata's pairs on the folder this
+// config.json). bench/crossencoder_golden.py scores encoder/rerank/testdata's pairs on the folder this
 // writes with sentence-transformers' CrossEncoder.predict (testdata/golden_scores.json).
 func Model(t testing.TB, out, act string) {
 	t.Helper()

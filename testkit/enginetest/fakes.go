@@ -1,6 +1,6 @@
 // Package enginetest holds small in-memory stand-ins for engine's Encoder, Index, DocStore
-// and PageStore, for the unit tests of engine and server (and its lifecycle) only. The real parts (engine/bert,
-// faissgo, engine/docstore) are exercised by their own tests and by e2e/.
+// and PageStore, for the unit tests of engine and server (and its lifecycle) only. The real parts (encoder/bert,
+// faissgo, docstore) are exercised by their own tests and by e2e/.
 package enginetest
 
 import (
@@ -13,8 +13,8 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"needle/docstore"
 	"needle/engine"
-	"needle/engine/docstore"
 )
 
 // HashEncoder maps each word of a text to one of Dimension buckets (FNV hash) and

@@ -1,5 +1,5 @@
-// Package testctx holds contexts for tests of work that checks its context part way (engine/flat
-// between stripes, engine/compact between units of queries).
+// Package testctx holds contexts for tests of work that checks its context part way (index/flat
+// between stripes, index/compact between units of queries).
 package testctx
 
 import "context"

@@ -7,11 +7,11 @@ import (
 	"path/filepath"
 	"time"
 
+	"needle/encoder/bert"
 	"needle/engine"
-	"needle/engine/bert"
-	"needle/engine/compact"
-	"needle/engine/indexbuild"
 	"needle/faissgo"
+	"needle/index/compact"
+	"needle/index/indexdir"
 )
 
 // served checks what `needle serve --index index --model model` would load: engine.Resolve
@@ -27,9 +27,9 @@ func served(index, model string) []Check {
 			return append(out, Check{Name: "index", Status: Missing, Value: index, Why: err.Error()})
 		}
 		opts = resolved
-		var m *indexbuild.Manifest
+		var m *indexdir.Manifest
 		if info, err := os.Stat(index); err == nil && info.IsDir() && !compact.IsForm(index) {
-			m, _ = indexbuild.ReadManifest(index) // Resolve read it already
+			m, _ = indexdir.ReadManifest(index) // Resolve read it already
 		}
 		var c Check
 		c, dim = indexFile(opts.Index, m)
@@ -46,7 +46,7 @@ func served(index, model string) []Check {
 }
 
 // indexFile checks the index header, and its agreement with the manifest m (nil: none).
-func indexFile(path string, m *indexbuild.Manifest) (Check, int) {
+func indexFile(path string, m *indexdir.Manifest) (Check, int) {
 	if compact.IsForm(path) {
 		form, err := compact.ReadForm(path)
 		if err != nil {
@@ -72,7 +72,7 @@ func indexFile(path string, m *indexbuild.Manifest) (Check, int) {
 
 // corpus compares the corpus file with what the manifest recorded. The full hash is `needle
 // build`'s check (seconds per GB); doctor compares size and modification time.
-func corpus(m *indexbuild.Manifest) Check {
+func corpus(m *indexdir.Manifest) Check {
 	c := Check{Name: "corpus", Value: m.Corpus.Path}
 	info, err := os.Stat(m.Corpus.Path)
 	switch {
@@ -88,7 +88,7 @@ func corpus(m *indexbuild.Manifest) Check {
 }
 
 // prefixWhy says where the query prefix came from.
-func prefixWhy(m *indexbuild.Manifest) string {
+func prefixWhy(m *indexdir.Manifest) string {
 	if m == nil {
 		return "no manifest: none unless --query-prefix or an e5 --retriever_name"
 	}

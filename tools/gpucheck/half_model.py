@@ -5,7 +5,7 @@ given text files, the word-embedding rows of every token those texts never use s
 there) inside the GPU check's 60 MiB: fp16 halves the 91 MB; the GPU encoder holds its Linear
 weights in fp16 anyway, and the parity tests there read these same weights on the CPU, the GPU
 and in sentence-transformers. The word embeddings are half of MiniLM (30,522 x 384); the check
-encodes only the texts it carries (engine/bert's testdata, the WordNet sample), which use ~10,700
+encodes only the texts it carries (encoder/bert's testdata, the WordNet sample), which use ~10,700
 tokens, so the other rows travel as zeros (xz makes them nearly free): every text the check
 encodes gets exactly the fp16 model's output, and a text with a token outside them would show
 up as a golden-test failure, not pass unseen. numpy and tokenizers (the project venv) only: the

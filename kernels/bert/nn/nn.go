@@ -53,7 +53,7 @@ func New(level cpu.Level) Ops { return Ops{level: level} }
 // Stop is a flag that ends the Linear, LinearInt8 and LinearBF16 calls of the Ops it was given
 // to (WithStop) early:
 // set from any goroutine while a call runs, that call claims no more team tasks and returns
-// ErrStopped, its output partly written. engine/bert sets it when the
+// ErrStopped, its output partly written. encoder/bert sets it when the
 // context of a batch ends (the server's clients all went away), so that a batch stops inside
 // a layer. The flag is read by C during the call (it holds no Go pointer, so cgo may pass it);
 // a Stop is never cleared: use a new one per cancellable job.

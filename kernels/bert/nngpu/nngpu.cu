@@ -1,4 +1,4 @@
-// CUDA kernels of the GPU BERT encoder (engine/gpubert, through package nngpu): everything of a forward pass between
+// CUDA kernels of the GPU BERT encoder (encoder/bert, through package nngpu): everything of a forward pass between
 // the cuBLAS GEMMs, fused so each activation is read and written once per step.
 // Compiled twice from this one source (testkit/cudaemu/cudaemu.h): to sm_80 PTX by
 // clang-16 (kernels/CMakeLists.txt), which nngpu.go embeds and loads through package cuda,

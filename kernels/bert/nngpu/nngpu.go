@@ -1,10 +1,10 @@
 // Package nngpu is the GPU half of package nn: the kernels of nngpu.cu (embeddings and
 // residual LayerNorms, bias+GELU, packed variable-length attention, pooling, fp16 conversion)
 // loaded on a CUDA device, with typed launchers. The GEMMs between them are cuBLAS's (package
-// cuda); engine/bert strings both into the GPU forward pass.
+// cuda); encoder/bert strings both into the GPU forward pass.
 //
 // nngpu.cu is tested on the CPU under testkit/cudaemu (ctest nngpu_cuda_emu) against
-// nn's scalar reference; on a GPU by engine/bert's GPU parity test.
+// nn's scalar reference; on a GPU by encoder/bert's GPU parity test.
 package nngpu
 
 import (

@@ -8,7 +8,7 @@ import (
 
 // TestPTX checks, without a GPU, that the embedded PTX and fatbin hold every kernel the
 // launchers name for the GPUs needle targets. The kernels' numbers are tested by ctest
-// nngpu_cuda_emu (on the CPU) and engine/bert's GPU parity test.
+// nngpu_cuda_emu (on the CPU) and encoder/bert's GPU parity test.
 func TestPTX(t *testing.T) {
 	cudatest.CheckKernels(t, ptxFiles, kernelStem, Entries...)
 }

@@ -4,7 +4,7 @@
 // them in row order. The scores and the tie-breaking are FAISS 1.7.3's IndexFlat search's
 // bit for bit (flatscan.h says how). A scalar implementation is the test oracle. Rerank
 // applies the same scores and heaps to candidate rows picked by label (the exact re-ranking
-// of engine/compact).
+// of index/compact).
 package flatscan
 
 /*
@@ -139,7 +139,7 @@ func (s *Search) Finish() {
 
 // StripeRows is how many rows a stripe should have for nq queries of dimension dim: its
 // scores take at most 16 MB and its multiply-adds at most 2^27 (a few ms on two cores: a
-// search stops between stripes, engine/flat), within [Block, 64 Blocks] rows.
+// search stops between stripes, index/flat), within [Block, 64 Blocks] rows.
 func StripeRows(nq, dim int) int {
 	const scoreBytes, work = 16 << 20, 1 << 27
 	nq, dim = max(nq, 1), max(dim, 1)

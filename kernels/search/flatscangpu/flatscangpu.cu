@@ -1,4 +1,4 @@
-// CUDA kernels of the GPU flat index (engine/flatgpu): the top-k selection that follows each
+// CUDA kernels of the GPU flat index (index/flatgpu): the top-k selection that follows each
 // cuBLAS GEMM tile, the final sort, and the fp32 -> fp16 conversion of rows while loading.
 // Compiled twice from this one source (testkit/cudaemu/cudaemu.h): to sm_80 PTX by
 // clang-16 (cmake/native_parts.cmake), which flatscangpu.go embeds and loads through package cuda, and

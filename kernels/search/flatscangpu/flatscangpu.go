@@ -2,7 +2,7 @@
 // scan on NVIDIA GPUs (flatscangpu.cu: each query's top-k keys over tiles of cuBLAS scores,
 // FAISS's tie rule, rows prepared or made on the device, a read-bandwidth probe) with typed
 // launchers, the host half of the top-k (keys.go) and the device's measured peaks. The GPU
-// flat index that shards, loads and searches with them is engine/flatgpu.
+// flat index that shards, loads and searches with them is index/flatgpu.
 //
 // A key is a hit packed so that a larger key is a better hit: ordered score << 32 |
 // 0xffffffff - label, 0 = no hit. Launchers take device addresses (cuda.Buffer.Addr); every
