@@ -27,18 +27,22 @@ native:
 build: native
 	$(GO) build -o bin/needle ./cmd/needle
 
-# The packages that load OpenBLAS (FAISS) run a second time under the other choice of its
-# kernels: with OPENBLAS_CORETYPE unset where the environment sets it, else Haswell (as some
-# Zen 5 hosts set it). No result may depend on a BLAS's blocking (issue 26); the encoder, the
-# flat scan and the fused logprob call no BLAS at all.
-BLAS_PKGS := ./faissgo/... ./engine/... ./kernels/... ./cmd/...
+# The second pass runs the test binaries that link OpenBLAS (through faissgo or blascore:
+# computed from `go list -test`, never hand-listed) under the other choice of its kernels: with
+# OPENBLAS_CORETYPE unset where the environment sets it, else Haswell (as some Zen 5 hosts set
+# it). No result may depend on a BLAS's blocking; the encoder, the flat scan and the fused logprob
+# call no BLAS at all. OMP_WAIT_POLICY=PASSIVE: two test binaries share the cores, and OpenMP
+# threads (FAISS's, the fused logprob's) that spin while waiting take them from each other
+# (a FAISS training test ran 5.6x slower spinning on a loaded machine; results are the same).
+BLAS_PKGS = $$($(GO) list -test -f '{{.ImportPath}} {{join .Deps " "}}' ./... | \
+  awk '$$1 ~ /\.test$$/ && / needle\/(faissgo|platform\/blascore)( |$$)/ {sub(/\.test$$/, "", $$1); print $$1}')
 test: setup build
 	ctest --test-dir $(NATIVE) --output-on-failure
-	NEEDLE_STRICT=1 $(GO) test -count=1 -timeout 40m ./...
+	OMP_WAIT_POLICY=PASSIVE NEEDLE_STRICT=1 $(GO) test -count=1 -timeout 40m ./...
 	if [ -n "$$OPENBLAS_CORETYPE" ]; then other="env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE"; \
 	  else other="env OPENBLAS_CORETYPE=Haswell OPENBLAS_L2_SIZE=512"; fi; \
-	  echo "test: again under $$other" >&2; \
-	  $$other NEEDLE_STRICT=1 $(GO) test -count=1 -timeout 40m $(BLAS_PKGS)
+	  pkgs="$(BLAS_PKGS)"; echo "test: again under $$other: $$pkgs" >&2; \
+	  $$other OMP_WAIT_POLICY=PASSIVE NEEDLE_STRICT=1 $(GO) test -count=1 -timeout 40m $$pkgs
 
 run: setup build
 	bash tools/demo.sh

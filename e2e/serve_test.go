@@ -57,11 +57,49 @@ func run(t *testing.T, name string, args ...string) []byte {
 	return out
 }
 
+// shared is the fixture every test of this process serves: built by the first newFixture
+// (a go build, a corpus, a MiniLM build: a minute of both cores), removed by TestMain.
+var shared struct {
+	sync.Mutex
+	fx *fixture
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if shared.fx != nil {
+		os.RemoveAll(shared.fx.dir)
+	}
+	os.Exit(code)
+}
+
+// newFixture returns the shared fixture, building it on the first call. The tests only read
+// it (servers write the corpus's offsets sidecar beside it, atomically, the same bytes).
 func newFixture(t *testing.T) *fixture {
+	shared.Lock()
+	defer shared.Unlock()
+	if shared.fx == nil {
+		dir, err := os.MkdirTemp("", "needle-e2e")
+		if err != nil {
+			t.Fatal(err)
+		}
+		built := false
+		defer func() {
+			if !built {
+				os.RemoveAll(dir)
+			}
+		}()
+		shared.fx = buildFixture(t, dir)
+		built = true
+	}
+	return shared.fx
+}
+
+// buildFixture builds the binary, the corpus, the pages file and the index into dir.
+func buildFixture(t *testing.T, dir string) *fixture {
 	model := testenv.MiniLMDir(t)
 	wordnet := testenv.WordNetDir(t)
 	testenv.Python(t)
-	fx := &fixture{dir: t.TempDir()}
+	fx := &fixture{dir: dir}
 	fx.bin = filepath.Join(fx.dir, "needle")
 	run(t, "go", "build", "-o", fx.bin, "../cmd/needle")
 	wn := filepath.Join(fx.dir, "wordnet")
@@ -427,8 +465,11 @@ func TestServeWithRealClients(t *testing.T) {
 			srv.metric(t, `needle_requests_total{endpoint="retrieve",code="503"}`))
 		srv.stop(t)
 	})
-	t.Run("ClientsSurviveStartBeforeReadyDrainAndRestart", func(t *testing.T) { testClientsSurviveLifecycle(t, fx) })
-	t.Run("ClientsWithSearchR1SurviveHeldStartAndReplace", func(t *testing.T) { testClientsSurviveReplace(t, fx) })
+	// The client loops mostly wait (their retry sleeps, the gaps the tests hold): side by side.
+	t.Run("Lifecycle", func(t *testing.T) {
+		t.Run("ClientsSurviveStartBeforeReadyDrainAndRestart", func(t *testing.T) { t.Parallel(); testClientsSurviveLifecycle(t, fx) })
+		t.Run("ClientsWithSearchR1SurviveHeldStartAndReplace", func(t *testing.T) { t.Parallel(); testClientsSurviveReplace(t, fx) })
+	})
 	t.Run("DisconnectDropsQueries", func(t *testing.T) { testDisconnectDropsQueries(t, fx) })
 	t.Run("SingleQueryOvertakesAPost", func(t *testing.T) { testSingleQueryOvertakesAPost(t, fx) })
 	t.Run("Signals", func(t *testing.T) { testSignals(t, fx) })

@@ -99,7 +99,7 @@ func TestOpenMilvus(t *testing.T) {
 	if err := r.Ready(ctx); !engine.IsUnavailable(err) {
 		t.Fatalf("Ready with Milvus down: %v", err)
 	}
-	srv.Restart()
+	srv.Restart(t)
 	for deadline := time.Now().Add(2 * time.Minute); r.Ready(ctx) != nil; time.Sleep(500 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("not ready 2 min after Milvus restarted: %v", r.Ready(ctx))

@@ -14,24 +14,31 @@ import (
 	"needle/testkit/testenv"
 )
 
-// TestPytest runs the suite once per SIMD level this CPU has (NEEDLE_SIMD), so every kernel
-// variant libneedle.so dispatches to is checked against the float64 references.
+// TestPytest runs the whole suite at the best SIMD level libneedle.so dispatches to here, and its
+// CPU kernel tests (test_logprob.py, test_delta.py) once more at each level below (NEEDLE_SIMD),
+// so every kernel variant is checked against the float64 references; the CUDA and torch tests do
+// not depend on the level.
 func TestPytest(t *testing.T) {
 	lib, _ := filepath.Abs(filepath.Join("..", "build", "native", "libneedle.so"))
 	if _, err := os.Stat(lib); err != nil {
 		testenv.Missing(t, lib)
 	}
 	py := testenv.Python(t)
-	for _, l := range cpu.LevelsUpTo(cpu.AVX512) {
-		cmd := exec.Command(py, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "tests")
+	levels := cpu.LevelsUpTo(cpu.AVX512)
+	for i, l := range levels {
+		files := []string{"tests/test_logprob.py", "tests/test_delta.py"}
+		if i == len(levels)-1 {
+			files = []string{"tests"}
+		}
+		cmd := exec.Command(py, append([]string{"-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider"}, files...)...)
 		cmd.Env = append(os.Environ(), "NEEDLE_LIB="+lib, "PYTHONPATH=.", "NEEDLE_SIMD="+l.String())
 		out, err := cmd.CombinedOutput()
 		if err != nil {
-			t.Fatalf("pytest at NEEDLE_SIMD=%s: %v\n%s", l, err, out)
+			t.Fatalf("pytest %v at NEEDLE_SIMD=%s: %v\n%s", files, l, err, out)
 		}
 		if !strings.Contains(string(out), " passed") {
-			t.Fatalf("pytest at NEEDLE_SIMD=%s ran no tests:\n%s", l, out)
+			t.Fatalf("pytest %v at NEEDLE_SIMD=%s ran no tests:\n%s", files, l, out)
 		}
-		t.Logf("NEEDLE_SIMD=%s:\n%s", l, out)
+		t.Logf("pytest %v at NEEDLE_SIMD=%s:\n%s", files, l, out)
 	}
 }

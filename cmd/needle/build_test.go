@@ -3,10 +3,12 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,22 +20,55 @@ import (
 	"needle/testkit/testenv"
 )
 
-// buildTools are the real needle and tools/wordnet binaries, compiled into the test's temp
-// folder (removed with it).
+// buildTools runs the real needle (this test binary under the name needle: TestMain) and the
+// tools/wordnet binary (built once per test process) as child processes, for the tests that kill
+// them, limit their files or check what they print.
 type buildTools struct {
 	t               *testing.T
 	needle, wordnet string
 }
 
+// toolsDir holds the needle link and the wordnet binary for every test of this process;
+// TestMain removes it.
+var toolsDir string
+
+var wordnetBuild = sync.OnceValues(func() (string, error) {
+	path := filepath.Join(toolsDir, "wordnet")
+	if out, err := exec.Command("go", "build", "-o", path, "needle/tools/wordnet").CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build needle/tools/wordnet: %v\n%s", err, out)
+	}
+	return path, nil
+})
+
+// TestMain runs runMain when this binary was started as needle (the link buildTools uses), else
+// the tests.
+func TestMain(m *testing.M) {
+	if filepath.Base(os.Args[0]) == "needle" {
+		os.Exit(runMain(os.Args[1:]))
+	}
+	exe, err := os.Executable()
+	if err == nil {
+		toolsDir, err = os.MkdirTemp("", "needle-cmd-test")
+	}
+	if err == nil {
+		err = os.Symlink(exe, filepath.Join(toolsDir, "needle"))
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "cmd/needle tests:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(toolsDir)
+	os.Exit(code)
+}
+
 func newBuildTools(t *testing.T) *buildTools {
 	t.Helper()
-	dir := t.TempDir()
-	for _, pkg := range []string{"needle/cmd/needle", "needle/tools/wordnet"} {
-		if out, err := exec.Command("go", "build", "-o", dir, pkg).CombinedOutput(); err != nil {
-			t.Fatalf("go build %s: %v\n%s", pkg, err, out)
-		}
+	wordnet, err := wordnetBuild()
+	if err != nil {
+		t.Fatal(err)
 	}
-	return &buildTools{t: t, needle: filepath.Join(dir, "needle"), wordnet: filepath.Join(dir, "wordnet")}
+	return &buildTools{t: t, needle: filepath.Join(toolsDir, "needle"), wordnet: wordnet}
 }
 
 // wordnetSubset writes corpus.jsonl and queries.jsonl of limit synsets into a temp folder.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -15,6 +16,13 @@ import (
 	"needle/testkit/milvustest"
 	"needle/testkit/testvec"
 )
+
+// TestMain stops the Milvus server the tests share (each builds collections of its own names).
+func TestMain(m *testing.M) {
+	code := m.Run()
+	milvustest.StopShared()
+	os.Exit(code)
+}
 
 // memVectors are seeded random unit vectors; fail, if set, runs before reading a batch
 // that holds row failAt (and may fail the read).
@@ -82,16 +90,38 @@ func search(t *testing.T, x *Index, v *memVectors, nq, k int) ([]int64, []float3
 }
 
 // TestBuildAndSearch builds FLAT and HNSW collections into a real Milvus and checks the
-// answers against an exact scan: FLAT gives the exact top-k, HNSW nearly all of it.
+// answers against an exact scan: FLAT gives the exact top-k, HNSW nearly all of it. The tests
+// of this package run in parallel: most of their time is Milvus's own waits (flushes, index
+// builds, loads), not CPU; those that kill Milvus have a server of their own.
 func TestBuildAndSearch(t *testing.T) {
-	srv := milvustest.Start(t)
+	t.Parallel()
+	srv := milvustest.Shared(t)
 	v := randomVectors(3000, 32, 1)
+	t.Run("index types", func(t *testing.T) { buildAndSearch(t, srv, v) })
+	t.Run("missing collection", func(t *testing.T) {
+		_, err := Open(Options{URI: srv.Addr, Collection: "nope"})
+		if err == nil || !strings.Contains(err.Error(), `no collection "nope"`) {
+			t.Fatalf("err %v", err)
+		}
+	})
+	t.Run("restart replaces", func(t *testing.T) {
+		w := randomVectors(500, 16, 2)
+		rep, err := Build(BuildOptions{URI: srv.Addr, Collection: "t_flat", IndexType: "FLAT", Restart: true}, w)
+		if err != nil || rep.Rows != 500 || rep.Resumed != 0 {
+			t.Fatalf("%+v, %v", rep, err)
+		}
+	})
+}
+
+// buildAndSearch builds a collection of each index type from v, side by side.
+func buildAndSearch(t *testing.T, srv *milvustest.Server, v *memVectors) {
 	for _, tc := range []struct {
 		kind      string
 		minRecall float64
 		bulk      bool // by bulk import
 	}{{"FLAT", 1, false}, {"HNSW", 0.95, false}, {"IVF_FLAT", 0.9, true}} {
 		t.Run(tc.kind, func(t *testing.T) {
+			t.Parallel()
 			coll := "t_" + strings.ToLower(tc.kind)
 			opt := BuildOptions{URI: srv.Addr, Collection: coll, IndexType: tc.kind, InsertBytes: 4 * 32 * 700}
 			if tc.bulk {
@@ -142,25 +172,13 @@ func TestBuildAndSearch(t *testing.T) {
 			}
 		})
 	}
-	t.Run("missing collection", func(t *testing.T) {
-		_, err := Open(Options{URI: srv.Addr, Collection: "nope"})
-		if err == nil || !strings.Contains(err.Error(), `no collection "nope"`) {
-			t.Fatalf("err %v", err)
-		}
-	})
-	t.Run("restart replaces", func(t *testing.T) {
-		w := randomVectors(500, 16, 2)
-		rep, err := Build(BuildOptions{URI: srv.Addr, Collection: "t_flat", IndexType: "FLAT", Restart: true}, w)
-		if err != nil || rep.Rows != 500 || rep.Resumed != 0 {
-			t.Fatalf("%+v, %v", rep, err)
-		}
-	})
 }
 
 // TestBuildResumesAfterMilvusWentAway kills Milvus in the middle of a build, restarts it,
 // and checks that the rerun resumes (inserting no row twice) and that the collection holds
 // every row once.
 func TestBuildResumesAfterMilvusWentAway(t *testing.T) {
+	t.Parallel()
 	srv := milvustest.Start(t)
 	v := randomVectors(4000, 16, 3)
 	opt := BuildOptions{URI: srv.Addr, Collection: "resume", IndexType: "FLAT", InsertBytes: 4 * 16 * 500}
@@ -169,7 +187,7 @@ func TestBuildResumesAfterMilvusWentAway(t *testing.T) {
 		t.Fatalf("build with Milvus killed: err %v", err)
 	}
 	v.fail = nil
-	srv.Restart()
+	srv.Restart(t)
 	rep, err := Build(opt, v)
 	if err != nil {
 		t.Fatal(err)
@@ -199,7 +217,8 @@ func TestBuildResumesAfterMilvusWentAway(t *testing.T) {
 // and one that ran ahead of it), and checks that Build resumes at 100 after deleting the
 // ten rows past the gap.
 func TestResumeDeletesPastAGap(t *testing.T) {
-	srv := milvustest.Start(t)
+	t.Parallel()
+	srv := milvustest.Shared(t)
 	v := randomVectors(300, 8, 4)
 	opt := BuildOptions{URI: srv.Addr, Collection: "gap", IndexType: "FLAT"}
 	full := *v
@@ -232,6 +251,7 @@ func TestResumeDeletesPastAGap(t *testing.T) {
 // TestSearchWhileMilvusIsDown checks that a search and a check fail with ErrUnavailable
 // within the timeout while Milvus is down, and work again once it is back.
 func TestSearchWhileMilvusIsDown(t *testing.T) {
+	t.Parallel()
 	srv := milvustest.Start(t)
 	v := randomVectors(200, 8, 5)
 	if _, err := Build(BuildOptions{URI: srv.Addr, Collection: "down", IndexType: "FLAT"}, v); err != nil {
@@ -250,7 +270,7 @@ func TestSearchWhileMilvusIsDown(t *testing.T) {
 	if err := x.Check(context.Background()); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("check with Milvus down: %v", err)
 	}
-	srv.Restart()
+	srv.Restart(t)
 	deadline := time.Now().Add(2 * time.Minute)
 	for x.Check(context.Background()) != nil {
 		if time.Now().After(deadline) {

@@ -1,7 +1,9 @@
 // Package milvustest runs a real Milvus standalone server for tests: the binary that `make
 // setup` unpacks from PyPI milvus==2.3.5 (Milvus Lite: embedded etcd, RocksMQ, local storage)
-// into $NEEDLE_CACHE/milvus-2.3.5. Each Server has its own data folder (the test's temp dir)
-// and free ports, with the gRPC proxy dialed on 127.0.0.1; it is stopped when the test ends.
+// into $NEEDLE_CACHE/milvus-2.3.5. Each Server has its own data folder and free ports, with the
+// gRPC proxy dialed on 127.0.0.1. Start gives a test a server of its own, stopped when the test
+// ends; Shared gives the tests of a package one server (each test using collections of its own
+// names), which their TestMain stops with StopShared: a Milvus start costs seconds of both cores.
 //
 // How the server is launched, as PyPI milvus's own launcher does: config.yaml.template with
 // its {{ name(type): default }} slots filled is written to DIR/configs/milvus.yaml, the
@@ -26,6 +28,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -44,7 +47,6 @@ const startTimeout = 3 * time.Minute
 type Server struct {
 	Addr string // the gRPC proxy, "127.0.0.1:port": what needle's --milvus takes
 
-	t       testing.TB
 	home    string // the unpacked release (bin/, config.yaml.template, glog.conf)
 	dir     string // data, configs and logs of this server
 	alias   string
@@ -59,26 +61,74 @@ var serial atomic.Int64
 // when t ends. A missing installation skips t (fails it under NEEDLE_STRICT=1).
 func Start(t testing.TB) *Server {
 	t.Helper()
-	home := filepath.Join(testenv.Cache(), "milvus-"+Version)
-	if _, err := os.Stat(filepath.Join(home, "bin", "milvus")); err != nil {
-		testenv.Missing(t, "Milvus server "+home)
-	}
-	s := &Server{t: t, home: home, dir: t.TempDir(),
-		alias: fmt.Sprintf("needle-test-%d-%d", os.Getpid(), serial.Add(1))}
-	if err := s.configure(); err != nil {
-		t.Fatalf("milvustest: %v", err)
-	}
+	s := newServer(t, t.TempDir())
 	t.Cleanup(func() {
-		s.Kill()
-		for _, run := range []string{"/run/milvus", "/tmp/milvus"} { // Milvus's run folder, else its fallback
-			os.Remove(filepath.Join(run, "standalone-"+s.alias+".pid"))
-		}
+		s.end()
 		if t.Failed() {
 			t.Logf("milvustest: last lines of %s:\n%s", s.logPath(), tail(s.logPath(), 30))
 		}
 	})
-	s.Restart()
+	s.Restart(t)
 	return s
+}
+
+var shared struct {
+	sync.Mutex
+	s *Server
+}
+
+// Shared returns the package's shared server, started by the first call, and started again when
+// an earlier test killed it without restarting it. Its folder outlives the tests until
+// StopShared. A missing installation skips t (fails it under NEEDLE_STRICT=1).
+func Shared(t testing.TB) *Server {
+	t.Helper()
+	shared.Lock()
+	defer shared.Unlock()
+	if shared.s == nil {
+		dir, err := os.MkdirTemp("", "milvustest")
+		if err != nil {
+			t.Fatalf("milvustest: %v", err)
+		}
+		shared.s = newServer(t, dir)
+	}
+	if shared.s.cmd == nil {
+		shared.s.Restart(t)
+	}
+	return shared.s
+}
+
+// StopShared kills the shared server, if one was started, and removes its folder: for TestMain,
+// after the tests ran.
+func StopShared() {
+	shared.Lock()
+	defer shared.Unlock()
+	if shared.s != nil {
+		shared.s.end()
+		os.RemoveAll(shared.s.dir)
+		shared.s = nil
+	}
+}
+
+// newServer configures a server in dir (not started). A missing installation skips t.
+func newServer(t testing.TB, dir string) *Server {
+	t.Helper()
+	home := filepath.Join(testenv.Cache(), "milvus-"+Version)
+	if _, err := os.Stat(filepath.Join(home, "bin", "milvus")); err != nil {
+		testenv.Missing(t, "Milvus server "+home)
+	}
+	s := &Server{home: home, dir: dir, alias: fmt.Sprintf("needle-test-%d-%d", os.Getpid(), serial.Add(1))}
+	if err := s.configure(); err != nil {
+		t.Fatalf("milvustest: %v", err)
+	}
+	return s
+}
+
+// end kills the server and removes its pid file.
+func (s *Server) end() {
+	s.Kill()
+	for _, run := range []string{"/run/milvus", "/tmp/milvus"} { // Milvus's run folder, else its fallback
+		os.Remove(filepath.Join(run, "standalone-"+s.alias+".pid"))
+	}
 }
 
 // configure picks free ports and writes the server's configs into s.dir.
@@ -106,6 +156,12 @@ func (s *Server) configure() error {
 	if err != nil {
 		return err
 	}
+	// A killed server's etcd session blocks its successor until the lease ends: 10 s instead of
+	// the template's 30 (TestBuildResumesAfterMilvusWentAway 90 -> 64 s; 4 s gave 48 s, but a
+	// lease that short could lapse on a loaded 2-core machine).
+	if cfg, err = setSessionTTL(cfg, 10); err != nil {
+		return err
+	}
 	etcdClient, etcdPeer := ports[0], ports[10]
 	s.metrics = ports[11]
 	s.Addr = net.JoinHostPort("127.0.0.1", values["proxy_port"])
@@ -127,6 +183,16 @@ func (s *Server) configure() error {
 		}
 	}
 	return nil
+}
+
+// setSessionTTL sets common.session.ttl, the lease (seconds) of each Milvus component's etcd
+// session, in the filled config.
+func setSessionTTL(cfg []byte, seconds int) ([]byte, error) {
+	re := regexp.MustCompile(`(?m)^(    ttl: )30( #.*)$`)
+	if len(re.FindAll(cfg, -1)) != 1 {
+		return nil, errors.New("config template: no single `ttl: 30` line (common.session.ttl) to shorten")
+	}
+	return re.ReplaceAll(cfg, []byte("${1}"+strconv.Itoa(seconds)+"${2}")), nil
 }
 
 // slot is a template slot: {{ name }}, {{ name: default }}, {{ name(type): default }}.
@@ -157,19 +223,19 @@ func fillTemplate(tmpl []byte, values map[string]string) ([]byte, error) {
 // Milvus itself once aborted while starting (a Go runtime crash inside its config code, in one
 // of four full `make test` runs on 2026-11-27; the test passed on three reruns): a server that
 // dies while starting is started once more, its crash logged; a second death fails the test.
-func (s *Server) Restart() {
-	s.t.Helper()
+func (s *Server) Restart(t testing.TB) {
+	t.Helper()
 	if s.cmd != nil {
-		s.t.Fatal("milvustest: Restart of a running server")
+		t.Fatal("milvustest: Restart of a running server")
 	}
 	err := s.launch()
 	if errors.Is(err, errExited) {
-		s.t.Logf("milvustest: %v; starting it once more. Its crash:\n%s", err, crashLines(s.logPath()))
+		t.Logf("milvustest: %v; starting it once more. Its crash:\n%s", err, crashLines(s.logPath()))
 		err = s.launch()
 	}
 	if err != nil {
 		s.Kill()
-		s.t.Fatalf("milvustest: %v; last lines of %s:\n%s", err, s.logPath(), tail(s.logPath(), 30))
+		t.Fatalf("milvustest: %v; last lines of %s:\n%s", err, s.logPath(), tail(s.logPath(), 30))
 	}
 }
 

@@ -38,7 +38,7 @@ func TestStartKillRestart(t *testing.T) {
 	if err := dial(b.Addr); err != nil {
 		t.Fatalf("the other server: %v", err)
 	}
-	a.Restart()
+	a.Restart(t)
 	if err := dial(a.Addr); err != nil {
 		t.Fatalf("after Restart: %v", err)
 	}
