@@ -10,6 +10,9 @@
 #   set_property(GLOBAL APPEND PROPERTY NEEDLE_KERNEL_C_SOURCES <file.c>...)
 #                                                 C sources linked into libneedle.so (capi/; the same
 #                                                 files cgo compiles for the Go package).
+#   set_property(GLOBAL APPEND PROPERTY NEEDLE_KERNEL_CUDA_SOURCES <file_gpu.c>...)
+#                                                 C launchers of a .cu on the CUDA host core
+#                                                 (cuda/host.h), linked into libneedle.so with it.
 # Sources include each other from the repository root (-I ${PROJECT_SOURCE_DIR}):
 # "kernels/trainer/logprob/logprob.cu", "testkit/cudaemu/cudaemu.h", "platform/cpu/cpu.h".
 find_package(Threads REQUIRED)
