@@ -190,7 +190,12 @@ static void fail_locked(nl_device* dev, const char* msg, char* err, size_t n_err
 
 // begin starts a call on dev: takes its mutex, refuses when the device is unhealthy and pushes
 // its context current on this thread. On success the caller must call end (or end_text).
+// dev NULL is refused.
 static int begin(nl_device* dev, const char* what, char* err, size_t n_err) {
+  if (!dev) {  // package cuda passes NULL for a closed Device
+    put(err, n_err, "cuda %s: device closed", what);
+    return NL_CUDA_ERR;
+  }
   pthread_mutex_lock(&dev->mu);
   if (dev->failed[0]) {
     put(err, n_err, "cuda %s: device unhealthy: %s", what, dev->failed);
