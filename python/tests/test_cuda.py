@@ -227,4 +227,5 @@ def test_cuda_emulated_driver_without_gpu():
         assert p.returncode == 0 and "emulated: ok" in p.stdout, (env, p.stdout, p.stderr)
     p = emulated(CUDAEMU_REFUSE="ptx", NEEDLE_CUDA_IMAGE="ptx")
     assert p.returncode != 0 and "logprob_sm80.ptx: cuda load module: a PTX JIT compilation failed (CUDA error 218); " \
-        "JIT error log: \"ptxas application ptx input, line 1; fatal: cudaemu refuses" in p.stderr, p.stderr
+        "JIT error log: \"ptxas application ptx input, line 1; fatal: cudaemu refuses (CUDAEMU_REFUSE=ptx)\\nptxas fatal   : " \
+        "Ptx assembly aborted due to \\\"errors\\\"\"; JIT info log: \"\"" in p.stderr, p.stderr

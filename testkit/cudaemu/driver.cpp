@@ -135,7 +135,8 @@ CUresult cuModuleLoadDataEx(void** mod, const void* image, unsigned n, int* opts
   }
   if (refuse && !std::strcmp(refuse, fatbin ? "fatbin" : "ptx")) {
     copy_log(fatbin ? "cudaemu: no image for this GPU in the fatbin (CUDAEMU_REFUSE=fatbin)"
-                    : "ptxas application ptx input, line 1; fatal: cudaemu refuses (CUDAEMU_REFUSE=ptx)",
+                    : "ptxas application ptx input, line 1; fatal: cudaemu refuses (CUDAEMU_REFUSE=ptx)\n"
+                      "ptxas fatal   : Ptx assembly aborted due to \"errors\"",
              n, opts, vals);
     return fatbin ? NO_BINARY_FOR_GPU : INVALID_PTX;
   }
