@@ -5,7 +5,6 @@ go 1.26.8
 require (
 	github.com/cespare/xxhash/v2 v2.3.0
 	github.com/chromedp/chromedp v0.23.0
-	github.com/ebitengine/purego v0.11.3
 	github.com/golang/protobuf v1.5.2
 	github.com/klauspost/compress v1.20.3
 	github.com/milvus-io/milvus-proto/go-api/v2 v2.3.5

@@ -5,6 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cuda/host.h"
+
 #define NEEDLE_API __attribute__((visibility("default")))
 
 // needle_capi_level returns the SIMD level (NL_LEVEL_*, platform/cpu/cpu.h) the library uses:
@@ -15,16 +17,11 @@ int32_t needle_capi_level(char* err, size_t err_len);
 // needle_capi_errlen turns the ABI's int64 err_len into a size_t (0 when err is NULL or <= 0).
 size_t needle_capi_errlen(const char* err, int64_t err_len);
 
-// nl_image is one kernel image linked into the library (capi_images.c): a fatbin, or PTX text
-// (NUL-terminated); data is NULL when the build did not make it (no nvcc: no fatbin).
-typedef struct {
-  const char* name;  // the file it came from, e.g. "logprob.fatbin"
-  const void* data;
-} nl_image;
-
 enum { NL_IMAGE_LOGPROB, NL_IMAGE_DELTA };
 
-// nl_capi_image returns the fatbin (fatbin != 0) or the clang PTX of logprob.cu or delta.cu.
+// nl_capi_image returns the fatbin (fatbin != 0) or the clang PTX of logprob.cu or delta.cu,
+// linked into the library (capi_images.c); named after the file it came from ("logprob.fatbin"),
+// data NULL when the build did not make it (no nvcc: no fatbin).
 nl_image nl_capi_image(int image, int fatbin);
 
 #endif

@@ -92,11 +92,14 @@ int32_t needle_membw_read(const void* buf, int64_t bytes, uint64_t* out_sum, cha
  * legacy default stream); a call returns once the work is queued, unless said otherwise. Buffers
  * must stay alive until the stream has run it. The kernels are logprob.cu and delta.cu, linked
  * in as nvcc's fatbin (sm_80/sm_90 machine code + PTX) when the build had nvcc, else clang's PTX
- * (NEEDLE_CUDA_IMAGE=ptx|fatbin picks one).
+ * (NEEDLE_CUDA_IMAGE=ptx|fatbin picks one). They run on needle's CUDA host core (cuda/host.h), as
+ * the needle binary does: calls on one device are serialized (a delta count's wait holds the
+ * others back), and after a failing CUDA call every later call on that device fails with its
+ * error (a CUDA error usually leaves the context unusable).
  *
  * needle_cuda_logprob_*: needle_logprob_*'s outputs from logits [n, v] and labels [n] in device
- * memory into device buffers (out_entropy and out_lse may be 0), one block of 256 threads per
- * row, n <= 2^31 - 1. A label outside [0, v) that is not ignore_index gives NaN for its row
+ * memory into device buffers (out_entropy and out_lse may be 0), one block of threads per row,
+ * n <= 2^31 - 1. A label outside [0, v) that is not ignore_index gives NaN for its row
  * (device-resident labels are not checked on the host; that would wait for the stream). */
 int32_t needle_cuda_logprob_f32(uint64_t logits, int64_t n, int64_t v, uint64_t labels,
                                 float temperature, int64_t ignore_index, uint64_t out_logprob,

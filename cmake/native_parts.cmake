@@ -10,6 +10,9 @@
 #   set_property(GLOBAL APPEND PROPERTY NEEDLE_KERNEL_C_SOURCES <file.c>...)
 #                                                 C sources linked into libneedle.so (capi/; the same
 #                                                 files cgo compiles for the Go package).
+#   set_property(GLOBAL APPEND PROPERTY NEEDLE_KERNEL_CUDA_SOURCES <file_gpu.c>...)
+#                                                 C launchers of a .cu on the CUDA host core
+#                                                 (cuda/host.h), linked into libneedle.so with it.
 # Sources include each other from the repository root (-I ${PROJECT_SOURCE_DIR}):
 # "kernels/trainer/logprob/logprob.cu", "testkit/cudaemu/cudaemu.h", "platform/cpu/cpu.h".
 find_package(Threads REQUIRED)
@@ -46,7 +49,9 @@ function(needle_add_ptx target cu_source ptx_out)
   if(NEEDLE_PTXAS)
     set(check_ptx COMMAND ${NEEDLE_PTXAS} -arch=sm_90 -o /dev/null "${out}.tmp")
   endif()
-  set(deps "${src}" "${PROJECT_SOURCE_DIR}/testkit/cudaemu/cudaemu.h")
+  get_filename_component(src_dir "${src}" DIRECTORY)
+  file(GLOB src_headers CONFIGURE_DEPENDS "${src_dir}/*.h")  # e.g. <op>_launch.h, which the .cu includes
+  set(deps "${src}" "${PROJECT_SOURCE_DIR}/testkit/cudaemu/cudaemu.h" ${src_headers})
   add_custom_command(OUTPUT "${out}"
     COMMAND ${NEEDLE_CLANG_CUDA} ${NEEDLE_PTX_FLAGS} -I "${PROJECT_SOURCE_DIR}"
             -S -o "${out}.tmp" "${src}"

@@ -1,6 +1,7 @@
 package cuda
 
-// cuBLAS, opened at run time like the driver. Most GPU machines have it only as a pip package
+// cuBLAS, opened at run time like the driver (by the host core, nl_cublas_open; where to look is
+// decided here). Most GPU machines have it only as a pip package
 // of a Python environment, in one of two layouts: CUDA 13 wheels (nvidia-cublas 13.x, what torch
 // +cu130 pulls in) put libcublas.so.13 in site-packages/nvidia/cu13/lib, CUDA 12 wheels
 // (nvidia-cublas-cu12) put libcublas.so.12 in site-packages/nvidia/cublas/lib. So besides an
@@ -10,18 +11,21 @@ package cuda
 // /usr/local/lib/python3.X/dist-packages on Debian and Ubuntu, site-packages elsewhere).
 // Python itself is never run: the places are found from the environment and the file system.
 
+/*
+#include <stdlib.h>
+#include "host.h"
+*/
+import "C"
+
 import (
 	"errors"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"unsafe"
-
-	"github.com/ebitengine/purego"
 )
 
 // CublasEnv names the environment variable with the cuBLAS library's path; when set, it is
@@ -30,22 +34,6 @@ const CublasEnv = "NEEDLE_CUBLAS"
 
 // cublasSonames are the cuBLAS versions needle calls (the GemmEx ABI of CUDA 12 and 13), newest first.
 var cublasSonames = []string{"libcublas.so.13", "libcublas.so.12"}
-
-// cublasLib holds the cuBLAS entry points (cublasStatus_t is int32; 0 is success).
-type cublasLib struct {
-	path      string
-	create    func(h *uintptr) int32
-	destroy   func(h uintptr) int32
-	setStream func(h uintptr, stream uintptr) int32
-	gemmEx    func(h uintptr, opA, opB, m, n, k int32, alpha unsafe.Pointer, a uintptr, aType, lda int32,
-		b uintptr, bType, ldb int32, beta unsafe.Pointer, c uintptr, cType, ldc int32, compute, algo int32) int32
-}
-
-var (
-	cublasOnce sync.Once
-	cublas     *cublasLib
-	cublasErr  error
-)
 
 // cublasWheelDirs are the folders under site-packages (or dist-packages) where the CUDA 13
 // and the CUDA 12 wheels put cuBLAS.
@@ -143,26 +131,36 @@ func pythonPrefixes(getenv func(string) string, home string) []string {
 // them into a fake tree).
 var systemPrefixes = []string{"/usr/local", "/usr"}
 
-// findCublas dlopens the first candidate that loads. A missing file is passed over; a file
-// that exists but does not load (wrong architecture, missing libcublasLt) is an error of its
-// own in the final message, so the user sees why their cuBLAS was not taken.
-func findCublas(getenv func(string) string, home string) (uintptr, string, error) {
+// findCublas opens the first candidate that loads (host.h's nl_cublas_open) and returns its
+// path. A missing file is passed over; a file that exists but does not load (wrong
+// architecture, missing libcublasLt) is an error of its own in the final message, so the user
+// sees why their cuBLAS was not taken.
+func findCublas(getenv func(string) string, home string) (string, error) {
 	cands, places := cublasSearch(getenv, home)
 	var failed []string
 	for _, c := range cands {
 		if filepath.IsAbs(c) || strings.ContainsRune(c, '/') {
 			if _, err := os.Stat(c); err != nil {
 				if getenv(CublasEnv) != "" {
-					return 0, "", fmt.Errorf("%w: %s=%s: %v", ErrNoCublas, CublasEnv, c, err)
+					return "", fmt.Errorf("%w: %s=%s: %v", ErrNoCublas, CublasEnv, c, err)
 				}
 				continue
 			}
 		}
-		h, err := purego.Dlopen(c, purego.RTLD_NOW|purego.RTLD_GLOBAL)
-		if err == nil {
-			return h, c, nil
-		}
-		if filepath.IsAbs(c) || getenv(CublasEnv) != "" {
+		cpath := C.CString(c)
+		var nolib bool
+		err := Call(func(e unsafe.Pointer, n int) int {
+			st := int(C.nl_cublas_open(cpath, (*C.char)(e), C.size_t(n)))
+			nolib = st == C.NL_CUDA_NOLIB
+			return st
+		})
+		C.free(unsafe.Pointer(cpath))
+		switch {
+		case err == nil:
+			return c, nil
+		case !nolib: // it opened, but lacks a call needle makes
+			return "", fmt.Errorf("%w: %v", ErrNoCublas, err)
+		case filepath.IsAbs(c) || getenv(CublasEnv) != "":
 			failed = append(failed, fmt.Sprintf("dlopen %s: %v", c, err))
 		}
 	}
@@ -171,79 +169,47 @@ func findCublas(getenv func(string) string, home string) (uintptr, string, error
 	if len(failed) > 0 {
 		msg = strings.Join(failed, "; ") + "; looked in " + strings.Join(places, ", ")
 	}
-	return 0, "", fmt.Errorf("%w: %s", ErrNoCublas, msg)
+	return "", fmt.Errorf("%w: %s", ErrNoCublas, msg)
 }
 
 // ErrNoCublas is wrapped by every error that means "no usable cuBLAS here".
 var ErrNoCublas = errors.New("no cuBLAS")
 
-func loadCublas() (*cublasLib, error) {
+var (
+	cublasOnce sync.Once
+	cublasPath string
+	cublasErr  error
+)
+
+// loadCublas finds and opens cuBLAS once per process.
+func loadCublas() (string, error) {
 	cublasOnce.Do(func() {
 		home, _ := os.UserHomeDir()
-		h, path, err := findCublas(os.Getenv, home)
-		if err != nil {
-			cublasErr = err
-			return
-		}
-		l := &cublasLib{path: path}
-		syms := []symbol{
-			{&l.create, "cublasCreate_v2"}, {&l.destroy, "cublasDestroy_v2"},
-			{&l.setStream, "cublasSetStream_v2"}, {&l.gemmEx, "cublasGemmEx"},
-		}
-		if missing := bind(h, syms); missing != "" {
-			cublasErr = fmt.Errorf("%w: %s has no %s", ErrNoCublas, path, missing)
-			return
-		}
-		cublas = l
+		cublasPath, cublasErr = findCublas(os.Getenv, home)
 	})
-	return cublas, cublasErr
+	return cublasPath, cublasErr
 }
 
-// cublasStatusNames are cublasStatus_t's names (cublas_api.h).
-var cublasStatusNames = map[int32]string{
-	1: "CUBLAS_STATUS_NOT_INITIALIZED", 3: "CUBLAS_STATUS_ALLOC_FAILED", 7: "CUBLAS_STATUS_INVALID_VALUE",
-	8: "CUBLAS_STATUS_ARCH_MISMATCH", 11: "CUBLAS_STATUS_MAPPING_ERROR", 13: "CUBLAS_STATUS_EXECUTION_FAILED",
-	14: "CUBLAS_STATUS_INTERNAL_ERROR", 15: "CUBLAS_STATUS_NOT_SUPPORTED", 16: "CUBLAS_STATUS_LICENSE_ERROR",
-}
-
-// cublasError is the Go error of a failed cuBLAS call, or nil for success.
-func cublasError(call string, st int32) error {
-	if st == 0 {
-		return nil
-	}
-	name, ok := cublasStatusNames[st]
-	if !ok {
-		name = "unknown cuBLAS status"
-	}
-	return fmt.Errorf("%s: %s (%d)", call, name, st)
-}
-
-// BLAS is a cuBLAS handle on a device. Its calls run under the device's lock (package cuda
-// serializes device work), and a failure marks the device unhealthy as driver errors do.
+// BLAS is a cuBLAS handle on a device. Its calls run under the device's rules (the host core
+// serializes a device's calls), and a failure marks the device unhealthy as driver errors do.
 type BLAS struct {
 	dev *Device
-	lib *cublasLib
-	h   uintptr
+	h   *C.nl_blas
 }
 
 // CublasPath is the cuBLAS library this process loaded (or would load), or an error wrapping
 // ErrNoCublas saying where it looked.
-func CublasPath() (string, error) {
-	l, err := loadCublas()
-	if err != nil {
-		return "", err
-	}
-	return l.path, nil
-}
+func CublasPath() (string, error) { return loadCublas() }
 
 // NewBLAS loads cuBLAS (once per process) and creates a handle on dev (cublasCreate).
 func (dev *Device) NewBLAS() (*BLAS, error) {
-	l, err := loadCublas()
-	if err != nil {
+	if _, err := loadCublas(); err != nil {
 		return nil, err
 	}
-	b := &BLAS{dev: dev, lib: l}
-	err = dev.call("cublasCreate", func() error { return cublasError("cublasCreate", l.create(&b.h)) })
+	b := &BLAS{dev: dev}
+	err := Call(func(e unsafe.Pointer, n int) int {
+		return int(C.nl_blas_create(dev.h, &b.h, (*C.char)(e), C.size_t(n)))
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -252,16 +218,18 @@ func (dev *Device) NewBLAS() (*BLAS, error) {
 
 // Destroy releases the handle (cublasDestroy).
 func (b *BLAS) Destroy() error {
-	return b.dev.call("cublasDestroy", func() error { return cublasError("cublasDestroy", b.lib.destroy(b.h)) })
+	return Call(func(e unsafe.Pointer, n int) int { return int(C.nl_blas_destroy(b.h, (*C.char)(e), C.size_t(n))) })
 }
 
 // SetStream makes the handle's GEMMs run on s (cublasSetStream); nil is the default stream.
 func (b *BLAS) SetStream(s *Stream) error {
-	var h uintptr
+	var h uint64
 	if s != nil {
 		h = s.h
 	}
-	return b.dev.call("cublasSetStream", func() error { return cublasError("cublasSetStream", b.lib.setStream(b.h, h)) })
+	return Call(func(e unsafe.Pointer, n int) int {
+		return int(C.nl_blas_set_stream(b.h, C.uint64_t(h), (*C.char)(e), C.size_t(n)))
+	})
 }
 
 // Op is a cuBLAS operand transform (cublasOperation_t).
@@ -294,18 +262,9 @@ func (b *BLAS) GemmEx(opA, opB Op, m, n, k int, alpha float32, a uint64, lda int
 			return fmt.Errorf("cublasGemmEx: size %d outside 0..%d (m=%d n=%d k=%d lda=%d ldb=%d ldc=%d)", v, math.MaxInt32, m, n, k, lda, ldb, ldc)
 		}
 	}
-	const (
-		computeF32  = 68 // CUBLAS_COMPUTE_32F
-		algoDefault = -1 // CUBLAS_GEMM_DEFAULT
-	)
-	var pin runtime.Pinner
-	defer pin.Unpin()
-	pin.Pin(&alpha)
-	pin.Pin(&beta)
-	return b.dev.call("cublasGemmEx", func() error {
-		st := b.lib.gemmEx(b.h, int32(opA), int32(opB), int32(m), int32(n), int32(k), unsafe.Pointer(&alpha),
-			uintptr(a), int32(in), int32(lda), uintptr(bm), int32(in), int32(ldb), unsafe.Pointer(&beta),
-			uintptr(c), int32(R32F), int32(ldc), computeF32, algoDefault)
-		return cublasError("cublasGemmEx", st)
+	return Call(func(e unsafe.Pointer, nn int) int {
+		return int(C.nl_blas_gemm_ex(b.h, C.int32_t(opA), C.int32_t(opB), C.int32_t(m), C.int32_t(n), C.int32_t(k),
+			C.float(alpha), C.uint64_t(a), C.int32_t(lda), C.uint64_t(bm), C.int32_t(ldb), C.int32_t(in),
+			C.float(beta), C.uint64_t(c), C.int32_t(ldc), (*C.char)(e), C.size_t(nn)))
 	})
 }

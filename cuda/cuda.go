@@ -1,278 +1,164 @@
-// Package cuda is needle's door to an NVIDIA GPU: the CUDA driver API of libcuda.so.1, opened at
-// run time with purego (no cgo, no CUDA at build time), so one binary runs everywhere. Without a
-// driver or a device, Open returns an error wrapping ErrNoDevice and callers use their CPU path.
-// The first failing driver call marks the Device unhealthy: every later call returns that error
-// (callers log it and fall back to the CPU), nothing aborts the process.
+// Package cuda is needle's door to an NVIDIA GPU: a Go face on the CUDA host core of host.h
+// (host.c, compiled in by cgo, and into libneedle.so the same), which opens the driver API of
+// libcuda.so.1 and cuBLAS at run time (dlopen: no CUDA at build time), so one binary runs
+// everywhere. Without a driver or a device, Open returns an error wrapping ErrNoDevice and
+// callers use their CPU path. The first failing call on a Device marks it unhealthy: every later
+// call returns that error (callers log it and fall back to the CPU), nothing aborts the process.
 //
-// The tests of this package cover the paths without a driver; code that needs a device is tested
-// by its callers' GPU tests, which skip (saying why) when Open finds none.
+// The tests of this package cover the paths without a driver and, against the emulated driver
+// (testkit/cudaemu), the core's loads, fallbacks, launches and health; code that needs a device
+// is tested by its callers' GPU tests, which skip (saying why) when Open finds none.
 //
-// A Device is safe for concurrent use: each operation locks its goroutine to an OS thread, makes
-// the device's primary context current there and runs under the device mutex.
+// A Device is safe for concurrent use: the core runs each call in the device's primary context
+// (pushed current for the call, popped after) under the device's mutex.
+//
+// Kernel packages launch through Function, or through their own C launchers built on host.h
+// (Device.Handle, Module.Handle, Call), which libneedle.so runs too.
 package cuda
 
+/*
+#cgo CFLAGS: -O2 -std=c11 -Wall
+#cgo LDFLAGS: -ldl -lpthread
+#include <stdlib.h>
+#include "host.h"
+*/
+import "C"
+
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
 	"math"
-	"os"
-	"runtime"
+	"strings"
 	"sync"
 	"unsafe"
-
-	"github.com/ebitengine/purego"
 )
 
 // ErrNoDevice is wrapped by every error that means "no usable CUDA here": no libcuda.so.1, a
 // driver without the functions needle needs, cuInit failing, no device at that ordinal.
 var ErrNoDevice = errors.New("no CUDA device")
 
-// LibraryEnv names the environment variable that overrides the driver library path.
+// LibraryEnv names the environment variable that overrides the driver library path (read by
+// the host core, once per process).
 const LibraryEnv = "NEEDLE_CUDA_LIB"
 
-// driver holds the driver API entry points (CUresult is int32; 0 is CUDA_SUCCESS).
-type driver struct {
-	cuInit                    func(flags uint32) int32
-	cuDeviceGetCount          func(count *int32) int32
-	cuDeviceGet               func(dev *int32, ordinal int32) int32
-	cuDeviceGetName           func(name *byte, n int32, dev int32) int32
-	cuDevicePrimaryCtxRetain  func(ctx *uintptr, dev int32) int32
-	cuDevicePrimaryCtxRelease func(dev int32) int32
-	cuCtxSetCurrent           func(ctx uintptr) int32
-	cuCtxSynchronize          func() int32
-	cuModuleLoadDataEx        func(mod *uintptr, image unsafe.Pointer, n uint32, opts *int32, vals *uintptr) int32
-	cuModuleUnload            func(mod uintptr) int32
-	cuModuleGetFunction       func(fn *uintptr, mod uintptr, name *byte) int32
-	cuMemAlloc                func(dptr *uint64, size uint64) int32
-	cuMemFree                 func(dptr uint64) int32
-	cuMemcpyHtoD              func(dst uint64, src unsafe.Pointer, n uint64) int32
-	cuMemcpyDtoH              func(dst unsafe.Pointer, src uint64, n uint64) int32
-	cuLaunchKernel            func(f uintptr, gx, gy, gz, bx, by, bz, shared uint32, stream uintptr, params, extra unsafe.Pointer) int32
-	cuGetErrorString          func(res int32, str **byte) int32
-	cuDriverGetVersion        func(version *int32) int32
-	cuMemGetInfo              func(free, total *uint64) int32
-	cuMemHostAlloc            func(p *unsafe.Pointer, size uint64, flags uint32) int32
-	cuMemFreeHost             func(p unsafe.Pointer) int32
-	cuStreamCreate            func(stream *uintptr, flags uint32) int32
-	cuStreamDestroy           func(stream uintptr) int32
+// errBuf receives a host-core call's error text (pooled: most calls succeed and never read it).
+type errBuf [C.NL_CUDA_ERR_BYTES]C.char
+
+var errBufs = sync.Pool{New: func() any { return new(errBuf) }}
+
+// Call runs fn, one call into the host core (host.h) or into a C launcher built on it, with an
+// error buffer (err, n bytes) it passes on, and turns the status fn returns into an error: nil
+// for NL_CUDA_OK, one wrapping ErrNoDevice for NL_CUDA_NODEV, else the text the call wrote.
+func Call(fn func(err unsafe.Pointer, n int) int) error {
+	b := errBufs.Get().(*errBuf)
+	defer errBufs.Put(b)
+	b[0] = 0
+	return statusError(fn(unsafe.Pointer(&b[0]), len(b)), &b[0])
 }
 
-var (
-	loadOnce sync.Once
-	drv      *driver
-	drvErr   error
-)
-
-// load opens the driver library once and resolves every entry point (versioned names as the
-// CUDA headers map them).
-func load() (*driver, error) {
-	loadOnce.Do(func() {
-		path := "libcuda.so.1"
-		if p := os.Getenv(LibraryEnv); p != "" {
-			path = p
-		}
-		h, err := purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_GLOBAL)
-		if err != nil {
-			drvErr = fmt.Errorf("%w: cannot load the CUDA driver: %v", ErrNoDevice, err)
-			return
-		}
-		d := &driver{}
-		syms := []symbol{
-			{&d.cuInit, "cuInit"}, {&d.cuDeviceGetCount, "cuDeviceGetCount"},
-			{&d.cuDeviceGet, "cuDeviceGet"}, {&d.cuDeviceGetName, "cuDeviceGetName"},
-			{&d.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain"},
-			{&d.cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2"},
-			{&d.cuCtxSetCurrent, "cuCtxSetCurrent"}, {&d.cuCtxSynchronize, "cuCtxSynchronize"},
-			{&d.cuModuleLoadDataEx, "cuModuleLoadDataEx"}, {&d.cuModuleUnload, "cuModuleUnload"},
-			{&d.cuModuleGetFunction, "cuModuleGetFunction"}, {&d.cuMemAlloc, "cuMemAlloc_v2"},
-			{&d.cuMemFree, "cuMemFree_v2"}, {&d.cuMemcpyHtoD, "cuMemcpyHtoD_v2"},
-			{&d.cuMemcpyDtoH, "cuMemcpyDtoH_v2"}, {&d.cuLaunchKernel, "cuLaunchKernel"},
-			{&d.cuGetErrorString, "cuGetErrorString"}, {&d.cuMemGetInfo, "cuMemGetInfo_v2"},
-			{&d.cuDriverGetVersion, "cuDriverGetVersion"},
-			{&d.cuMemHostAlloc, "cuMemHostAlloc"}, {&d.cuMemFreeHost, "cuMemFreeHost"},
-			{&d.cuStreamCreate, "cuStreamCreate"}, {&d.cuStreamDestroy, "cuStreamDestroy_v2"},
-		}
-		if missing := bind(h, syms); missing != "" {
-			drvErr = fmt.Errorf("%w: %s has no %s (driver too old?)", ErrNoDevice, path, missing)
-			return
-		}
-		if rc := d.cuInit(0); rc != 0 {
-			drvErr = fmt.Errorf("%w: cuInit: %s", ErrNoDevice, d.describe(rc))
-			return
-		}
-		drv = d
-	})
-	return drv, drvErr
-}
-
-// symbol is a C function of a library and the Go function variable it is bound to.
-type symbol struct {
-	fn   any
-	name string
-}
-
-// bind resolves every symbol in the library handle h, or returns the first missing name.
-func bind(h uintptr, syms []symbol) (missing string) {
-	for _, s := range syms {
-		sym, err := purego.Dlsym(h, s.name)
-		if err != nil {
-			return s.name
-		}
-		purego.RegisterFunc(s.fn, sym)
+// statusError is the Go error of a host-core status st with its text at msg.
+func statusError(st int, msg *C.char) error {
+	switch st {
+	case C.NL_CUDA_OK:
+		return nil
+	case C.NL_CUDA_NODEV:
+		return fmt.Errorf("%w: %s", ErrNoDevice, strings.TrimPrefix(C.GoString(msg), ErrNoDevice.Error()+": "))
 	}
-	return ""
-}
-
-// describe turns a CUresult into text.
-func (d *driver) describe(rc int32) string {
-	var p *byte // a static string of the driver
-	if d.cuGetErrorString(rc, &p) != 0 || p == nil {
-		return fmt.Sprintf("CUDA error %d", rc)
-	}
-	n := 0
-	for n < 256 && *(*byte)(unsafe.Add(unsafe.Pointer(p), n)) != 0 {
-		n++
-	}
-	return fmt.Sprintf("%s (CUDA error %d)", unsafe.String(p, n), rc)
+	return errors.New(C.GoString(msg))
 }
 
 // Device is one GPU with its primary context.
 type Device struct {
-	d       *driver
-	ordinal int32
+	h       *C.nl_device // nil once closed
+	ordinal int
 	name    string
-	ctx     uintptr
-
-	mu  sync.Mutex
-	err error // first failure; the device is unhealthy once set
 }
 
 // Open retains the primary context of GPU number ordinal.
 func Open(ordinal int) (*Device, error) {
-	d, err := load()
+	if ordinal < math.MinInt32 || ordinal > math.MaxInt32 {
+		return nil, fmt.Errorf("%w: device %d requested", ErrNoDevice, ordinal)
+	}
+	var h *C.nl_device
+	err := Call(func(e unsafe.Pointer, n int) int {
+		return int(C.nl_device_open(C.int32_t(ordinal), &h, (*C.char)(e), C.size_t(n)))
+	})
 	if err != nil {
 		return nil, err
 	}
-	var count int32
-	if rc := d.cuDeviceGetCount(&count); rc != 0 {
-		return nil, fmt.Errorf("%w: cuDeviceGetCount: %s", ErrNoDevice, d.describe(rc))
-	}
-	if ordinal < 0 || ordinal >= int(count) {
-		return nil, fmt.Errorf("%w: device %d requested, %d present", ErrNoDevice, ordinal, count)
-	}
-	dev := &Device{d: d}
-	if rc := d.cuDeviceGet(&dev.ordinal, int32(ordinal)); rc != 0 {
-		return nil, fmt.Errorf("%w: cuDeviceGet(%d): %s", ErrNoDevice, ordinal, d.describe(rc))
-	}
-	var name [128]byte
-	if d.cuDeviceGetName(&name[0], int32(len(name)), dev.ordinal) == 0 {
-		for i, c := range name {
-			if c == 0 {
-				dev.name = string(name[:i])
-				break
-			}
-		}
-	}
-	if rc := d.cuDevicePrimaryCtxRetain(&dev.ctx, dev.ordinal); rc != 0 {
-		return nil, fmt.Errorf("%w: cuDevicePrimaryCtxRetain: %s", ErrNoDevice, d.describe(rc))
-	}
-	return dev, nil
+	return &Device{h: h, ordinal: ordinal, name: C.GoString(C.nl_device_name(h))}, nil
 }
+
+// Handle is the device's nl_device (host.h), for the C launchers of kernel packages; valid
+// until Close.
+func (dev *Device) Handle() unsafe.Pointer { return unsafe.Pointer(dev.h) }
 
 // Name is the device's marketing name, e.g. "NVIDIA H100 80GB HBM3".
 func (dev *Device) Name() string { return dev.name }
 
+// Ordinal is the device's number among the visible devices.
+func (dev *Device) Ordinal() int { return dev.ordinal }
+
 // Err is the error that made the device unhealthy, or nil.
 func (dev *Device) Err() error {
-	dev.mu.Lock()
-	defer dev.mu.Unlock()
-	return dev.err
-}
-
-// do runs fn with the device's context current on a locked OS thread. A failing CUresult from
-// fn marks the device unhealthy; an unhealthy device runs nothing.
-func (dev *Device) do(what string, fn func(d *driver) int32) error {
-	return dev.call(what, func() error {
-		if rc := fn(dev.d); rc != 0 {
-			return fmt.Errorf("cuda %s: %s", what, dev.d.describe(rc))
-		}
+	if dev.h == nil {
 		return nil
-	})
-}
-
-// call is do for any library of the device (the driver, cuBLAS): fn runs with the context
-// current under the device mutex, and its error marks the device unhealthy.
-func (dev *Device) call(what string, fn func() error) error {
-	dev.mu.Lock()
-	defer dev.mu.Unlock()
-	if dev.err != nil {
-		return fmt.Errorf("cuda %s: device unhealthy: %w", what, dev.err)
 	}
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	if rc := dev.d.cuCtxSetCurrent(dev.ctx); rc != 0 {
-		dev.err = fmt.Errorf("cuda %s: set context: %s", what, dev.d.describe(rc))
-		return dev.err
+	b := errBufs.Get().(*errBuf)
+	defer errBufs.Put(b)
+	if C.nl_device_error(dev.h, &b[0], C.size_t(len(b))) == 0 {
+		return nil
 	}
-	if err := fn(); err != nil {
-		dev.err = err
-		return err
-	}
-	return nil
+	return errors.New(C.GoString(&b[0]))
 }
 
 // Count is the number of CUDA devices visible to this process (CUDA_VISIBLE_DEVICES applies),
 // or an error wrapping ErrNoDevice.
 func Count() (int, error) {
-	d, err := load()
-	if err != nil {
-		return 0, err
-	}
-	var n int32
-	if rc := d.cuDeviceGetCount(&n); rc != 0 {
-		return 0, fmt.Errorf("%w: cuDeviceGetCount: %s", ErrNoDevice, d.describe(rc))
-	}
-	return int(n), nil
+	var n C.int32_t
+	err := Call(func(e unsafe.Pointer, m int) int {
+		return int(C.nl_cuda_device_count(&n, (*C.char)(e), C.size_t(m)))
+	})
+	return int(n), err
 }
 
 // DriverVersion is the newest CUDA version the driver supports, 1000 x major + 10 x minor
 // (12040 is 12.4), or an error wrapping ErrNoDevice.
 func DriverVersion() (int, error) {
-	d, err := load()
-	if err != nil {
-		return 0, err
-	}
-	var v int32
-	if rc := d.cuDriverGetVersion(&v); rc != 0 {
-		return 0, fmt.Errorf("%w: cuDriverGetVersion: %s", ErrNoDevice, d.describe(rc))
-	}
-	return int(v), nil
+	var v C.int32_t
+	err := Call(func(e unsafe.Pointer, n int) int {
+		return int(C.nl_cuda_driver_version(&v, (*C.char)(e), C.size_t(n)))
+	})
+	return int(v), err
 }
 
-// Ordinal is the device's number among the visible devices.
-func (dev *Device) Ordinal() int { return int(dev.ordinal) }
-
-// Synchronize waits for the device's queued work (cuBLAS calls are queued, not waited for).
+// Synchronize waits for the device's queued work (cuBLAS calls and Enqueue's launches are
+// queued, not waited for).
 func (dev *Device) Synchronize() error {
-	return dev.do("synchronize", func(d *driver) int32 { return d.cuCtxSynchronize() })
+	return Call(func(e unsafe.Pointer, n int) int {
+		return int(C.nl_device_synchronize(dev.h, (*C.char)(e), C.size_t(n)))
+	})
 }
 
 // MemInfo returns the device's free and total memory in bytes.
 func (dev *Device) MemInfo() (free, total uint64, err error) {
-	err = dev.do("mem get info", func(d *driver) int32 { return d.cuMemGetInfo(&free, &total) })
-	return free, total, err
+	var f, t C.uint64_t
+	err = Call(func(e unsafe.Pointer, n int) int {
+		return int(C.nl_device_mem_info(dev.h, &f, &t, (*C.char)(e), C.size_t(n)))
+	})
+	return uint64(f), uint64(t), err
 }
 
-// Close releases the primary context. Modules and buffers must be released first.
+// Close releases the primary context. Modules, BLAS handles and buffers must be released
+// first; a second Close does nothing.
 func (dev *Device) Close() error {
-	dev.mu.Lock()
-	defer dev.mu.Unlock()
-	if rc := dev.d.cuDevicePrimaryCtxRelease(dev.ordinal); rc != 0 {
-		return fmt.Errorf("cuda: release context: %s", dev.d.describe(rc))
+	if dev.h == nil {
+		return nil
 	}
-	return nil
+	h := dev.h
+	dev.h = nil
+	return Call(func(e unsafe.Pointer, n int) int { return int(C.nl_device_close(h, (*C.char)(e), C.size_t(n))) })
 }
 
 // A kernel package embeds its ptx/ folder, where `make native` writes, for its .cu file <stem>.cu,
@@ -300,138 +186,99 @@ func ReadPTX(fsys fs.FS, path string) ([]byte, error) {
 // fallback is tested too); unset, the fatbin when there is one, else the PTX.
 const ImageEnv = "NEEDLE_CUDA_IMAGE"
 
-// LoadKernels loads the kernels of stem from a kernel package's embedded ptx/ folder: the
-// fatbin when there is one (machine code: no JIT on sm_80/sm_90), else, or when the driver
-// refuses it, the clang PTX (JIT-compiled by the driver); ImageEnv can ask for one of them.
-// The error of a refused image carries the driver's JIT log; Module.Image says which loaded.
+// loadErrBytes holds a load's error: a line per image, each with the driver's two JIT logs.
+const loadErrBytes = 2*(2*C.NL_CUDA_JIT_LOG_BYTES) + 2*C.NL_CUDA_ERR_BYTES
+
+// cImage is b as the host core's nl_image (b must stay alive for the call; nil: not built).
+func cImage(name *C.char, b []byte) C.nl_image {
+	im := C.nl_image{name: name}
+	if len(b) > 0 {
+		im.data, im.size = unsafe.Pointer(&b[0]), C.size_t(len(b))
+	}
+	return im
+}
+
+// LoadKernels loads the kernels of stem from a kernel package's embedded ptx/ folder with the
+// host core's nl_module_load_kernels: the fatbin when there is one (machine code: no JIT on
+// sm_80/sm_90), else, or when the driver refuses it, the clang PTX (JIT-compiled by the
+// driver); ImageEnv can ask for one of them. The error of a refused image carries the driver's
+// JIT log; Module.Image says which loaded.
 func (dev *Device) LoadKernels(fsys fs.FS, stem string) (*Module, error) {
-	want := os.Getenv(ImageEnv)
-	if want != "" && want != "fatbin" && want != "ptx" {
-		return nil, fmt.Errorf("cuda: %s=%q: want fatbin or ptx", ImageEnv, want)
+	var wantFatbin, wantPTX C.int
+	if err := Call(func(e unsafe.Pointer, n int) int {
+		return int(C.nl_cuda_image_choice(&wantFatbin, &wantPTX, (*C.char)(e), C.size_t(n)))
+	}); err != nil {
+		return nil, err
 	}
-	var errs []error
-	if want != "ptx" {
-		fat, err := fs.ReadFile(fsys, FatbinPath(stem))
-		if err == nil {
-			var m *Module
-			if m, err = dev.LoadModule(fat); err == nil {
-				m.Image = FatbinPath(stem)
-				return m, nil
-			}
-		}
-		errs = append(errs, fmt.Errorf("%s: %w", FatbinPath(stem), err))
-		if want == "fatbin" {
-			return nil, errors.Join(errs...)
+	var fat, ptx []byte
+	if wantFatbin != 0 {
+		fat, _ = fs.ReadFile(fsys, FatbinPath(stem)) // absent: the core says it was not built
+	}
+	if wantPTX != 0 {
+		if b, err := fs.ReadFile(fsys, PTXPath(stem)); err == nil {
+			ptx = append(b, 0) // PTX is read as a NUL-terminated string
 		}
 	}
-	ptx, err := ReadPTX(fsys, PTXPath(stem))
-	if err != nil {
-		return nil, errors.Join(append(errs, err)...)
+	fatName, ptxName := C.CString(FatbinPath(stem)), C.CString(PTXPath(stem))
+	defer C.free(unsafe.Pointer(fatName))
+	defer C.free(unsafe.Pointer(ptxName))
+	m := &Module{dev: dev}
+	var loadedPTX C.int32_t
+	msg := make([]C.char, loadErrBytes)
+	st := C.nl_module_load_kernels(dev.h, cImage(fatName, fat), cImage(ptxName, ptx), &m.h, &loadedPTX, &msg[0], C.size_t(len(msg)))
+	if err := statusError(int(st), &msg[0]); err != nil {
+		return nil, err
 	}
-	m, err := dev.LoadModule(append(ptx, 0)) // PTX is read as a NUL-terminated string
-	if err != nil {
-		return nil, errors.Join(append(errs, fmt.Errorf("%s: %w", PTXPath(stem), err))...)
+	m.Image = FatbinPath(stem)
+	if loadedPTX != 0 {
+		m.Image = PTXPath(stem)
 	}
-	m.Image = PTXPath(stem)
 	return m, nil
 }
 
 // Module is a loaded fatbin or PTX (JIT-compiled by the driver for the device).
 type Module struct {
 	dev *Device
-	h   uintptr
+	h   *C.nl_module
 	// Image names what was loaded (LoadKernels: the fatbin or the PTX file).
 	Image string
 }
-
-// jitLogBytes is the size of each of the driver's JIT logs (error and info) a load keeps.
-const jitLogBytes = 16 << 10
 
 // LoadModule loads a module image: a fatbin, a cubin or NUL-terminated PTX text. When the
 // driver refuses it, the error carries the JIT compiler's error and info logs (ptxas's
 // messages: the line, the instruction, the missing feature), and the device stays usable (a
 // refused image is a property of the image, not a failing device).
 func (dev *Device) LoadModule(image []byte) (*Module, error) {
-	if len(image) == 0 {
-		return nil, errors.New("cuda load module: empty image")
-	}
 	m := &Module{dev: dev}
-	errLog, infoLog := make([]byte, jitLogBytes), make([]byte, jitLogBytes)
-	const (
-		jitInfoLogBuffer      = 3  // CU_JIT_INFO_LOG_BUFFER
-		jitInfoLogBufferSize  = 4  // CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES
-		jitErrorLogBuffer     = 5  // CU_JIT_ERROR_LOG_BUFFER
-		jitErrorLogBufferSize = 6  // CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES
-		jitLogVerbose         = 12 // CU_JIT_LOG_VERBOSE
-	)
-	opts := []int32{jitErrorLogBuffer, jitErrorLogBufferSize, jitInfoLogBuffer, jitInfoLogBufferSize, jitLogVerbose}
-	// The driver reads each value as a pointer-sized word: buffers as pointers, sizes and flags
-	// as integers; it writes the logs' lengths back into the size slots.
-	vals := []uintptr{uintptr(unsafe.Pointer(&errLog[0])), jitLogBytes, uintptr(unsafe.Pointer(&infoLog[0])), jitLogBytes, 1}
-	var pin runtime.Pinner // vals hides the logs' addresses from the garbage collector
-	defer pin.Unpin()
-	pin.Pin(&errLog[0])
-	pin.Pin(&infoLog[0])
-	var rc int32
-	err := dev.call("load module", func() error {
-		rc = dev.d.cuModuleLoadDataEx(&m.h, unsafe.Pointer(&image[0]), uint32(len(opts)), &opts[0], &vals[0])
-		if rc != 0 && !refusedImage(rc) {
-			return fmt.Errorf("cuda load module: %s", dev.d.describe(rc))
-		}
-		return nil
-	})
-	if err != nil {
+	msg := make([]C.char, loadErrBytes)
+	st := C.nl_module_load(dev.h, cImage(nil, image), &m.h, &msg[0], C.size_t(len(msg)))
+	if err := statusError(int(st), &msg[0]); err != nil {
 		return nil, err
-	}
-	if rc != 0 {
-		return nil, fmt.Errorf("cuda load module: %s; JIT error log: %q; JIT info log: %q", dev.d.describe(rc),
-			cString(errLog, vals[1]), cString(infoLog, vals[3]))
 	}
 	return m, nil
 }
 
-// refusedImage reports whether a load's CUresult means the image does not suit this device
-// or driver (the device itself is fine).
-func refusedImage(rc int32) bool {
-	switch rc {
-	case 200, // CUDA_ERROR_INVALID_IMAGE
-		209, // CUDA_ERROR_NO_BINARY_FOR_GPU
-		218, // CUDA_ERROR_INVALID_PTX
-		221, // CUDA_ERROR_JIT_COMPILER_NOT_FOUND
-		222: // CUDA_ERROR_UNSUPPORTED_PTX_VERSION
-		return true
-	}
-	return false
-}
-
-// cString is the text of a log buffer the driver filled: up to n bytes (what it reports
-// written) and the first NUL.
-func cString(b []byte, n uintptr) string {
-	b = b[:min(int(n), len(b))]
-	if i := bytes.IndexByte(b, 0); i >= 0 {
-		b = b[:i]
-	}
-	return string(b)
-}
+// Handle is the module's nl_module (host.h), for the C launchers of kernel packages; valid
+// until Unload.
+func (m *Module) Handle() unsafe.Pointer { return unsafe.Pointer(m.h) }
 
 // Unload frees the module.
 func (m *Module) Unload() error {
-	return m.dev.do("unload module", func(d *driver) int32 { return d.cuModuleUnload(m.h) })
+	return Call(func(e unsafe.Pointer, n int) int { return int(C.nl_module_unload(m.h, (*C.char)(e), C.size_t(n))) })
 }
 
 // Function is one kernel (an `extern "C" __global__` name) of a module.
 type Function struct {
-	dev  *Device
-	h    uintptr
-	name string
+	f C.nl_function
 }
 
 // Function finds a kernel by name.
 func (m *Module) Function(name string) (*Function, error) {
-	cname := append([]byte(name), 0)
-	f := &Function{dev: m.dev, name: name}
-	err := m.dev.do("get function "+name, func(d *driver) int32 {
-		return d.cuModuleGetFunction(&f.h, m.h, &cname[0])
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	f := &Function{}
+	err := Call(func(e unsafe.Pointer, n int) int {
+		return int(C.nl_module_function(m.h, cname, &f.f, (*C.char)(e), C.size_t(n)))
 	})
 	if err != nil {
 		return nil, err
@@ -455,51 +302,56 @@ func (f *Function) Enqueue(grid, block Dim3, args ...any) error {
 	return f.launch(grid, block, false, args)
 }
 
-func (f *Function) launch(grid, block Dim3, wait bool, args []any) error {
-	vals, err := paramValues(args)
-	if err != nil {
-		return fmt.Errorf("cuda launch %s: %w", f.name, err)
-	}
-	// cuLaunchKernel reads params[i] -> the bytes of argument i (during the call); both arrays
-	// are pinned Go memory.
-	params := make([]unsafe.Pointer, len(vals)+1) // +1: never empty
-	var pin runtime.Pinner
-	defer pin.Unpin()
-	for i := range vals {
-		pin.Pin(&vals[i])
-		params[i] = unsafe.Pointer(&vals[i])
-	}
-	pin.Pin(&params[0])
-	return f.dev.do("launch "+f.name, func(d *driver) int32 {
-		rc := d.cuLaunchKernel(f.h, grid.X, grid.Y, grid.Z, block.X, block.Y, block.Z, 0, 0, unsafe.Pointer(&params[0]), nil)
-		if rc != 0 || !wait {
-			return rc
-		}
-		return d.cuCtxSynchronize()
-	})
+// launchBuf is one launch's C-side arguments (pooled: a launch allocates nothing).
+type launchBuf struct {
+	args        [C.NL_CUDA_MAX_ARGS]C.uint64_t
+	grid, block [3]C.uint32_t
+	err         errBuf
 }
 
-// paramValues lays each kernel argument out in its own 8-byte little-endian slot, as the
-// driver reads parameters of at most 8 bytes (narrower types use the low bytes).
-func paramValues(args []any) ([]uint64, error) {
-	vals := make([]uint64, len(args))
+var launchBufs = sync.Pool{New: func() any { return new(launchBuf) }}
+
+func (f *Function) launch(grid, block Dim3, wait bool, args []any) error {
+	b := launchBufs.Get().(*launchBuf)
+	defer launchBufs.Put(b)
+	if err := paramValues(b.args[:], args); err != nil {
+		return fmt.Errorf("cuda launch %s: %w", C.GoString(&f.f.name[0]), err)
+	}
+	b.grid = [3]C.uint32_t{C.uint32_t(grid.X), C.uint32_t(grid.Y), C.uint32_t(grid.Z)}
+	b.block = [3]C.uint32_t{C.uint32_t(block.X), C.uint32_t(block.Y), C.uint32_t(block.Z)}
+	w := C.int32_t(0)
+	if wait {
+		w = 1
+	}
+	b.err[0] = 0
+	st := C.nl_function_launch(&f.f, &b.grid[0], &b.block[0], 0, &b.args[0], C.int32_t(len(args)), w,
+		&b.err[0], C.size_t(len(b.err)))
+	return statusError(int(st), &b.err[0])
+}
+
+// paramValues lays each kernel argument out in its own 8-byte slot of dst, as host.h's
+// nl_function_launch takes them (little-endian, narrower types in the low bytes).
+func paramValues[T ~uint64](dst []T, args []any) error {
+	if len(args) > len(dst) {
+		return fmt.Errorf("%d arguments, at most %d", len(args), len(dst))
+	}
 	for i, a := range args {
 		switch v := a.(type) {
 		case *Buffer:
-			vals[i] = v.ptr
+			dst[i] = T(v.ptr)
 		case int64:
-			vals[i] = uint64(v)
+			dst[i] = T(v)
 		case int32:
-			vals[i] = uint64(uint32(v))
+			dst[i] = T(uint32(v))
 		case uint64:
-			vals[i] = v
+			dst[i] = T(v)
 		case float32:
-			vals[i] = uint64(math.Float32bits(v))
+			dst[i] = T(math.Float32bits(v))
 		default:
-			return nil, fmt.Errorf("argument %d has unsupported type %T", i, a)
+			return fmt.Errorf("argument %d has unsupported type %T", i, a)
 		}
 	}
-	return vals, nil
+	return nil
 }
 
 // Buffer is device memory.
@@ -512,10 +364,14 @@ type Buffer struct {
 // Alloc reserves size bytes (at least 1) of device memory.
 func (dev *Device) Alloc(size int) (*Buffer, error) {
 	b := &Buffer{dev: dev, size: max(size, 1)}
-	err := dev.do("alloc", func(d *driver) int32 { return d.cuMemAlloc(&b.ptr, uint64(b.size)) })
+	var p C.uint64_t
+	err := Call(func(e unsafe.Pointer, n int) int {
+		return int(C.nl_device_alloc(dev.h, C.uint64_t(b.size), &p, (*C.char)(e), C.size_t(n)))
+	})
 	if err != nil {
 		return nil, err
 	}
+	b.ptr = uint64(p)
 	return b, nil
 }
 
@@ -524,29 +380,29 @@ func (b *Buffer) Upload(src unsafe.Pointer, n int) error { return b.UploadAt(0, 
 
 // UploadAt copies n host bytes from src into the buffer at byte offset off.
 func (b *Buffer) UploadAt(off int, src unsafe.Pointer, n int) error {
-	if off < 0 || n > b.size-off {
+	if off < 0 || n < 0 || n > b.size-off {
 		return fmt.Errorf("cuda upload: %d bytes at offset %d into a %d-byte buffer", n, off, b.size)
 	}
-	if n == 0 {
-		return nil
-	}
-	return b.dev.do("upload", func(d *driver) int32 { return d.cuMemcpyHtoD(b.ptr+uint64(off), src, uint64(n)) })
+	return Call(func(e unsafe.Pointer, m int) int {
+		return int(C.nl_device_upload(b.dev.h, C.uint64_t(b.ptr+uint64(off)), src, C.uint64_t(n), (*C.char)(e), C.size_t(m)))
+	})
 }
 
 // Download copies the first n bytes of the buffer to host memory dst.
 func (b *Buffer) Download(dst unsafe.Pointer, n int) error {
-	if n > b.size {
+	if n < 0 || n > b.size {
 		return fmt.Errorf("cuda download: %d bytes from a %d-byte buffer", n, b.size)
 	}
-	if n == 0 {
-		return nil
-	}
-	return b.dev.do("download", func(d *driver) int32 { return d.cuMemcpyDtoH(dst, b.ptr, uint64(n)) })
+	return Call(func(e unsafe.Pointer, m int) int {
+		return int(C.nl_device_download(b.dev.h, dst, C.uint64_t(b.ptr), C.uint64_t(n), (*C.char)(e), C.size_t(m)))
+	})
 }
 
 // Free releases the buffer.
 func (b *Buffer) Free() error {
-	return b.dev.do("free", func(d *driver) int32 { return d.cuMemFree(b.ptr) })
+	return Call(func(e unsafe.Pointer, n int) int {
+		return int(C.nl_device_free(b.dev.h, C.uint64_t(b.ptr), (*C.char)(e), C.size_t(n)))
+	})
 }
 
 // Addr is the device address off bytes into the buffer, for kernel arguments and cuBLAS
@@ -572,38 +428,50 @@ type HostBuffer struct {
 // AllocHost pins size bytes (at least 1) of host memory, usable with every device (portable).
 func (dev *Device) AllocHost(size int) (*HostBuffer, error) {
 	h := &HostBuffer{dev: dev}
-	const portable = 1 // CU_MEMHOSTALLOC_PORTABLE
-	err := dev.do("host alloc", func(d *driver) int32 { return d.cuMemHostAlloc(&h.p, uint64(max(size, 1)), portable) })
+	var p unsafe.Pointer
+	err := Call(func(e unsafe.Pointer, n int) int {
+		return int(C.nl_device_host_alloc(dev.h, C.uint64_t(max(size, 1)), &p, (*C.char)(e), C.size_t(n)))
+	})
 	if err != nil {
 		return nil, err
 	}
-	h.Bytes = unsafe.Slice((*byte)(h.p), max(size, 1))
+	h.p = p
+	h.Bytes = unsafe.Slice((*byte)(p), max(size, 1))
 	return h, nil
 }
 
 // Free releases the pinned memory; Bytes must not be used after.
 func (h *HostBuffer) Free() error {
 	h.Bytes = nil
-	return h.dev.do("host free", func(d *driver) int32 { return d.cuMemFreeHost(h.p) })
+	return Call(func(e unsafe.Pointer, n int) int {
+		return int(C.nl_device_host_free(h.dev.h, h.p, (*C.char)(e), C.size_t(n)))
+	})
 }
 
 // Stream is a CUDA stream of the device (cuBLAS runs its GEMMs on one, see BLAS.SetStream).
 // Launch and the copies of this package use the default stream, which waits for it.
 type Stream struct {
 	dev *Device
-	h   uintptr
+	h   uint64
 }
 
 // NewStream creates a blocking stream (ordered with the default stream).
 func (dev *Device) NewStream() (*Stream, error) {
 	s := &Stream{dev: dev}
-	if err := dev.do("stream create", func(d *driver) int32 { return d.cuStreamCreate(&s.h, 0) }); err != nil {
+	var h C.uint64_t
+	err := Call(func(e unsafe.Pointer, n int) int {
+		return int(C.nl_device_stream_create(dev.h, &h, (*C.char)(e), C.size_t(n)))
+	})
+	if err != nil {
 		return nil, err
 	}
+	s.h = uint64(h)
 	return s, nil
 }
 
 // Destroy releases the stream after its queued work.
 func (s *Stream) Destroy() error {
-	return s.dev.do("stream destroy", func(d *driver) int32 { return d.cuStreamDestroy(s.h) })
+	return Call(func(e unsafe.Pointer, n int) int {
+		return int(C.nl_device_stream_destroy(s.dev.h, C.uint64_t(s.h), (*C.char)(e), C.size_t(n)))
+	})
 }

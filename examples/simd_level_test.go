@@ -6,9 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ebitengine/purego"
-
 	"needle/platform/cpu"
+	"needle/testkit/testenv"
 )
 
 // TestSIMDLevelMatchesLibneedle checks that libneedle.so's needle_simd_level and Go's
@@ -20,14 +19,14 @@ func TestSIMDLevelMatchesLibneedle(t *testing.T) {
 		compareWithLibneedle(t, lib)
 		return
 	}
-	lib := libneedle(t)
+	lib, py := libneedle(t), testenv.Python(t)
 	wants := []string{"", "sse9"}
 	for l := cpu.Ref; l <= cpu.Top; l++ {
 		wants = append(wants, l.String())
 	}
 	for _, want := range wants {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestSIMDLevelMatchesLibneedle$", "-test.v")
-		cmd.Env = append(os.Environ(), "NEEDLE_SIMD_TEST_LIB="+lib, "NEEDLE_SIMD="+want)
+		cmd.Env = append(os.Environ(), "NEEDLE_SIMD_TEST_LIB="+lib, "NEEDLE_SIMD_TEST_PY="+py, "NEEDLE_SIMD="+want)
 		out, err := cmd.CombinedOutput()
 		if err != nil || !strings.Contains(string(out), "--- PASS") {
 			t.Errorf("NEEDLE_SIMD=%q: %v\n%s", want, err, out)
@@ -39,23 +38,27 @@ func TestSIMDLevelMatchesLibneedle(t *testing.T) {
 	}
 }
 
+// simdLevelScript prints libneedle's needle_simd_level: its status, a newline, its text.
+const simdLevelScript = `import ctypes, sys
+buf = ctypes.create_string_buffer(512)
+rc = ctypes.CDLL(sys.argv[1]).needle_simd_level(buf, ctypes.c_int64(len(buf)))
+sys.stdout.write("%d\n%s" % (rc, buf.value.decode()))`
+
+// compareWithLibneedle asks libneedle (through ctypes, in this process's environment) and Go's
+// cpu.Selected for the level.
 func compareWithLibneedle(t *testing.T, lib string) {
-	h, err := purego.Dlopen(lib, purego.RTLD_NOW|purego.RTLD_LOCAL)
+	out, err := exec.Command(os.Getenv("NEEDLE_SIMD_TEST_PY"), "-c", simdLevelScript, lib).Output()
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("needle_simd_level through ctypes: %v", err)
 	}
-	var simdLevel func(buf *byte, n int64) int32
-	purego.RegisterLibFunc(&simdLevel, h, "needle_simd_level")
-	buf := make([]byte, 512)
-	rc := simdLevel(&buf[0], int64(len(buf)))
-	c := string(buf[:strings.IndexByte(string(buf), 0)])
+	rc, c, _ := strings.Cut(string(out), "\n")
 	level, err := cpu.Selected()
 	goSays := level.String()
 	if err != nil {
 		goSays = err.Error()
 	}
-	if (rc == 0) != (err == nil) || c != goSays {
-		t.Fatalf("NEEDLE_SIMD=%q: libneedle says %q (rc %d), Go says %q", os.Getenv("NEEDLE_SIMD"), c, rc, goSays)
+	if (rc == "0") != (err == nil) || c != goSays {
+		t.Fatalf("NEEDLE_SIMD=%q: libneedle says %q (rc %s), Go says %q", os.Getenv("NEEDLE_SIMD"), c, rc, goSays)
 	}
 	t.Logf("both say %q", c)
 }

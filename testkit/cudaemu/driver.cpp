@@ -1,7 +1,7 @@
 // libcudaemu_driver.so: the CUDA driver API functions and the cuBLAS calls needle makes, emulated
-// on the CPU, so the host code that drives a GPU (package cuda through purego, libneedle's
-// needle_cuda_* in C) runs end to end on a machine without one: NEEDLE_CUDA_LIB (and
-// NEEDLE_CUBLAS) point either at this library. Launches run the real kernels of logprob.cu,
+// on the CPU, so the host code that drives a GPU (the CUDA host core cuda/host.c and the kernels'
+// C launchers, as package cuda and libneedle's needle_cuda_* run them) runs end to end on a
+// machine without one: NEEDLE_CUDA_LIB (and NEEDLE_CUBLAS) point either at this library. Launches run the real kernels of logprob.cu,
 // delta.cu, flatscangpu.cu and nngpu.cu under cudaemu.h; cublasGemmEx is written from cuBLAS's
 // definition (column-major, op(A) m x k, leading dimensions), independently of needle's callers,
 // so their operand layouts and transposes are checked against it. "Device memory" is host
@@ -116,7 +116,6 @@ CUresult cuDeviceGetName(char* name, int n, int) {
 }
 CUresult cuDevicePrimaryCtxRetain(void** ctx, int) { *ctx = &primary_ctx; return OK; }
 CUresult cuDevicePrimaryCtxRelease_v2(int) { return OK; }
-CUresult cuCtxSetCurrent(void* ctx) { return ctx == &primary_ctx ? OK : INVALID_HANDLE; }
 CUresult cuCtxPushCurrent_v2(void* ctx) { return ctx == &primary_ctx ? OK : INVALID_HANDLE; }
 CUresult cuCtxPopCurrent_v2(void** ctx) { *ctx = &primary_ctx; return OK; }
 CUresult cuCtxSynchronize() { return OK; }
@@ -136,7 +135,8 @@ CUresult cuModuleLoadDataEx(void** mod, const void* image, unsigned n, int* opts
   }
   if (refuse && !std::strcmp(refuse, fatbin ? "fatbin" : "ptx")) {
     copy_log(fatbin ? "cudaemu: no image for this GPU in the fatbin (CUDAEMU_REFUSE=fatbin)"
-                    : "ptxas application ptx input, line 1; fatal: cudaemu refuses (CUDAEMU_REFUSE=ptx)",
+                    : "ptxas application ptx input, line 1; fatal: cudaemu refuses (CUDAEMU_REFUSE=ptx)\n"
+                      "ptxas fatal   : Ptx assembly aborted due to \"errors\"",
              n, opts, vals);
     return fatbin ? NO_BINARY_FOR_GPU : INVALID_PTX;
   }

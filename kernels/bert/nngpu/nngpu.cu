@@ -1,7 +1,7 @@
 // CUDA kernels of the GPU BERT encoder (encoder/bert, through package nngpu): everything of a forward pass between
 // the cuBLAS GEMMs, fused so each activation is read and written once per step.
 // Compiled twice from this one source (testkit/cudaemu/cudaemu.h): to sm_80 PTX by
-// clang-16 (kernels/CMakeLists.txt), which nngpu.go embeds and loads through package cuda,
+// clang-16 (kernels/CMakeLists.txt), which nngpu.go embeds and launches through package cuda,
 // and as C++ on the CPU by emutest/, which compares every kernel with the scalar reference ops
 // of kernels/bert/nn (nn_ref.c, the oracle of the CPU encoder).
 //
@@ -13,10 +13,7 @@
 
 #include <stdint.h>
 
-constexpr int NG_BLOCK = 256;                  // threads of the row kernels (a multiple of 32)
-constexpr int NG_MAX_HIDDEN = 16 * NG_BLOCK;   // row width the row kernels hold in registers
-constexpr int NG_ATT_QUERIES = 64;             // queries (threads) per attention block
-constexpr int NG_ATT_KEYS = 64;                // keys per shared-memory chunk of the attention
+#include "kernels/bert/nngpu/nngpu_launch.h"  // NG_BLOCK, NG_MAX_HIDDEN, NG_ATT_QUERIES, NG_ATT_KEYS
 
 // ng_block_sum returns the sum of v over the block (every thread gets it). red is a shared
 // array of 32 floats; the leading barrier lets a caller reuse it for consecutive sums.

@@ -7,6 +7,9 @@
 // nn's scalar reference; on a GPU by encoder/bert's GPU parity test.
 package nngpu
 
+// #include "nngpu_launch.h"
+import "C"
+
 import (
 	"embed"
 	"errors"
@@ -23,11 +26,11 @@ var ptxFiles embed.FS
 
 const kernelStem = "nngpu" // the images of nngpu.cu in ptx/ (cuda.LoadKernels)
 
-// Launch shapes of nngpu.cu (NG_BLOCK, NG_MAX_HIDDEN, NG_ATT_QUERIES).
+// Launch shapes of nngpu.cu (nngpu_launch.h).
 const (
-	block      = 256
-	MaxHidden  = 16 * block // the widest row of the LayerNorm and pooling kernels
-	attQueries = 64
+	block      = C.NG_BLOCK
+	MaxHidden  = C.NG_MAX_HIDDEN // the widest row of the LayerNorm and pooling kernels
+	attQueries = C.NG_ATT_QUERIES
 	fillBlocks = 1024 // blocks of the grid-stride kernels (enough for any GPU, few for short rows)
 )
 

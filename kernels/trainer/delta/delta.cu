@@ -1,7 +1,8 @@
 // CUDA delta encode/apply: the ops of delta.h on a GPU. Compiled twice from this one source
-// (testkit/cudaemu/cudaemu.h): to sm_80 PTX by clang-16 (kernels/CMakeLists.txt), and as C++ on
-// the CPU by the emulation test (emutest/), which compares it with the scalar reference. gpu.go
-// loads the PTX (delta.GPU; the GPU check runs it), `needle delta` uses the CPU kernels.
+// (testkit/cudaemu/cudaemu.h): to sm_80 PTX by clang-16 and a fatbin by nvcc
+// (kernels/CMakeLists.txt), which gpu.go embeds and libneedle.so links in, both launching them
+// with delta_gpu.c on the CUDA host core; and as C++ on the CPU by the emulation test (emutest/),
+// which compares it with the scalar reference. `needle delta` uses the CPU kernels.
 //
 // Encode keeps the reference's output order with two launches over the same tiles (block b owns
 // elements [b*T, (b+1)*T), T = blockDim.x * NL_DELTA_ITEMS, read with coalesced strided loads):
@@ -10,11 +11,14 @@
 //   3. nl_cuda_delta_write{16,32}: each tile writes its entries from offsets[b] on, ordered by
 //      a block-wide scan of the changed flags (warp shuffles, then warp totals in shared memory).
 // Apply (nl_cuda_delta_apply{16,32}) scatters one entry per thread after the host has checked
-// the indices (nl_delta_check). Launch: blockDim.x a multiple of 32 up to 1024 (whole warps for
-// the full-mask shuffles), no dynamic shared memory.
+// the indices (nl_delta_check). Launch (delta_launch.h): blockDim.x a multiple of 32 up to 1024
+// (whole warps for the full-mask shuffles; NL_DELTA_BLOCK from the launcher), no dynamic shared
+// memory.
 #include "testkit/cudaemu/cudaemu.h"
+#include "kernels/trainer/delta/delta_launch.h"
 
-#define NL_DELTA_ITEMS 8  // elements per thread per tile
+static_assert(NL_DELTA_BLOCK % 32 == 0 && NL_DELTA_BLOCK <= 1024,
+              "whole warps, at most 32 of them (block_scan's warp_base)");
 
 // block_scan returns how many threads before this one in the block have flag set, and the
 // block's total in *total. Every thread of the block must call it.

@@ -1,9 +1,14 @@
 package delta
 
+/*
+#cgo CFLAGS: -I${SRCDIR}/../../..
+#include "delta_gpu.h"
+*/
+import "C"
+
 import (
 	"embed"
 	"errors"
-	"fmt"
 	"unsafe"
 
 	"needle/cuda"
@@ -17,22 +22,16 @@ var ptxFiles embed.FS
 
 const kernelStem = "delta" // the images of delta.cu in ptx/ (cuda.LoadKernels)
 
-// cudaBlock is the threads per block of every launch; cudaTile the elements one block of the
-// count and write kernels owns (delta.cu: blockDim.x * NL_DELTA_ITEMS).
-const (
-	cudaBlock = 256
-	cudaTile  = cudaBlock * 8
-)
-
-// gpuKernels are one element width's entry points of delta.cu.
-type gpuKernels struct{ count, write, apply *cuda.Function }
+// cudaTile is the elements one block of the count and write kernels owns (delta_launch.h).
+const cudaTile = C.NL_DELTA_TILE
 
 // GPU runs Encode and Apply with delta.cu on tensors already in device memory (the trainer's
-// weights live there). Safe for concurrent use (package cuda serializes device work).
+// weights live there), launched by delta_gpu.c (the launcher libneedle.so runs too). Safe for
+// concurrent use (the host core serializes device work).
 type GPU struct {
-	dev   *cuda.Device
-	mod   *cuda.Module
-	byLen map[int]gpuKernels // by element size: 2 (bf16/fp16 bits) or 4 (fp32 bits)
+	dev *cuda.Device
+	mod *cuda.Module
+	k   C.nl_delta_gpu
 }
 
 // NewGPU loads the embedded kernels on dev (the fatbin, else the PTX).
@@ -41,18 +40,11 @@ func NewGPU(dev *cuda.Device) (*GPU, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &GPU{dev: dev, mod: mod, byLen: map[int]gpuKernels{}}
-	for size, bits := range map[int]int{2: 16, 4: 32} {
-		var k gpuKernels
-		for _, f := range []struct {
-			fn   **cuda.Function
-			name string
-		}{{&k.count, "nl_cuda_delta_count"}, {&k.write, "nl_cuda_delta_write"}, {&k.apply, "nl_cuda_delta_apply"}} {
-			if *f.fn, err = mod.Function(fmt.Sprintf("%s%d", f.name, bits)); err != nil {
-				return nil, errors.Join(err, mod.Unload())
-			}
-		}
-		g.byLen[size] = k
+	g := &GPU{dev: dev, mod: mod}
+	if err := cuda.Call(func(e unsafe.Pointer, n int) int {
+		return int(C.nl_delta_gpu_init(&g.k, (*C.nl_module)(mod.Handle()), (*C.char)(e), C.size_t(n)))
+	}); err != nil {
+		return nil, errors.Join(err, mod.Unload())
 	}
 	return g, nil
 }
@@ -66,13 +58,11 @@ func (g *GPU) Encode(dst *Sparse, oldBits, newBits *cuda.Buffer, n int64, elemSi
 	if err := checkElemSize(elemSize); err != nil {
 		return err
 	}
-	k := g.byLen[elemSize]
 	is := IndexSizeFor(n)
 	*dst = Sparse{Len: n, ElemSize: elemSize, IndexSize: is, Indices: dst.Indices[:0], Values: dst.Values[:0]}
 	if n == 0 {
 		return nil
 	}
-	tiles := (n + cudaTile - 1) / cudaTile
 	var bufs []*cuda.Buffer
 	defer func() {
 		for _, b := range bufs {
@@ -86,47 +76,39 @@ func (g *GPU) Encode(dst *Sparse, oldBits, newBits *cuda.Buffer, n int64, elemSi
 		}
 		return b, err
 	}
-	counts, err := alloc(4 * tiles)
+	workBytes := int64(C.nl_delta_gpu_work_bytes(C.int64_t(n)))
+	work, err := alloc(workBytes)
 	if err != nil {
 		return err
 	}
-	grid, block := cuda.Dim3{X: uint32(tiles), Y: 1, Z: 1}, cuda.Dim3{X: cudaBlock, Y: 1, Z: 1}
-	if err := k.count.Launch(grid, block, oldBits, newBits, n, counts); err != nil {
+	old, cur, es := C.uint64_t(oldBits.Addr(0)), C.uint64_t(newBits.Addr(0)), C.int32_t(elemSize)
+	var total int64
+	if err := cuda.Call(func(e unsafe.Pointer, m int) int {
+		total = int64(C.nl_delta_gpu_count(&g.k, old, cur, C.int64_t(n), es, C.uint64_t(work.Addr(0)),
+			C.int64_t(workBytes), 0, (*C.char)(e), C.size_t(m)))
+		return int(min(total, 0))
+	}); err != nil {
 		return err
 	}
-	// Tile counts -> exclusive prefix sums on the host: tiles is n/2048, small next to n.
-	hostCounts := make([]uint32, tiles)
-	if err := counts.Download(unsafe.Pointer(&hostCounts[0]), 4*int(tiles)); err != nil {
-		return err
-	}
-	offsets := make([]uint64, tiles)
-	var total uint64
-	for i, c := range hostCounts {
-		offsets[i] = total
-		total += uint64(c)
-	}
-	dOffsets, err := alloc(8 * tiles)
-	if err != nil {
-		return err
-	}
-	if err := dOffsets.Upload(unsafe.Pointer(&offsets[0]), 8*int(tiles)); err != nil {
-		return err
-	}
-	idx, err := alloc(int64(total) * int64(is))
-	if err != nil {
-		return err
-	}
-	vals, err := alloc(int64(total) * int64(elemSize))
-	if err != nil {
-		return err
-	}
-	if err := k.write.Launch(grid, block, oldBits, newBits, n, dOffsets, idx, int32(is), vals); err != nil {
-		return err
-	}
-	dst.Indices = grow(dst.Indices, int64(total)*int64(is))[:int64(total)*int64(is)]
-	dst.Values = grow(dst.Values, int64(total)*int64(elemSize))[:int64(total)*int64(elemSize)]
+	dst.Indices = grow(dst.Indices, total*int64(is))[:total*int64(is)]
+	dst.Values = grow(dst.Values, total*int64(elemSize))[:total*int64(elemSize)]
 	if total == 0 {
-		return nil
+		return g.dev.Synchronize() // the offsets' upload, before work is freed
+	}
+	idx, err := alloc(total * int64(is))
+	if err != nil {
+		return err
+	}
+	vals, err := alloc(total * int64(elemSize))
+	if err != nil {
+		return err
+	}
+	// Queued on the default stream; the downloads wait for it.
+	if err := cuda.Call(func(e unsafe.Pointer, m int) int {
+		return int(C.nl_delta_gpu_write(&g.k, old, cur, C.int64_t(n), es, C.uint64_t(work.Addr(0)), C.int64_t(workBytes),
+			C.uint64_t(idx.Addr(0)), C.int32_t(is), C.uint64_t(vals.Addr(0)), 0, (*C.char)(e), C.size_t(m)))
+	}); err != nil {
+		return err
 	}
 	if err := idx.Download(unsafe.Pointer(&dst.Indices[0]), len(dst.Indices)); err != nil {
 		return err
@@ -166,8 +148,11 @@ func (g *GPU) Apply(base *cuda.Buffer, baseBytes int, s *Sparse) error {
 	if err != nil {
 		return err
 	}
-	// apply_entries strides over the entries, so the grid only needs to fill the device.
-	blocks := min((nnz+cudaBlock-1)/cudaBlock, 1<<16)
-	return g.byLen[s.ElemSize].apply.Launch(cuda.Dim3{X: uint32(blocks), Y: 1, Z: 1}, cuda.Dim3{X: cudaBlock, Y: 1, Z: 1},
-		base, idx, int32(s.IndexSize), vals, nnz)
+	if err := cuda.Call(func(e unsafe.Pointer, m int) int {
+		return int(C.nl_delta_gpu_apply(&g.k, C.uint64_t(base.Addr(0)), C.int32_t(s.ElemSize), C.uint64_t(idx.Addr(0)),
+			C.int32_t(s.IndexSize), C.uint64_t(vals.Addr(0)), C.int64_t(nnz), 0, (*C.char)(e), C.size_t(m)))
+	}); err != nil {
+		return err
+	}
+	return g.dev.Synchronize() // before idx and vals are freed
 }

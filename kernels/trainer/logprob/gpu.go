@@ -1,5 +1,11 @@
 package logprob
 
+/*
+#cgo CFLAGS: -I${SRCDIR}/../../..
+#include "logprob_gpu.h"
+*/
+import "C"
+
 import (
 	"embed"
 	"errors"
@@ -16,17 +22,14 @@ var ptxFiles embed.FS
 
 const kernelStem = "logprob" // the images of logprob.cu in ptx/ (cuda.LoadKernels)
 
-// cudaBlock is the threads per block of the launch (logprob.cu NL_CUDA_BLOCK).
-const cudaBlock = 256
-
-var cudaKernels = map[DType]string{F32: "nl_cuda_logprob_f32", F16: "nl_cuda_logprob_f16", BF16: "nl_cuda_logprob_bf16"}
-
-// GPU runs Compute's op on a CUDA device with logprob.cu: one block per row. Safe for concurrent
-// use (package cuda serializes device work). Callers fall back to Compute on any error.
+// GPU runs Compute's op on a CUDA device with logprob.cu, launched by logprob_gpu.c (the
+// launcher libneedle.so runs too): one block of C.NL_LOGPROB_BLOCK threads per row. Safe for
+// concurrent use (the host core serializes device work). Callers fall back to Compute on any
+// error.
 type GPU struct {
 	dev *cuda.Device
 	mod *cuda.Module
-	fns map[DType]*cuda.Function
+	k   C.nl_logprob_gpu
 }
 
 // NewGPU loads the embedded kernels on dev (the fatbin, else the PTX).
@@ -35,11 +38,11 @@ func NewGPU(dev *cuda.Device) (*GPU, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &GPU{dev: dev, mod: mod, fns: map[DType]*cuda.Function{}}
-	for dt, name := range cudaKernels {
-		if g.fns[dt], err = mod.Function(name); err != nil {
-			return nil, errors.Join(err, mod.Unload())
-		}
+	g := &GPU{dev: dev, mod: mod}
+	if err := cuda.Call(func(e unsafe.Pointer, n int) int {
+		return int(C.nl_logprob_gpu_init(&g.k, (*C.nl_module)(mod.Handle()), (*C.char)(e), C.size_t(n)))
+	}); err != nil {
+		return nil, errors.Join(err, mod.Unload())
 	}
 	return g, nil
 }
@@ -91,6 +94,7 @@ func (g *GPU) Compute(x Logits, labels []int64, opt Options, out Output) error {
 			}
 		}
 	}
+	// Queued on the default stream; the downloads below wait for it.
 	if err := g.launch(x.DType, n, x.Vocab, dLogits, dLabels, opt, dOut); err != nil {
 		return err
 	}
@@ -104,17 +108,19 @@ func (g *GPU) Compute(x Logits, labels []int64, opt Options, out Output) error {
 	return nil
 }
 
-// launch runs the kernel of dtype on device memory: rows x vocab logits and rows labels in,
-// the log-prob, entropy and LSE floats out (a nil output buffer is not written). It returns when
-// the kernel has finished.
+// launch queues the kernel of dtype on the default stream, on device memory: rows x vocab
+// logits and rows labels in, the log-prob, entropy and LSE floats out (a nil output buffer is
+// not written).
 func (g *GPU) launch(dtype DType, rows, vocab int, logits, labels *cuda.Buffer, opt Options, outs [3]*cuda.Buffer) error {
-	args := []any{logits, int64(vocab), labels, 1 / opt.Temperature, opt.IgnoreIndex}
-	for _, o := range outs {
-		if o == nil {
-			args = append(args, uint64(0)) // a null device pointer: output not wanted
-		} else {
-			args = append(args, o)
+	var addr [3]uint64 // 0: a null device pointer, that output not wanted
+	for i, o := range outs {
+		if o != nil {
+			addr[i] = o.Addr(0)
 		}
 	}
-	return g.fns[dtype].Launch(cuda.Dim3{X: uint32(rows), Y: 1, Z: 1}, cuda.Dim3{X: cudaBlock, Y: 1, Z: 1}, args...)
+	return cuda.Call(func(e unsafe.Pointer, n int) int {
+		return int(C.nl_logprob_gpu_run(&g.k, C.int32_t(dtype), C.uint64_t(logits.Addr(0)), C.int64_t(rows),
+			C.int64_t(vocab), C.uint64_t(labels.Addr(0)), C.float(opt.Temperature), C.int64_t(opt.IgnoreIndex),
+			C.uint64_t(addr[0]), C.uint64_t(addr[1]), C.uint64_t(addr[2]), 0, (*C.char)(e), C.size_t(n)))
+	})
 }

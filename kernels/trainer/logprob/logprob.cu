@@ -1,15 +1,17 @@
 // CUDA logprob: the op of logprob.h on a GPU, one block per row. Compiled twice from this one
-// source (testkit/cudaemu/cudaemu.h): to sm_80 PTX by clang-16 (kernels/CMakeLists.txt), which
-// gpu.go embeds and loads through package cuda, and as C++ on the CPU by the emulation test
-// (emutest/), which compares it with the scalar reference on every machine; on a real GPU,
-// when one is found, gpu_test.go compares it with the float64 reference.
+// source (testkit/cudaemu/cudaemu.h): to sm_80 PTX by clang-16 and a fatbin by nvcc
+// (kernels/CMakeLists.txt), which gpu.go embeds and libneedle.so links in, both launching it with
+// logprob_gpu.c on the CUDA host core; and as C++ on the CPU by the emulation test (emutest/),
+// which compares it with the scalar reference on every machine; on a real GPU, when one is found,
+// gpu_test.go compares it with the float64 reference.
 //
 // Each thread folds a strided slice of the row (coalesced loads) into an online state in base 2
 // (z = y * log2 e, so exp is one ex2.approx); states merge by warp shuffles, then across warps
-// through shared memory. Launch: grid (rows), block (NL_CUDA_BLOCK, or any multiple of 32 up to
-// 1024: the full-mask shuffles need whole warps) threads, no dynamic shared
-// memory. Only logprob runs on the GPU; the fused linear op is CPU-only (OpenBLAS).
+// through shared memory. Launch: grid (rows), block (NL_LOGPROB_BLOCK of logprob_launch.h, or
+// any multiple of 32 up to 1024: the full-mask shuffles need whole warps) threads, no dynamic
+// shared memory. Only logprob runs on the GPU; the fused linear op is CPU-only (OpenBLAS).
 #include "testkit/cudaemu/cudaemu.h"
+#include "kernels/trainer/logprob/logprob_launch.h"
 
 // Reuse the dtype decoders of the C kernels on both sides (they are plain bit manipulation).
 #include <stdint.h>
@@ -17,7 +19,9 @@
 #include "kernels/trainer/logprob/dtype.h"
 #pragma clang force_cuda_host_device end
 
-#define NL_CUDA_BLOCK 256
+static_assert(NL_LOGPROB_BLOCK % 32 == 0 && NL_LOGPROB_BLOCK <= 1024,
+              "whole warps, at most 32 of them (sm_m, sm_s, sm_t)");
+
 #define NL_CUDA_LOG2E 1.4426950408889634f
 #define NL_LN2 0.6931471805599453f
 
