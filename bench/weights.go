@@ -25,15 +25,15 @@ import (
 
 // WeightsOptions configures `needle bench weights`.
 type WeightsOptions struct {
-	Shape     string       // a key of WeightShapes
-	Changed   float64      // fraction of elements a step changes
-	Receivers int          // receivers on loopback
-	Tree      bool         // the first receiver re-serves and the others pull from it
-	Dir       string       // folder of the halves and the receivers' files (a tmpfs: /dev/shm)
-	Threads   int          // goroutines of encode and apply
-	Format    wire.Format  // of delta records
-	Python    string       // interpreter of the AstraFlow NumPy baseline; "" skips it
-	Script    string       // bench/weights_astraflow.py
+	Shape     string      // a key of WeightShapes
+	Changed   float64     // fraction of elements a step changes
+	Receivers int         // receivers on loopback
+	Tree      bool        // the first receiver re-serves and the others pull from it
+	Dir       string      // folder of the halves and the receivers' files (a tmpfs: /dev/shm)
+	Threads   int         // goroutines of encode and apply
+	Format    wire.Format // of delta records
+	Python    string      // interpreter of the AstraFlow NumPy baseline; "" skips it
+	Script    string      // bench/weights_astraflow.py
 	MembwMiB  int
 	Log       *log.Logger // the nodes' logs; nil: discarded
 }

@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 
 	"github.com/cespare/xxhash/v2"
-	"golang.org/x/sys/unix"
 
 	"needle/internal/atomicfile"
 	"needle/internal/mapfile"
@@ -74,9 +73,10 @@ func (st *DeltaStats) describe(cur, old *wire.Layout) {
 	st.TensorBytes = cur.Size - int64(len(cur.Header))
 }
 
-// mapImage maps the safetensors file at path read-only, cut into chunk-byte chunks.
-func mapImage(path string, chunk int64) (wire.Image, func(), error) {
-	data, release, err := mapfile.Map(path, false, true) // every page is read
+// mapImage maps the safetensors file at path read-only, cut into chunk-byte chunks, its page
+// tables filled up front with populate.
+func mapImage(path string, chunk int64, populate bool) (wire.Image, func(), error) {
+	data, release, err := mapfile.Map(path, false, populate)
 	if err != nil {
 		return wire.Image{}, nil, err
 	}
@@ -92,12 +92,12 @@ func mapImage(path string, chunk int64) (wire.Image, func(), error) {
 // with delta records of format f, encoding on threads goroutines.
 func EncodeDelta(oldPath, newPath, outPath string, f wire.Format, threads int) (DeltaStats, error) {
 	var st DeltaStats
-	old, releaseOld, err := mapImage(oldPath, wire.DefaultChunk)
+	old, releaseOld, err := mapImage(oldPath, wire.DefaultChunk, true) // every page is read
 	if err != nil {
 		return st, err
 	}
 	defer releaseOld()
-	cur, releaseCur, err := mapImage(newPath, wire.DefaultChunk)
+	cur, releaseCur, err := mapImage(newPath, wire.DefaultChunk, true)
 	if err != nil {
 		return st, err
 	}
@@ -211,9 +211,11 @@ func readDelta(b []byte) (*deltaFile, error) {
 }
 
 // ApplyDelta writes to outPath (atomically: nothing is left there on error) the file that the
-// delta file deltaPath turns basePath into, on threads goroutines: each chunk is copied from
-// the base's tensor of the same name, dtype and shape, its record applied and its xxh64
-// compared with the new file's manifest, while the chunk is in cache.
+// delta file deltaPath turns basePath into, on threads goroutines. Each rebuilds one chunk at a
+// time in a buffer of its own: the base's bytes of the chunk's tensor (same name, dtype and
+// shape), then the chunk's record, then its xxh64 against the new file's manifest while the
+// chunk is in cache, then one write into the output (a write, not a mapping: a full disk is an
+// error, and no page is zeroed before it is written).
 func ApplyDelta(basePath, deltaPath, outPath string, threads int) (DeltaStats, error) {
 	var st DeltaStats
 	raw, releaseRaw, err := mapfile.Map(deltaPath, false, true)
@@ -226,7 +228,7 @@ func ApplyDelta(basePath, deltaPath, outPath string, threads int) (DeltaStats, e
 		return st, fmt.Errorf("%s: %w", deltaPath, err)
 	}
 	l := d.layout
-	base, releaseBase, err := mapImage(basePath, l.Chunk)
+	base, releaseBase, err := mapImage(basePath, l.Chunk, false) // read once, in chunks: faulted in as read
 	if err != nil {
 		return st, err
 	}
@@ -235,29 +237,21 @@ func ApplyDelta(basePath, deltaPath, outPath string, threads int) (DeltaStats, e
 	if err := d.covers(base.Layout, match, basePath); err != nil {
 		return st, err
 	}
-	var changed int64
+	t := wire.NewTarget(l, nil, base.Layout)
 	err = atomicfile.Create(outPath, func(out *os.File) error {
-		if err := mapfile.Reserve(out, l.Size); err != nil {
+		if _, err := out.WriteAt(l.Header, 0); err != nil {
 			return err
 		}
-		data, err := mapfile.File(out, l.Size, true, true) // every page is written
-		if err != nil {
+		if err := rebuild(out, t, base, match, d, basePath, threads); err != nil {
 			return err
 		}
-		defer unix.Munmap(data)
-		copy(data, l.Header)
-		t := wire.NewTarget(l, data, base.Layout)
-		if err := rebuild(t, base, match, d, basePath, threads); err != nil {
-			return err
-		}
-		changed = t.Changed()
 		return t.Complete()
 	})
 	if err != nil {
 		return st, err
 	}
 	st.describe(l, base.Layout)
-	st.Changed, st.Records, st.DeltaBytes = changed, d.count, int64(len(raw))
+	st.Changed, st.Records, st.DeltaBytes = t.Changed(), d.count, int64(len(raw))
 	return st, nil
 }
 
@@ -275,9 +269,9 @@ func (d *deltaFile) covers(base *wire.Layout, match []int, basePath string) erro
 	return nil
 }
 
-// rebuild brings every chunk of t to the new file on threads goroutines (see ApplyDelta) and
+// rebuild writes every chunk of t's layout into out on threads goroutines (see ApplyDelta) and
 // returns the first error.
-func rebuild(t *wire.Target, base wire.Image, match []int, d *deltaFile, basePath string, threads int) error {
+func rebuild(out *os.File, t *wire.Target, base wire.Image, match []int, d *deltaFile, basePath string, threads int) error {
 	l := t.L
 	var next atomic.Int64
 	var failed atomic.Bool
@@ -288,8 +282,9 @@ func rebuild(t *wire.Target, base wire.Image, match []int, d *deltaFile, basePat
 		go func() {
 			defer wg.Done()
 			var scratch delta.Sparse
+			buf := make([]byte, l.Chunk)
 			for i := int(next.Add(1) - 1); i < l.Chunks() && !failed.Load(); i = int(next.Add(1) - 1) {
-				if err := rebuildChunk(t, base, match, d, i, &scratch, basePath); err != nil {
+				if err := rebuildChunk(out, buf, t, base, match, d, i, &scratch, basePath); err != nil {
 					errs[w] = err
 					failed.Store(true)
 				}
@@ -305,16 +300,17 @@ func rebuild(t *wire.Target, base wire.Image, match []int, d *deltaFile, basePat
 	return nil
 }
 
-// rebuildChunk writes chunk i of the new file into t: the base's bytes, then the record.
-func rebuildChunk(t *wire.Target, base wire.Image, match []int, d *deltaFile, i int, scratch *delta.Sparse, basePath string) error {
+// rebuildChunk writes chunk i of the new file into out, built in buf: the base's bytes, then
+// the record; checked against the manifest.
+func rebuildChunk(out *os.File, buf []byte, t *wire.Target, base wire.Image, match []int, d *deltaFile, i int, scratch *delta.Sparse, basePath string) error {
 	l := t.L
 	tensor, off, n := l.Span(i)
-	chunk := t.Data[off : off+n]
+	chunk := buf[:n]
 	if boff, ok := l.BaseOffset(base.Layout, match, i); ok {
 		copy(chunk, base.Data[boff:boff+n])
 	}
 	if rec := d.records[i]; rec.Op != 0 {
-		if err := t.Apply(rec, scratch); err != nil {
+		if err := t.ApplyTo(chunk, rec, scratch); err != nil {
 			return err
 		}
 	}
@@ -322,5 +318,6 @@ func rebuildChunk(t *wire.Target, base wire.Image, match []int, d *deltaFile, i 
 		return fmt.Errorf("tensor %q chunk %d: rebuilt bytes differ from the new file's (xxh64 %016x, want %016x): %s is not the file the delta was encoded against, or the delta is corrupt",
 			l.Tensors[tensor].Name, i, got, d.manifest[i], basePath)
 	}
-	return nil
+	_, err := out.WriteAt(chunk, off)
+	return err
 }

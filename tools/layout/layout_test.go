@@ -24,8 +24,8 @@ var floors = []struct {
 	// daemons, /metrics, the delta file of `needle delta`)
 	{"needle/weights/wire", 3}, {"needle/weights/store", 3}, {"needle/weights/server", 3},
 	{"needle/weights/sender", 4}, {"needle/weights/receiver", 4}, {"needle/weights", 4},
-	{"needle/indexbuild", 4}, // the offline build job: corpus -> encoder -> index folder
-	{"needle/engine", 4},     // serving: Open composes the parts; the Retriever, the Batcher, the cache
+	{"needle/indexbuild", 4},                      // the offline build job: corpus -> encoder -> index folder
+	{"needle/engine", 4},                          // serving: Open composes the parts; the Retriever, the Batcher, the cache
 	{"needle/server", 5}, {"needle/server/ui", 5}, // the page the server embeds: beside it
 	{"needle/server/lifecycle", 6},
 	{"needle/testkit/", 7},                        // test helpers: imported by tests (and bench's harness) only

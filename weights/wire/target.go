@@ -9,13 +9,14 @@ import (
 )
 
 // Target is the applying side of a step: a file of layout L being brought to the step's
-// version in place, record by record, each checked against the layout first. It works on
-// byte slices (a receiver's writable mapping, a delta file's output); files, durability and
-// the order of steps are its caller's. Apply may be called from several goroutines for
+// version, record by record, each checked against the layout first. It works on byte slices:
+// the whole file in place (Apply: a receiver's writable mapping), or one chunk at a time in a
+// buffer its caller then writes (ApplyTo: a delta file's output); files, durability and the
+// order of steps are its caller's. Apply and ApplyTo may be called from several goroutines for
 // different chunks.
 type Target struct {
 	L    *Layout
-	Data []byte // the whole file, writable; its chunks with a base hold the base's bytes
+	Data []byte // the whole file, writable, its chunks with a base holding the base's bytes; nil for ApplyTo only
 
 	changed  atomic.Int64 // elements changed by the delta records applied
 	mu       sync.Mutex
@@ -24,8 +25,9 @@ type Target struct {
 }
 
 // NewTarget returns a target whose data holds, for every chunk of l whose tensor base has
-// (Layout.Match), the base version's bytes (Rebase, or a copy of a base of the same layout).
-// base nil means a full step: every chunk must come as a record.
+// (Layout.Match), the base version's bytes (Rebase, or a copy of a base of the same layout);
+// data may be nil when only ApplyTo is used. base nil means a full step: every chunk must come
+// as a record.
 func NewTarget(l *Layout, data []byte, base *Layout) *Target {
 	t := &Target{L: l, Data: data, needs: make([]bool, l.Chunks()), received: make([]bool, l.Chunks())}
 	var match []int
@@ -39,17 +41,29 @@ func NewTarget(l *Layout, data []byte, base *Layout) *Target {
 	return t
 }
 
-// Apply writes rec into its chunk. A record that does not fit its chunk (index, op, element
-// size, length, or a delta that does not decode or whose indices fall outside the chunk) is
-// an error and leaves the chunk as it was. scratch holds decoded entries across calls of one
-// goroutine.
+// Apply writes rec into its chunk of Data. A record that does not fit its chunk (index, op,
+// element size, length, or a delta that does not decode or whose indices fall outside the
+// chunk) is an error and leaves the chunk as it was. scratch holds decoded entries across
+// calls of one goroutine.
 func (t *Target) Apply(rec Record, scratch *delta.Sparse) error {
 	if rec.Chunk < 0 || rec.Chunk >= t.L.Chunks() {
 		return fmt.Errorf("record for chunk %d; the layout has %d", rec.Chunk, t.L.Chunks())
 	}
-	tensor, off, n := t.L.Span(rec.Chunk)
-	chunk := t.Data[off : off+n]
+	_, off, n := t.L.Span(rec.Chunk)
+	return t.ApplyTo(t.Data[off:off+n], rec, scratch)
+}
+
+// ApplyTo is Apply into chunk, the bytes of rec's chunk held apart from Data (the base's bytes
+// where the chunk has a base).
+func (t *Target) ApplyTo(chunk []byte, rec Record, scratch *delta.Sparse) error {
+	if rec.Chunk < 0 || rec.Chunk >= t.L.Chunks() {
+		return fmt.Errorf("record for chunk %d; the layout has %d", rec.Chunk, t.L.Chunks())
+	}
+	tensor, _, n := t.L.Span(rec.Chunk)
 	name := t.L.Tensors[tensor].Name
+	if int64(len(chunk)) != n {
+		return fmt.Errorf("tensor %q chunk %d: %d bytes given for a %d-byte chunk", name, rec.Chunk, len(chunk), n)
+	}
 	if rec.Op == OpRaw {
 		if int64(len(rec.Body)) != n {
 			return fmt.Errorf("tensor %q chunk %d: raw record of %d bytes for a %d-byte chunk", name, rec.Chunk, len(rec.Body), n)

@@ -38,8 +38,15 @@ func TestApplyRejects(t *testing.T) {
 			t.Errorf("chunk %d op %d: %v, want %q", c.rec.Chunk, c.rec.Op, err, c.want)
 		}
 	}
+	if err := tgt.ApplyTo(make([]byte, 15), Record{Chunk: 0, Op: OpRaw, Body: make([]byte, 16)}, &sp); err == nil || !strings.Contains(err.Error(), "15 bytes given for a 16-byte chunk") {
+		t.Errorf("ApplyTo into a short buffer: %v", err)
+	}
 	if !bytes.Equal(data, before) {
 		t.Fatal("a rejected record changed the file")
+	}
+	apart := bytes.Clone(before[nh : nh+16])
+	if err := tgt.ApplyTo(apart, Record{Chunk: 0, Op: OpAstraFlow, ElemSize: 2, Body: rec}, &sp); err != nil || !bytes.Equal(apart, bytes.Repeat([]byte{1}, 16)) || !bytes.Equal(data, before) {
+		t.Fatalf("ApplyTo: %v, chunk % x; the file must stay as it was", err, apart)
 	}
 	if err := tgt.Complete(); err == nil {
 		t.Fatal("Complete with the new tensor's chunk missing")
