@@ -36,8 +36,9 @@ import (
 // error naming the tensor and chunk, never a silently wrong output.
 const deltaMagic = "NDLTSTEP"
 
-// deltaMagicV1 began the delta files of builds whose records were one per tensor with a
-// CRC-32C each; they are not read (encode them again from the two checkpoints).
+// deltaMagicV1 begins a delta file of the first format (one record per tensor, a CRC-32C
+// each), which apply refuses with an error that says so (encode it again from the two
+// checkpoints) rather than calling it no delta file.
 const deltaMagicV1 = "NDLTFILE"
 
 // deltaStep is the step a delta file holds: the old file is version 1, the new one version 2.

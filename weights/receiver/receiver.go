@@ -5,9 +5,10 @@
 // holds (its file, and the delta steps it receives, relayed while they arrive) so that hosts
 // can pull from each other in a chain or tree instead of all from the sender.
 //
-// The engine is told through a Notifier (notify.go). Files (see state.go): Out, the weights file; beside it a hidden folder with state.json,
-// next (the version being built) and spare (a copy of Out made after each version, so that
-// the next delta step starts without copying Out on the critical path).
+// The engine is told through a Notifier (notify.go). Files (see state.go): Out, the weights
+// file; beside it a hidden folder with state.json, next (the version being built) and spare (a
+// copy of Out made after each version, so that the next delta step starts without copying Out
+// on the critical path).
 package receiver
 
 import (
