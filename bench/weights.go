@@ -13,29 +13,29 @@ import (
 	"time"
 
 	"needle/internal/mapfile"
-	"needle/kernels/trainer/delta"
+	"needle/internal/prom"
 	"needle/platform/membw"
 	"needle/testkit/weightstest"
-	"needle/weights/metrics"
 	"needle/weights/receiver"
 	"needle/weights/sender"
 	"needle/weights/server"
 	"needle/weights/store"
+	"needle/weights/wire"
 )
 
 // WeightsOptions configures `needle bench weights`.
 type WeightsOptions struct {
-	Shape     string       // a key of WeightShapes
-	Changed   float64      // fraction of elements a step changes
-	Receivers int          // receivers on loopback
-	Tree      bool         // the first receiver re-serves and the others pull from it
-	Dir       string       // folder of the halves and the receivers' files (a tmpfs: /dev/shm)
-	Threads   int          // goroutines of encode and apply
-	Format    delta.Format // of delta records
-	Python    string       // interpreter of the AstraFlow NumPy baseline; "" skips it
-	Script    string       // bench/weights_astraflow.py
+	Shape     string      // a key of WeightShapes
+	Changed   float64     // fraction of elements a step changes
+	Receivers int         // receivers on loopback
+	Tree      bool        // the first receiver re-serves and the others pull from it
+	Dir       string      // folder of the halves and the receivers' files (a tmpfs: /dev/shm)
+	Threads   int         // goroutines of encode and apply
+	Format    wire.Format // of delta records
+	Python    string      // interpreter of the AstraFlow NumPy baseline; "" skips it
+	Script    string      // bench/weights_astraflow.py
 	MembwMiB  int
-	Log       *log.Logger // the nodes' logs; nil discards them
+	Log       *log.Logger // the nodes' logs; nil: discarded
 }
 
 // qwen returns the tensors of a Qwen2.5 decoder (tied embeddings) in bf16.
@@ -104,9 +104,6 @@ func Weights(w io.Writer, o WeightsOptions) error {
 	if !ok {
 		return fmt.Errorf("unknown shape %q", o.Shape)
 	}
-	if o.Log == nil {
-		o.Log = log.New(io.Discard, "", 0)
-	}
 	o.Threads = max(o.Threads, 1)
 	rep := weightsReport{Shape: o.Shape, Threads: o.Threads}
 	buf, err := membw.NewBuffer(o.MembwMiB << 20)
@@ -128,7 +125,7 @@ func Weights(w io.Writer, o WeightsOptions) error {
 		return err
 	}
 	defer s.Close()
-	reg := metrics.New()
+	reg := prom.NewRegistry()
 	addr, stopServer, err := serveStore(s.Store, reg, o.Log)
 	if err != nil {
 		return err
@@ -222,7 +219,7 @@ func withMapping(path string, write bool, f func([]byte) error) error {
 }
 
 // serveStore serves st on a loopback port.
-func serveStore(st *store.Store, reg *metrics.Registry, lg *log.Logger) (string, func(), error) {
+func serveStore(st *store.Store, reg *prom.Registry, lg *log.Logger) (string, func(), error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", nil, err
@@ -263,7 +260,7 @@ func startReceivers(work, addr string, o WeightsOptions) (ready chan struct{}, s
 			Log: o.Log, Ready: func(string, uint64) { ready <- struct{}{} }}
 		if o.Tree && i == 0 {
 			opt.Store = store.New(2, o.Threads)
-			a, closeSrv, err := serveStore(opt.Store, metrics.New(), o.Log)
+			a, closeSrv, err := serveStore(opt.Store, prom.NewRegistry(), o.Log)
 			if err != nil {
 				stop()
 				return nil, nil, err

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -13,9 +12,6 @@ import (
 	"sync"
 
 	"needle/kernels/trainer/delta"
-	"needle/weights/differ"
-	"needle/weights/layout"
-	"needle/weights/patch"
 	"needle/weights/store"
 	"needle/weights/wire"
 )
@@ -27,19 +23,22 @@ import (
 func compareKernels(rep *weightsReport, oldPath, curPath, work string, o WeightsOptions) error {
 	return withMapping(oldPath, false, func(old []byte) error {
 		return withMapping(curPath, false, func(cur []byte) error {
-			l, err := layoutOf(cur)
+			l, err := wire.LayoutOf(cur, wire.DefaultChunk)
 			if err != nil {
 				return err
 			}
-			lo, err := layoutOf(old)
+			lo, err := wire.LayoutOf(old, wire.DefaultChunk)
 			if err != nil {
 				return err
 			}
-			so, sc := store.NewSnapshot("bench", 1, lo, old, nil), store.NewSnapshot("bench", 2, l, cur, nil)
 			var frames [][]byte
-			encode := func(int) error {
+			encode := func(int) error { // as the sender's job runs it: into a store.Step
 				st := store.NewStep(1, 2, l)
-				if _, err := differ.Run(so, sc, st, o.Format, o.Threads); err != nil {
+				_, err := wire.EncodeStep(wire.Image{Layout: lo, Data: old}, wire.Image{Layout: l, Data: cur}, o.Format, o.Threads, nil, func(frame []byte) error {
+					st.Append(frame)
+					return nil
+				})
+				if err != nil {
 					return err
 				}
 				n, _, _, _ := st.Progress()
@@ -62,7 +61,7 @@ func compareKernels(rep *weightsReport, oldPath, curPath, work string, o Weights
 			}
 			defer os.Remove(scratch)
 			err = withMapping(scratch, true, func(base []byte) error {
-				t := patch.NewTarget(l, base, lo)
+				t := wire.NewTarget(l, base, lo)
 				wall, _, err := bestRun(func(threads int) error { return applyFrames(t, frames, threads) }, o.Threads, 0)
 				if err != nil {
 					return err
@@ -91,13 +90,8 @@ func compareKernels(rep *weightsReport, oldPath, curPath, work string, o Weights
 	})
 }
 
-func layoutOf(data []byte) (*layout.Layout, error) {
-	n := int64(binary.LittleEndian.Uint64(data))
-	return layout.New(data[:8+n], int64(len(data)), layout.DefaultChunk)
-}
-
 // applyFrames applies record frames to t on threads goroutines.
-func applyFrames(t *patch.Target, frames [][]byte, threads int) error {
+func applyFrames(t *wire.Target, frames [][]byte, threads int) error {
 	var wg sync.WaitGroup
 	errs := make([]error, threads)
 	for k := range threads {

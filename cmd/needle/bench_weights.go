@@ -7,7 +7,7 @@ import (
 	"runtime"
 
 	"needle/bench"
-	"needle/kernels/trainer/delta"
+	"needle/weights/wire"
 )
 
 func init() {
@@ -15,7 +15,7 @@ func init() {
 }
 
 func runBenchWeights(args []string) error {
-	o := bench.WeightsOptions{Format: delta.Compact}
+	o := bench.WeightsOptions{Format: wire.Compact}
 	var format string
 	fs := newFlagSet("bench weights", "[--shape qwen2.5-1.5b] [--changed 0.01] [--receivers 2] [--tree] [--python PY]")
 	fs.StringVar(&o.Shape, "shape", "qwen2.5-1.5b", "model shape (bf16): qwen2.5-0.5b, qwen2.5-1.5b, tiny")
@@ -35,9 +35,9 @@ func runBenchWeights(args []string) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	f, err := delta.ParseFormat(format)
+	f, err := wire.ParseFormat(format)
 	if err != nil {
-		return err
+		return fmt.Errorf("--format: %w", err)
 	}
 	o.Format = f
 	if *logs {

@@ -9,14 +9,14 @@ import (
 	"slices"
 	"time"
 
-	"needle/kernels/trainer/delta"
-	"needle/kernels/trainer/delta/deltafile"
 	"needle/platform/cpu"
+	"needle/weights"
+	"needle/weights/wire"
 )
 
 // deltas are `needle delta encode` and `needle delta apply`.
-var deltas = newGroup("needle delta", "subcommand", "A delta lists, per tensor of B, the elements whose bits changed since A (bf16, fp16,\n"+
-	"fp32 compared as raw bits) and their new bits; apply rebuilds B byte for byte.\n\n", "encode", "apply")
+var deltas = newGroup("needle delta", "subcommand", "A delta lists, per 1 MiB chunk of B's tensors, the elements whose bits changed since A (compared as\n"+
+	"raw 2- or 4-byte words) and their new bits: the records `needle weights` sends. Apply rebuilds B byte for byte.\n\n", "encode", "apply")
 
 func init() {
 	register(command{name: "delta", summary: "diff two safetensors checkpoints into a delta file, or apply one", run: deltas.run})
@@ -26,7 +26,7 @@ func init() {
 
 // deltaThreads is the --threads flag shared by both subcommands.
 func deltaThreads(fs *flag.FlagSet) *int {
-	return fs.Int("threads", runtime.NumCPU(), "threads that encode or apply each tensor")
+	return fs.Int("threads", runtime.NumCPU(), "threads that encode or apply the chunks")
 }
 
 // parseRequired parses args and checks that every named string flag is set.
@@ -50,21 +50,21 @@ func runDeltaEncode(args []string) error {
 	oldPath := fs.String("old", "", "safetensors checkpoint the receiver already has (required)")
 	newPath := fs.String("new", "", "safetensors checkpoint to send (required)")
 	out := fs.String("out", "", "delta file to write, atomically (required)")
-	format := fs.String("format", "compact", "per-tensor record: astraflow (AstraFlow's header + u32/u64 indices + raw values) or compact (gap-coded indices + zstd, dense when smaller)")
+	format := fs.String("format", "compact", "delta records: astraflow (AstraFlow's header + u32/u64 indices + raw values) or compact (gap-coded indices + low byte planes + zstd, dense when smaller)")
 	threads := deltaThreads(fs)
 	if err := parseRequired(fs, args, map[string]*string{"old": oldPath, "new": newPath, "out": out}); err != nil {
 		return err
 	}
-	f, err := delta.ParseFormat(*format)
+	f, err := wire.ParseFormat(*format)
 	if err != nil {
-		return err
+		return fmt.Errorf("--format: %w", err)
 	}
 	level, err := cpu.Selected()
 	if err != nil {
 		return err
 	}
 	start := time.Now()
-	st, err := deltafile.Encode(*oldPath, *newPath, *out, f, *threads)
+	st, err := weights.EncodeDelta(*oldPath, *newPath, *out, f, *threads)
 	if err != nil {
 		return err
 	}
@@ -75,8 +75,8 @@ func runDeltaEncode(args []string) error {
 	for _, note := range st.Notes {
 		fmt.Fprintf(os.Stderr, "  %s\n", note)
 	}
-	fmt.Fprintf(os.Stderr, "  %s: %d bytes for %d tensor bytes (%.1fx smaller) in %.2fs\n",
-		*out, st.DeltaBytes, st.TensorBytes, float64(st.TensorBytes)/float64(max(st.DeltaBytes, 1)), secs)
+	fmt.Fprintf(os.Stderr, "  %s: %d records, %d bytes for %d tensor bytes (%.1fx smaller) in %.2fs\n",
+		*out, st.Records, st.DeltaBytes, st.TensorBytes, float64(st.TensorBytes)/float64(max(st.DeltaBytes, 1)), secs)
 	return nil
 }
 
@@ -90,12 +90,12 @@ func runDeltaApply(args []string) error {
 		return err
 	}
 	start := time.Now()
-	st, err := deltafile.Apply(*base, *deltaPath, *out, *threads)
+	st, err := weights.ApplyDelta(*base, *deltaPath, *out, *threads)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "needle delta apply: %d tensors (%d delta, %d full), %d elements changed (%.3f%%), %s written in %.2fs\n",
-		st.Tensors, st.Delta, st.Full, st.Changed, pct(st.Changed, st.Elements), *out, time.Since(start).Seconds())
+	fmt.Fprintf(os.Stderr, "needle delta apply: %d tensors (%d delta, %d full), %d records, %d elements changed (%.3f%%), %s written in %.2fs\n",
+		st.Tensors, st.Delta, st.Full, st.Records, st.Changed, pct(st.Changed, st.Elements), *out, time.Since(start).Seconds())
 	return nil
 }
 

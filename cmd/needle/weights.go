@@ -3,16 +3,17 @@ package main
 import (
 	"context"
 	"fmt"
+	"log"
 	"os"
 	"os/signal"
 	"runtime"
 	"strings"
 	"syscall"
 
-	"needle/kernels/trainer/delta"
-	"needle/weights/layout"
-	"needle/weights/node"
+	"needle/weights"
+	"needle/weights/receiver"
 	"needle/weights/sender"
+	"needle/weights/wire"
 )
 
 // weightsCmds are `needle weights send|recv|publish` (docs/weights.md).
@@ -25,39 +26,42 @@ func init() {
 	weightsCmds.add(command{name: "publish", summary: "publish a safetensors file to a sender", run: runWeightsPublish})
 }
 
+// daemonLog is where the daemons' log lines go: standard error, as the log package writes them.
+func daemonLog() *log.Logger { return log.New(os.Stderr, "", log.LstdFlags) }
+
 func signalContext() (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 }
 
 func runWeightsSend(args []string) error {
-	var o node.SendOptions
+	var o weights.SendOptions
 	var format string
 	fs := newFlagSet("weights send", "--dir /dev/shm/needle-weights [--listen :7070] [--http :7071]")
 	fs.StringVar(&o.Sender.Dir, "dir", "/dev/shm/needle-weights", "the double buffer's folder (halves, state, control.sock): the trainer's publisher writes here")
 	fs.StringVar(&o.Listen, "listen", ":7070", "TCP address receivers pull from")
 	fs.StringVar(&o.HTTP, "http", ":7071", "address of GET /metrics and /status (empty: none)")
 	fs.StringVar(&format, "format", "compact", "delta records: compact (gap-coded indices, byte planes, zstd) or astraflow")
-	fs.Int64Var(&o.Sender.Chunk, "chunk", layout.DefaultChunk, "bytes of a record's chunk")
+	fs.Int64Var(&o.Sender.Chunk, "chunk", wire.DefaultChunk, "bytes of a record's chunk")
 	fs.IntVar(&o.Sender.Keep, "keep", 8, "delta steps retained for receivers several versions behind")
 	fs.IntVar(&o.Sender.Threads, "threads", runtime.NumCPU(), "goroutines of an encode job")
 	fs.BoolVar(&o.Sender.NewRun, "new-run", false, "forget the folder's versions and start a new run")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	f, err := delta.ParseFormat(format)
+	f, err := wire.ParseFormat(format)
 	if err != nil {
-		return err
+		return fmt.Errorf("--format: %w", err)
 	}
-	o.Sender.Format = f
+	o.Sender.Format, o.Sender.Log = f, daemonLog()
 	ctx, stop := signalContext()
 	defer stop()
-	return node.RunSender(ctx, o, func(tcp, http string) {
+	return weights.RunSender(ctx, o, func(tcp, http string) {
 		fmt.Fprintf(os.Stderr, "needle weights send: %s, receivers on %s, metrics on %s\n", o.Sender.Dir, tcp, http)
 	})
 }
 
 func runWeightsRecv(args []string) error {
-	var o node.RecvOptions
+	var o weights.RecvOptions
 	var upstreams, notifyURL, notifyBody, notifyCmd string
 	fs := newFlagSet("weights recv", "--from HOST:7070[,HOST2:7070] --out /dev/shm/model/model.safetensors [--notify-url http://127.0.0.1:30000/update_weights_from_disk]")
 	fs.StringVar(&upstreams, "from", "", "weights servers to pull from, comma-separated, in order of preference (the sender, or re-serving receivers)")
@@ -77,14 +81,17 @@ func runWeightsRecv(args []string) error {
 		return err
 	}
 	o.Receiver.Upstreams = strings.Split(upstreams, ",")
-	n, err := node.Notifier(notifyURL, notifyBody, strings.Fields(notifyCmd))
+	if notifyURL != "" && notifyCmd != "" {
+		return fmt.Errorf("--notify-url and --notify-cmd: give one")
+	}
+	n, err := receiver.NewNotifier(notifyURL, notifyBody, strings.Fields(notifyCmd))
 	if err != nil {
 		return err
 	}
-	o.Receiver.Notifier = n
+	o.Receiver.Notifier, o.Receiver.Log = n, daemonLog()
 	ctx, stop := signalContext()
 	defer stop()
-	return node.RunReceiver(ctx, o, nil)
+	return weights.RunReceiver(ctx, o, nil)
 }
 
 func runWeightsPublish(args []string) error {

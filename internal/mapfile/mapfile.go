@@ -6,6 +6,7 @@
 package mapfile
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
@@ -61,4 +62,20 @@ func File(f *os.File, size int64, write, populate bool) ([]byte, error) {
 		return nil, fmt.Errorf("mmap %s: %w", f.Name(), err)
 	}
 	return data, nil
+}
+
+// Reserve makes f size bytes long with their space reserved (fallocate), so that writes
+// through a mapping of it never meet a full disk: that error comes here instead of as a
+// SIGBUS on some later write. A file system without fallocate only gets the size set.
+func Reserve(f *os.File, size int64) error {
+	if err := f.Truncate(size); err != nil {
+		return fmt.Errorf("size %s to %d bytes: %w", f.Name(), size, err)
+	}
+	if size == 0 {
+		return nil
+	}
+	if err := unix.Fallocate(int(f.Fd()), 0, 0, size); err != nil && !errors.Is(err, unix.EOPNOTSUPP) {
+		return fmt.Errorf("reserve %d bytes for %s: %w", size, f.Name(), err)
+	}
+	return nil
 }

@@ -3,6 +3,8 @@ package mapfile
 import (
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -51,5 +53,36 @@ func TestFile(t *testing.T) {
 	}
 	if data, err := File(f, 0, false, false); data != nil || err != nil {
 		t.Fatalf("size 0: %q, %v", data, err)
+	}
+}
+
+// TestReserve: a file grows to its size with its blocks allocated, shrinks to a smaller one,
+// and a read-only file is an error naming it.
+func TestReserve(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "f")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, size := range []int64{1 << 20, 100, 0} {
+		if err := Reserve(f, size); err != nil {
+			t.Fatal(err)
+		}
+		st, _ := f.Stat()
+		if st.Size() != size {
+			t.Fatalf("reserved %d bytes, the file has %d", size, st.Size())
+		}
+	}
+	if err := Reserve(f, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := f.Stat(); st.Sys().(*syscall.Stat_t).Blocks*512 < 1<<20 {
+		t.Fatalf("%d bytes allocated for 1 MiB reserved", st.Sys().(*syscall.Stat_t).Blocks*512)
+	}
+	ro, _ := os.Open(p)
+	defer ro.Close()
+	if err := Reserve(ro, 10); err == nil || !strings.Contains(err.Error(), p) {
+		t.Fatalf("read-only file: %v", err)
 	}
 }

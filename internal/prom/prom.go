@@ -1,6 +1,7 @@
 // Package prom writes Prometheus's text exposition format (version 0.0.4): the one writer of
 // needle's /metrics. Parts with figures of their own (the GPU index) report them as Metric
-// values; the server writes them with its own.
+// values; the server writes them with its own. A Registry holds the labeled counters and gauges
+// that the weight-transfer daemons update as they run (registry.go).
 package prom
 
 import (

@@ -19,11 +19,13 @@ var floors = []struct {
 	{"needle/kernels/", 2},
 	// the parts: encoders, index backends and the index folder's format, the corpus store
 	{"needle/encoder/", 3}, {"needle/index/", 3}, {"needle/docstore", 3},
-	// weight transfer: the parts (wire, layout, store, differ, patch, server, metrics, notify),
-	// then the nodes that compose them (sender, receiver) and run them (node: daemons, /metrics)
-	{"needle/weights/", 3}, {"needle/weights/sender", 4}, {"needle/weights/receiver", 4}, {"needle/weights/node", 4},
-	{"needle/indexbuild", 4}, // the offline build job: corpus -> encoder -> index folder
-	{"needle/engine", 4},     // serving: Open composes the parts; the Retriever, the Batcher, the cache
+	// weight transfer: the parts (wire: the protocol and the delta codec; store; server), then
+	// the nodes that compose them (sender, receiver) and the entry that runs them (weights: the
+	// daemons, /metrics, the delta file of `needle delta`)
+	{"needle/weights/wire", 3}, {"needle/weights/store", 3}, {"needle/weights/server", 3},
+	{"needle/weights/sender", 4}, {"needle/weights/receiver", 4}, {"needle/weights", 4},
+	{"needle/indexbuild", 4},                      // the offline build job: corpus -> encoder -> index folder
+	{"needle/engine", 4},                          // serving: Open composes the parts; the Retriever, the Batcher, the cache
 	{"needle/server", 5}, {"needle/server/ui", 5}, // the page the server embeds: beside it
 	{"needle/server/lifecycle", 6},
 	{"needle/testkit/", 7},                        // test helpers: imported by tests (and bench's harness) only

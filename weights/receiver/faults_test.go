@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"os"
 	"os/exec"
@@ -16,10 +17,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"needle/internal/prom"
 	"needle/internal/writer"
-	"needle/kernels/trainer/delta"
 	"needle/testkit/weightstest"
-	"needle/weights/metrics"
 	"needle/weights/sender"
 	"needle/weights/server"
 	"needle/weights/wire"
@@ -29,7 +29,7 @@ import (
 func TestMain(m *testing.M) {
 	if out := os.Getenv("NEEDLE_WEIGHTS_CHILD_OUT"); out != "" {
 		r, err := Open(Options{Upstreams: []string{os.Getenv("NEEDLE_WEIGHTS_CHILD_FROM")}, Out: out, Threads: 2,
-			Retry: 20 * time.Millisecond, Ready: func(_ string, v uint64) { fmt.Printf("ready %d\n", v) }})
+			Retry: 20 * time.Millisecond, Log: log.New(os.Stderr, "", log.Lmicroseconds), Ready: func(_ string, v uint64) { fmt.Printf("ready %d\n", v) }})
 		if err != nil {
 			fmt.Println("error", err)
 			os.Exit(1)
@@ -110,7 +110,7 @@ func whole(t *testing.T, out string, versions [][]byte) {
 // restarted each time; the file is always absent or a whole version, and ends as the newest.
 func TestKilledAndRestarted(t *testing.T) {
 	dir := t.TempDir()
-	_, snd, pub := startSender(t, filepath.Join(dir, "send"), delta.Compact)
+	_, snd, pub := startSender(t, filepath.Join(dir, "send"), wire.Compact)
 	out := filepath.Join(dir, "r", "model.safetensors")
 	os.MkdirAll(filepath.Dir(out), 0o755)
 	img, _ := weightstest.Image(bigModel, 1)
@@ -225,7 +225,7 @@ func TestSenderRestarted(t *testing.T) {
 // stops the receiver: its file, and the image, are version 1.
 func stoppedAtOne(t *testing.T, seed uint64) (node, *sender.Publisher, string, []byte) {
 	dir := t.TempDir()
-	_, snd, pub := startSender(t, filepath.Join(dir, "send"), delta.Compact)
+	_, snd, pub := startSender(t, filepath.Join(dir, "send"), wire.Compact)
 	out := filepath.Join(dir, "r", "model.safetensors")
 	img, _ := weightstest.Image(bigModel, seed)
 	pub.PublishImage(img, 0)
@@ -269,7 +269,7 @@ func TestSeveralBehind(t *testing.T) {
 // middle of a frame resumes; the file ends as the newest version.
 func TestCorruptAndTruncated(t *testing.T) {
 	dir := t.TempDir()
-	_, snd, pub := startSender(t, filepath.Join(dir, "send"), delta.Compact)
+	_, snd, pub := startSender(t, filepath.Join(dir, "send"), wire.Compact)
 	img, _ := weightstest.Image(bigModel, 11)
 	pub.PublishImage(img, 0)
 	next := weightstest.Step(img, 0.01, 12)
@@ -290,7 +290,7 @@ func TestCorruptAndTruncated(t *testing.T) {
 	}
 }
 
-func text(m *metrics.Registry) string {
+func text(m *prom.Registry) string {
 	var b strings.Builder
 	m.WriteTo(&b)
 	return b.String()
@@ -324,7 +324,7 @@ func TestDiskFull(t *testing.T) {
 		t.Skip("needs root to mount a size-limited tmpfs")
 	}
 	dir := t.TempDir()
-	_, snd, pub := startSender(t, filepath.Join(dir, "send"), delta.Compact)
+	_, snd, pub := startSender(t, filepath.Join(dir, "send"), wire.Compact)
 	img, _ := weightstest.Image(bigModel, 15)
 	mnt := filepath.Join(dir, "mnt")
 	os.MkdirAll(mnt, 0o755)
@@ -362,7 +362,7 @@ func TestDiskFull(t *testing.T) {
 // the stuck client (its half is retired under it: the server drops it).
 func TestNeverAnswering(t *testing.T) {
 	dir := t.TempDir()
-	_, snd, pub := startSender(t, filepath.Join(dir, "send"), delta.Compact)
+	_, snd, pub := startSender(t, filepath.Join(dir, "send"), wire.Compact)
 	big := []weightstest.Tensor{weightstest.T("embed", "BF16", 8192, 1024)} // 16 MiB: more than the socket buffers
 	img, _ := weightstest.Image(big, 17)
 	pub.PublishImage(img, 0)
@@ -395,7 +395,7 @@ func serveAt(t *testing.T, s *sender.Sender, addr string) *server.Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := server.New(s.Store, metrics.New())
+	srv := server.New(s.Store, prom.NewRegistry())
 	srv.Log = testLog(t)
 	go srv.Serve(ln)
 	return srv

@@ -1,7 +1,6 @@
 package receiver
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -19,34 +18,18 @@ type mapped struct {
 	Data []byte
 }
 
-// allocate creates path holding size bytes of reserved space (fallocate), so that writes
-// through a mapping never meet a full disk: the error comes here, as an error, instead of a
-// SIGBUS on some later write. A file system without fallocate only gets the size set.
+// allocate creates path holding size bytes of reserved space (mapfile.Reserve) and maps it.
 func allocate(path string, size int64) (*mapped, error) {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o644)
 	if err != nil {
 		return nil, err
 	}
-	if err := reserve(f, size); err != nil {
+	if err := mapfile.Reserve(f, size); err != nil {
 		f.Close()
 		os.Remove(path)
 		return nil, err
 	}
 	return mapFile(f, size)
-}
-
-func reserve(f *os.File, size int64) error {
-	if size == 0 {
-		return nil
-	}
-	err := unix.Fallocate(int(f.Fd()), 0, 0, size)
-	if errors.Is(err, unix.EOPNOTSUPP) {
-		err = f.Truncate(size)
-	}
-	if err != nil {
-		return fmt.Errorf("reserve %d bytes for %s: %w", size, f.Name(), err)
-	}
-	return nil
 }
 
 // openMapped maps an existing file of size bytes for writing.
@@ -111,7 +94,7 @@ func copyFile(dst, src string) error {
 	if err != nil {
 		return err
 	}
-	err = reserve(tmp, st.Size())
+	err = mapfile.Reserve(tmp, st.Size())
 	if err == nil {
 		_, err = io.Copy(tmp, in)
 	}

@@ -5,9 +5,10 @@
 // holds (its file, and the delta steps it receives, relayed while they arrive) so that hosts
 // can pull from each other in a chain or tree instead of all from the sender.
 //
-// Files (see state.go): Out, the weights file; beside it a hidden folder with state.json,
-// next (the version being built) and spare (a copy of Out made after each version, so that
-// the next delta step starts without copying Out on the critical path).
+// The engine is told through a Notifier (notify.go). Files (see state.go): Out, the weights
+// file; beside it a hidden folder with state.json, next (the version being built) and spare (a
+// copy of Out made after each version, so that the next delta step starts without copying Out
+// on the critical path).
 package receiver
 
 import (
@@ -21,9 +22,7 @@ import (
 
 	"needle/internal/atomicfile"
 	"needle/internal/mapfile"
-	"needle/weights/layout"
-	"needle/weights/metrics"
-	"needle/weights/notify"
+	"needle/internal/prom"
 	"needle/weights/store"
 	"needle/weights/wire"
 )
@@ -39,12 +38,12 @@ type Options struct {
 	// otherwise the file is verified when the receiver starts, and each version by the
 	// per-record checks of the wire and the per-chunk checks of apply.
 	VerifyEach bool
-	NoSpare    bool              // do not keep a spare copy (saves Out's size in disk; deltas then copy Out first)
-	Notifier   notify.Notifier   // nil: the engine is not told
-	Store      *store.Store      // non-nil: put Out and relayed steps here for re-serving
-	Metrics    *metrics.Registry // nil: a private one
-	Log        *log.Logger       // nil: standard error
-	Retry      time.Duration     // first pause after a failed attempt (doubles up to 30 s); 0: 200 ms
+	NoSpare    bool           // do not keep a spare copy (saves Out's size in disk; deltas then copy Out first)
+	Notifier   Notifier       // nil: the engine is not told
+	Store      *store.Store   // non-nil: put Out and relayed steps here for re-serving
+	Metrics    *prom.Registry // nil: a private one
+	Log        *log.Logger    // nil: discarded
+	Retry      time.Duration  // first pause after a failed attempt (doubles up to 30 s); 0: 200 ms
 	// Ready, if set, is called after each version is published and the engine told (or the
 	// telling failed): for in-process users such as the benchmark.
 	Ready func(run string, version uint64)
@@ -56,10 +55,10 @@ type Receiver struct {
 	f         files
 	lock      *os.File
 	st        state
-	verified  bool           // Out is st.Version, checked against its manifest or built here
-	outLayout *layout.Layout // Out's layout once verified
-	forceFull bool           // the last delta failed a check: take the next version in full
-	sinceFull int            // versions taken as deltas since the last full one
+	verified  bool         // Out is st.Version, checked against its manifest or built here
+	outLayout *wire.Layout // Out's layout once verified
+	forceFull bool         // the last delta failed a check: take the next version in full
+	sinceFull int          // versions taken as deltas since the last full one
 	up        *upstream
 	upIdx     int
 	build     *build          // the version being built in next, nil when none
@@ -77,7 +76,7 @@ func Open(opt Options) (*Receiver, error) {
 		opt.Retry = 200 * time.Millisecond
 	}
 	if opt.Metrics == nil {
-		opt.Metrics = metrics.New()
+		opt.Metrics = prom.NewRegistry()
 	}
 	r := &Receiver{opt: opt, f: newFiles(opt.Out), m: newCounters(opt.Metrics)}
 	lock, err := r.f.lockDir()
@@ -116,8 +115,6 @@ func (r *Receiver) Close() {
 func (r *Receiver) logf(format string, args ...any) {
 	if r.opt.Log != nil {
 		r.opt.Log.Printf(format, args...)
-	} else {
-		log.Printf(format, args...)
 	}
 }
 
@@ -253,7 +250,7 @@ func (r *Receiver) verify(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	l, err := layout.New(m.Header, m.Size, m.Chunk)
+	l, err := wire.NewLayout(m.Header, m.Size, m.Chunk)
 	if err != nil || len(m.Hashes) != l.Chunks() {
 		return dataError{fmt.Errorf("manifest of version %d: %v (%d hashes)", m.Version, err, len(m.Hashes))}
 	}
@@ -273,7 +270,7 @@ func (r *Receiver) verify(ctx context.Context) error {
 }
 
 // differs says how data (a whole file) differs from layout l and its manifest, or "".
-func differs(data []byte, l *layout.Layout, hashes []uint64, threads int) string {
+func differs(data []byte, l *wire.Layout, hashes []uint64, threads int) string {
 	if int64(len(data)) != l.Size {
 		return fmt.Sprintf("%d bytes, the version has %d", len(data), l.Size)
 	}
@@ -386,7 +383,7 @@ func (r *Receiver) serve(manifest []uint64) {
 // notify tells the engine that Out holds st.Version; a failure is retried before the next pull.
 func (r *Receiver) notify(ctx context.Context) {
 	if r.opt.Notifier != nil {
-		u := notify.Update{Path: r.f.out, Dir: r.f.dir, Run: r.st.Run, Version: r.st.Version}
+		u := Update{Path: r.f.out, Dir: r.f.dir, Run: r.st.Run, Version: r.st.Version}
 		if err := r.opt.Notifier.Notify(ctx, u); err != nil {
 			r.m.errors("notify").Add(1)
 			r.logf("needle weights recv: telling the engine (%s) about version %d: %v", r.opt.Notifier, r.st.Version, err)
@@ -417,23 +414,23 @@ func (r *Receiver) makeSpare() error {
 
 // counters are the receiver's metrics.
 type counters struct {
-	version, seconds *metrics.Value
-	received         func(kind string) *metrics.Value
-	versions         func(kind string) *metrics.Value
-	errors           func(cause string) *metrics.Value
+	version, seconds *prom.Value
+	received         func(kind string) *prom.Value
+	versions         func(kind string) *prom.Value
+	errors           func(cause string) *prom.Value
 }
 
-func newCounters(reg *metrics.Registry) counters {
+func newCounters(reg *prom.Registry) counters {
 	return counters{
 		version: reg.Gauge("needle_weights_receiver_version", "version of the receiver's file"),
 		seconds: reg.Gauge("needle_weights_receiver_update_seconds", "time of the last update, from its plan to the file published"),
-		received: func(kind string) *metrics.Value {
+		received: func(kind string) *prom.Value {
 			return reg.Counter("needle_weights_received_bytes_total", "frame bytes received, by step kind", "kind", kind)
 		},
-		versions: func(kind string) *metrics.Value {
+		versions: func(kind string) *prom.Value {
 			return reg.Counter("needle_weights_receiver_versions_total", "versions published, by how the first step came", "kind", kind)
 		},
-		errors: func(cause string) *metrics.Value {
+		errors: func(cause string) *prom.Value {
 			return reg.Counter("needle_weights_receiver_errors_total", "failed attempts and checks, by cause", "cause", cause)
 		},
 	}

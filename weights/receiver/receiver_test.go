@@ -10,12 +10,12 @@ import (
 	"sync"
 	"testing"
 
-	"needle/kernels/trainer/delta"
+	"needle/internal/prom"
 	"needle/testkit/weightstest"
-	"needle/weights/metrics"
 	"needle/weights/sender"
 	"needle/weights/server"
 	"needle/weights/store"
+	"needle/weights/wire"
 )
 
 // testLog sends a component's log lines to the test's log.
@@ -32,7 +32,7 @@ func (w tWriter) Write(p []byte) (int, error) {
 type node struct {
 	addr string
 	srv  *server.Server
-	reg  *metrics.Registry
+	reg  *prom.Registry
 }
 
 func listen(t *testing.T, st *store.Store) node {
@@ -40,7 +40,7 @@ func listen(t *testing.T, st *store.Store) node {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg := metrics.New()
+	reg := prom.NewRegistry()
 	srv := server.New(st, reg)
 	srv.Log = testLog(t)
 	go srv.Serve(ln)
@@ -48,7 +48,7 @@ func listen(t *testing.T, st *store.Store) node {
 	return node{addr: ln.Addr().String(), srv: srv, reg: reg}
 }
 
-func startSender(t *testing.T, dir string, f delta.Format) (*sender.Sender, node, *sender.Publisher) {
+func startSender(t *testing.T, dir string, f wire.Format) (*sender.Sender, node, *sender.Publisher) {
 	s, err := sender.Open(sender.Options{Dir: dir, Format: f, Chunk: 4096, Keep: 4, Threads: 2, Log: testLog(t)})
 	if err != nil {
 		t.Fatal(err)
@@ -136,7 +136,7 @@ var model = []weightstest.Tensor{
 // from that one, over loopback, through deltas and a dtype and shape change between versions
 // (version 4: norm F32 -> BF16, a tensor added, one removed).
 func TestChain(t *testing.T) {
-	for _, f := range []delta.Format{delta.Compact, delta.AstraFlow} {
+	for _, f := range []wire.Format{wire.Compact, wire.AstraFlow} {
 		t.Run(f.String(), func(t *testing.T) {
 			dir := t.TempDir()
 			_, snd, pub := startSender(t, filepath.Join(dir, "send"), f)
@@ -169,7 +169,7 @@ func TestChain(t *testing.T) {
 // r3 checks every version whole against its manifest (VerifyEach).
 func TestTree(t *testing.T) {
 	dir := t.TempDir()
-	_, snd, pub := startSender(t, filepath.Join(dir, "send"), delta.Compact)
+	_, snd, pub := startSender(t, filepath.Join(dir, "send"), wire.Compact)
 	r1 := startReceiver(t, filepath.Join(dir, "r1", "m.safetensors"), true, snd.addr)
 	r2 := startReceiver(t, filepath.Join(dir, "r2", "m.safetensors"), true, r1.node.addr)
 	r3 := startReceiverWith(t, filepath.Join(dir, "r3", "m.safetensors"), false, func(o *Options) { o.VerifyEach = true }, r1.node.addr)

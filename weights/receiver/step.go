@@ -9,8 +9,6 @@ import (
 	"sync"
 
 	"needle/kernels/trainer/delta"
-	"needle/weights/layout"
-	"needle/weights/patch"
 	"needle/weights/store"
 	"needle/weights/wire"
 )
@@ -20,10 +18,10 @@ import (
 type build struct {
 	run      string
 	version  uint64         // the version next holds whole (0: none yet)
-	layout   *layout.Layout // next's layout (of version, or of the open step once it is open)
+	layout   *wire.Layout   // next's layout (of version, or of the open step once it is open)
 	m        *mapped        // next, mapped; nil after a restart until the resumed step reopens it
 	open     *wire.StepInfo // the step being received, nil between steps
-	target   *patch.Target  // the open step's target
+	target   *wire.Target   // the open step's target
 	record   int            // records of the open step applied in order: where a resume starts
 	relay    *store.Step    // the open step as re-served, nil when not re-serving or full
 	full     bool           // the open step is full: its progress is saved for a restart
@@ -65,7 +63,7 @@ func (r *Receiver) step(ctx context.Context, run string, info wire.StepInfo, res
 	if s.StepInfo != info {
 		return 0, dataError{fmt.Errorf("step %d -> %d came for planned step %d -> %d", s.From, s.To, info.From, info.To)}
 	}
-	l, err := layout.New(s.Header, s.Size, s.Chunk)
+	l, err := wire.NewLayout(s.Header, s.Size, s.Chunk)
 	if err != nil {
 		return 0, dataError{fmt.Errorf("step %d -> %d: %w", s.From, s.To, err)}
 	}
@@ -98,7 +96,7 @@ func (r *Receiver) step(ctx context.Context, run string, info wire.StepInfo, res
 // openStep prepares next for a new step: the whole file's space for a full step; for a delta
 // step, the base version's bytes (from the spare, a copy of Out, or next itself in a chain),
 // rebased when the step changes the layout.
-func (r *Receiver) openStep(run string, l *layout.Layout, info wire.StepInfo) error {
+func (r *Receiver) openStep(run string, l *wire.Layout, info wire.StepInfo) error {
 	if info.Full() {
 		r.dropBuild(errors.New("a full step replaces it"))
 		if r.st.Spare != 0 { // a full step has no use for it: give its space back first
@@ -115,7 +113,7 @@ func (r *Receiver) openStep(run string, l *layout.Layout, info wire.StepInfo) er
 		}
 		copy(m.Data, l.Header)
 		r.build = &build{run: run, layout: l, m: m, full: true}
-		r.build.target = patch.NewTarget(l, m.Data, nil)
+		r.build.target = wire.NewTarget(l, m.Data, nil)
 	} else {
 		if err := r.baseForDelta(run, info); err != nil {
 			return err
@@ -126,7 +124,7 @@ func (r *Receiver) openStep(run string, l *layout.Layout, info wire.StepInfo) er
 				return err
 			}
 		}
-		b.target = patch.NewTarget(l, b.m.Data, b.layout)
+		b.target = wire.NewTarget(l, b.m.Data, b.layout)
 		if r.opt.Store != nil {
 			b.relay = store.NewStep(info.From, info.To, l)
 			r.opt.Store.AddStep(b.relay)
@@ -169,14 +167,14 @@ func (r *Receiver) baseForDelta(run string, info wire.StepInfo) error {
 
 // rebase rewrites next in layout l: the step changes a tensor's dtype or shape, adds or
 // removes tensors, so every offset may move.
-func (r *Receiver) rebase(l *layout.Layout) error {
+func (r *Receiver) rebase(l *wire.Layout) error {
 	b := r.build
 	tmp := r.f.next + ".rebase"
 	nm, err := allocate(tmp, l.Size)
 	if err != nil {
 		return localError{err}
 	}
-	patch.Rebase(nm.Data, l, b.m.Data, b.layout)
+	wire.Rebase(nm.Data, l, b.m.Data, b.layout)
 	b.m.close(false)
 	if err := os.Rename(tmp, r.f.next); err != nil {
 		nm.close(false)
@@ -188,7 +186,7 @@ func (r *Receiver) rebase(l *layout.Layout) error {
 
 // resumeStep continues the open step at record first: in the same process the build is
 // still open; after a restart only a full step's file is, reopened here.
-func (r *Receiver) resumeStep(l *layout.Layout, info wire.StepInfo, first int) error {
+func (r *Receiver) resumeStep(l *wire.Layout, info wire.StepInfo, first int) error {
 	b := r.build
 	if b == nil || b.open == nil || *b.open != info || first != b.record {
 		return dataError{fmt.Errorf("step %d -> %d resumed at record %d, which is not what was asked", info.From, info.To, first)}
@@ -200,7 +198,7 @@ func (r *Receiver) resumeStep(l *layout.Layout, info wire.StepInfo, first int) e
 		}
 		b.m, b.layout = m, l
 		copy(m.Data, l.Header) // a crash may have come between allocating next and writing it
-		b.target = patch.NewTarget(l, m.Data, nil)
+		b.target = wire.NewTarget(l, m.Data, nil)
 		b.target.ReceivedBefore(first)
 	}
 	return nil
@@ -340,7 +338,7 @@ func (r *Receiver) saveFull(applied int) {
 
 // apply applies one record; a fault on the mapping (the file truncated under the receiver)
 // is an error.
-func apply(t *patch.Target, rec wire.Record, scratch *delta.Sparse) (err error) {
+func apply(t *wire.Target, rec wire.Record, scratch *delta.Sparse) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("writing chunk %d faulted (%v): the file changed under the receiver", rec.Chunk, p)

@@ -3,7 +3,7 @@
 // published version and one the version before it. A publisher (the trainer, through the
 // control socket: control.go) writes a new version into the older half and commits it; the
 // sender acks at once and, in the background, encodes the delta from the previous version
-// with the native kernels (package differ) while its records already stream to receivers.
+// (wire.EncodeStep) while its records already stream to receivers.
 // Both halves and the retained delta steps live in a store.Store that package server serves.
 //
 // Before a half is overwritten, its readers are stopped: the job that reads it as the old
@@ -13,7 +13,6 @@ package sender
 
 import (
 	"crypto/rand"
-	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -27,24 +26,22 @@ import (
 
 	"needle/internal/atomicfile"
 	"needle/internal/mapfile"
-	"needle/kernels/trainer/delta"
+	"needle/internal/prom"
 	"needle/safetensors"
-	"needle/weights/differ"
-	"needle/weights/layout"
-	"needle/weights/metrics"
 	"needle/weights/store"
+	"needle/weights/wire"
 )
 
 // Options configures a Sender.
 type Options struct {
-	Dir     string       // the shared-memory folder (halves, state, control socket)
-	Format  delta.Format // of delta records
-	Chunk   int64        // bytes of a record's chunk
-	Keep    int          // delta steps retained for receivers several versions behind
-	Threads int          // goroutines of an encode job
-	NewRun  bool         // forget the folder's versions and start a new run
-	Metrics *metrics.Registry
-	Log     *log.Logger // nil: standard error
+	Dir     string      // the shared-memory folder (halves, state, control socket)
+	Format  wire.Format // of delta records
+	Chunk   int64       // bytes of a record's chunk
+	Keep    int         // delta steps retained for receivers several versions behind
+	Threads int         // goroutines of an encode job
+	NewRun  bool        // forget the folder's versions and start a new run
+	Metrics *prom.Registry
+	Log     *log.Logger // nil: discarded
 }
 
 // Sender is the daemon's state. Its methods are safe for concurrent use.
@@ -76,7 +73,7 @@ type savedState struct {
 
 // JobStats is what the background job of a version did.
 type JobStats struct {
-	differ.Stats
+	wire.StepStats
 	Version uint64 `json:"version"`
 	Base    uint64 `json:"base"` // 0: no delta (the first version, or after a restart without a base)
 	Err     string `json:"error,omitempty"`
@@ -91,11 +88,11 @@ func (s *Sender) ControlPath() string { return filepath.Join(s.opt.Dir, "control
 // Open takes the folder (creating it), and serves again the versions its halves hold.
 func Open(opt Options) (*Sender, error) {
 	if opt.Chunk == 0 {
-		opt.Chunk = layout.DefaultChunk
+		opt.Chunk = wire.DefaultChunk
 	}
 	opt.Threads = max(opt.Threads, 1)
 	if opt.Metrics == nil {
-		opt.Metrics = metrics.New()
+		opt.Metrics = prom.NewRegistry()
 	}
 	if err := os.MkdirAll(opt.Dir, 0o755); err != nil {
 		return nil, err
@@ -120,8 +117,6 @@ func Open(opt Options) (*Sender, error) {
 func (s *Sender) logf(format string, args ...any) {
 	if s.opt.Log != nil {
 		s.opt.Log.Printf(format, args...)
-	} else {
-		log.Printf(format, args...)
 	}
 }
 
@@ -187,24 +182,12 @@ func (s *Sender) mapHalf(i int, v uint64) (*store.Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	l, err := layoutOf(data, s.opt.Chunk)
+	l, err := wire.LayoutOf(data, s.opt.Chunk)
 	if err != nil {
 		release()
 		return nil, fmt.Errorf("%s: %w", s.half(i), err)
 	}
 	return store.NewSnapshot(s.st.Run, v, l, data, release), nil
-}
-
-// layoutOf reads the layout of a whole safetensors file held in data.
-func layoutOf(data []byte, chunk int64) (*layout.Layout, error) {
-	if len(data) < 8 {
-		return nil, fmt.Errorf("%d bytes is not a safetensors file", len(data))
-	}
-	n := binary.LittleEndian.Uint64(data)
-	if n > uint64(len(data)-8) {
-		return nil, fmt.Errorf("header length %d exceeds the file", n)
-	}
-	return layout.New(data[:8+n], int64(len(data)), chunk)
 }
 
 // Tensor is one tensor of a version to publish.
@@ -245,7 +228,7 @@ func (s *Sender) Begin(version uint64, tensors []Tensor, metadata map[string]str
 	}
 	if version <= s.st.Newest {
 		s.mu.Unlock()
-		return nil, fmt.Errorf("version %d is not newer than the published %d (versions increase within a run; a new run: --new-run)", version, s.st.Newest)
+		return nil, fmt.Errorf("version %d is not newer than the published %d (versions increase within a run; a new run starts them again)", version, s.st.Newest)
 	}
 	h := 0
 	if s.st.Halves[0] == s.st.Newest && s.st.Newest != 0 {
@@ -283,11 +266,8 @@ func writeHeader(path string, header []byte, size int64) error {
 		return err
 	}
 	defer f.Close()
-	if err := f.Truncate(size); err != nil {
-		return fmt.Errorf("size %s to %d bytes: %w", path, size, err)
-	}
-	if err := unix.Fallocate(int(f.Fd()), 0, 0, size); err != nil && !errors.Is(err, unix.EOPNOTSUPP) {
-		return fmt.Errorf("reserve %d bytes for %s: %w", size, path, err)
+	if err := mapfile.Reserve(f, size); err != nil {
+		return err
 	}
 	_, err = f.WriteAt(header, 0)
 	return err
@@ -355,7 +335,10 @@ func (s *Sender) startJob(prev, cur *store.Snapshot) {
 		js := JobStats{Version: cur.Version}
 		var err error
 		if prev != nil {
-			js.Stats, err = differ.Run(prev, cur, step, s.opt.Format, s.opt.Threads)
+			js.StepStats, err = wire.EncodeStep(prev.Image, cur.Image, s.opt.Format, s.opt.Threads, nil, func(frame []byte) error {
+				step.Append(frame)
+				return nil
+			})
 			prev.Release()
 			js.Base = prev.Version
 			s.Store.FinishStep(step, nil, err)
@@ -430,11 +413,11 @@ func (s *Sender) Close() {
 
 // counters are the sender's metrics.
 type counters struct {
-	version, seconds, changed, elements, wire, astra *metrics.Value
-	reg                                              *metrics.Registry
+	version, seconds, changed, elements, wire, astra *prom.Value
+	reg                                              *prom.Registry
 }
 
-func newCounters(reg *metrics.Registry) counters {
+func newCounters(reg *prom.Registry) counters {
 	return counters{
 		version:  reg.Gauge("needle_weights_version", "newest published version"),
 		seconds:  reg.Gauge("needle_weights_encode_seconds", "wall time of the last encode job"),

@@ -18,7 +18,7 @@ import (
 	"sync"
 	"time"
 
-	"needle/weights/metrics"
+	"needle/internal/prom"
 	"needle/weights/store"
 	"needle/weights/wire"
 )
@@ -26,13 +26,13 @@ import (
 // Server answers weight-transfer clients from Store.
 type Server struct {
 	Store *store.Store
-	Log   *log.Logger // nil: standard error
+	Log   *log.Logger // nil: discarded
 	// IdleTimeout bounds the wait for a client's next Hello; WriteTimeout the time one frame
 	// may take to go out (a client that stops reading is dropped after it). 0: no limit.
 	IdleTimeout, WriteTimeout time.Duration
 
-	reg                                 *metrics.Registry
-	conns, waiting, sentFull, sentDelta *metrics.Value
+	reg                                 *prom.Registry
+	conns, waiting, sentFull, sentDelta *prom.Value
 	mu                                  sync.Mutex
 	listeners                           []net.Listener
 	clients                             map[net.Conn]bool
@@ -40,7 +40,7 @@ type Server struct {
 }
 
 // New returns a server of st that counts in reg.
-func New(st *store.Store, reg *metrics.Registry) *Server {
+func New(st *store.Store, reg *prom.Registry) *Server {
 	return &Server{Store: st, IdleTimeout: 10 * time.Minute, WriteTimeout: time.Minute, reg: reg,
 		conns:     reg.Gauge("needle_weights_clients", "connected weight-transfer clients"),
 		waiting:   reg.Gauge("needle_weights_clients_waiting", "clients waiting for a newer version"),
@@ -61,8 +61,6 @@ func (s *Server) errs(cause string) {
 func (s *Server) logf(format string, args ...any) {
 	if s.Log != nil {
 		s.Log.Printf(format, args...)
-	} else {
-		log.Printf(format, args...)
 	}
 }
 

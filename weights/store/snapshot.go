@@ -9,17 +9,16 @@ package store
 import (
 	"sync"
 
-	"needle/weights/layout"
+	"needle/weights/wire"
 )
 
 // Snapshot is one whole version, mapped read-only. Readers Acquire it before touching Data
 // and Release it after; the owner retires it through Store.Retire, after which no new reader
 // gets it and release (the owner's unmap) runs once the last reader has left.
 type Snapshot struct {
-	Run     string
-	Version uint64
-	Layout  *layout.Layout
-	Data    []byte // the whole file; valid while a reference is held
+	Run        string
+	Version    uint64
+	wire.Image // Layout and Data, the whole file: valid while a reference is held
 
 	release func() // the owner's cleanup (munmap), run once retired and unreferenced
 
@@ -34,8 +33,8 @@ type Snapshot struct {
 
 // NewSnapshot wraps a mapped version; release (may be nil) runs when it is retired and no
 // reader holds it.
-func NewSnapshot(run string, version uint64, l *layout.Layout, data []byte, release func()) *Snapshot {
-	return &Snapshot{Run: run, Version: version, Layout: l, Data: data, release: release,
+func NewSnapshot(run string, version uint64, l *wire.Layout, data []byte, release func()) *Snapshot {
+	return &Snapshot{Run: run, Version: version, Image: wire.Image{Layout: l, Data: data}, release: release,
 		gone: make(chan struct{}), idle: make(chan struct{})}
 }
 

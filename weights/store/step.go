@@ -4,7 +4,7 @@ import (
 	"context"
 	"sync"
 
-	"needle/weights/layout"
+	"needle/weights/wire"
 )
 
 // Step is the records that turn version From into version To, as complete wire frames
@@ -12,7 +12,7 @@ import (
 // them, each at its own pace. Frames are immutable once appended.
 type Step struct {
 	From, To uint64
-	Layout   *layout.Layout // version To's
+	Layout   *wire.Layout // version To's
 
 	mu       sync.Mutex
 	more     chan struct{} // closed and replaced at every Append and at Finish
@@ -24,7 +24,7 @@ type Step struct {
 }
 
 // NewStep starts an empty step; its producer Appends and then finishes it (Store.FinishStep).
-func NewStep(from, to uint64, l *layout.Layout) *Step {
+func NewStep(from, to uint64, l *wire.Layout) *Step {
 	return &Step{From: from, To: to, Layout: l, more: make(chan struct{})}
 }
 

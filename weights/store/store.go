@@ -5,7 +5,6 @@ import (
 	"slices"
 	"sync"
 
-	"needle/weights/layout"
 	"needle/weights/wire"
 )
 
@@ -278,6 +277,6 @@ func (s *Store) Manifest(run string, version uint64) (wire.Manifest, bool) {
 	return wire.Manifest{}, false
 }
 
-func manifestOf(run string, version uint64, l *layout.Layout, hashes []uint64) wire.Manifest {
+func manifestOf(run string, version uint64, l *wire.Layout, hashes []uint64) wire.Manifest {
 	return wire.Manifest{Run: run, Version: version, Size: l.Size, Chunk: l.Chunk, Header: l.Header, Hashes: hashes}
 }

@@ -7,26 +7,25 @@ import (
 	"testing"
 
 	"needle/testkit/weightstest"
-	"needle/weights/layout"
 	"needle/weights/wire"
 )
 
 // testLayout is a 4 KiB file in 1 KiB chunks.
-func testLayout(t *testing.T) (*layout.Layout, []byte) {
+func testLayout(t *testing.T) (*wire.Layout, []byte) {
 	img, hdr := weightstest.Image([]weightstest.Tensor{weightstest.T("w", "BF16", 2048)}, 1)
-	l, err := layout.New(img[:hdr], int64(len(img)), 1024)
+	l, err := wire.NewLayout(img[:hdr], int64(len(img)), 1024)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return l, img
 }
 
-func snapshot(l *layout.Layout, img []byte, v uint64) *Snapshot {
+func snapshot(l *wire.Layout, img []byte, v uint64) *Snapshot {
 	return NewSnapshot("run", v, l, img, nil)
 }
 
 // step returns a finished step from -> to of frames frames of size bytes each.
-func step(s *Store, l *layout.Layout, from, to uint64, frames, size int) *Step {
+func step(s *Store, l *wire.Layout, from, to uint64, frames, size int) *Step {
 	st := NewStep(from, to, l)
 	for range frames {
 		st.Append(make([]byte, size))

@@ -1,8 +1,18 @@
-// Package wire is the byte format of needle's weight transfer over TCP, protocol 1: frames
-// that each carry an xxh64 check of their header fields and payload, the JSON messages
-// that open a transfer and close each of its steps, and the record that carries one chunk
-// of a tensor (its raw bytes, or a delta record of package kernels/trainer/delta). It does
-// no I/O policy: callers own connections, buffers and deadlines.
+// Package wire is needle's weight-transfer protocol (protocol 1) and the one codec of weight
+// deltas: what a sender, its receivers and a delta file of `needle delta` agree on.
+//   - layout.go: how one version of a safetensors file is cut into chunks, which tensor of a
+//     base version each chunk is diffed against, and the manifest (the xxh64 of each chunk)
+//     that identifies a version;
+//   - record.go, codec.go: the record of one chunk: its raw bytes, or its delta from the base's
+//     chunk in needle's compact layout or AstraFlow's, found and scattered by the native kernels
+//     of kernels/trainer/delta;
+//   - encode.go, target.go: a whole step: every chunk of a new version encoded against the old
+//     one on several goroutines, in chunk order; and a file image brought to the new version by
+//     its records, each checked against the layout;
+//   - frame.go, messages.go: frames that each carry an xxh64 check of their header fields and
+//     payload; the JSON messages that open a transfer and close each of its steps.
+//
+// It does no I/O policy: callers own connections, files, buffers and deadlines.
 //
 // A frame (all integers little-endian):
 //
@@ -122,13 +132,45 @@ func ReadFrame(r *bufio.Reader, buf []byte) (Kind, []byte, []byte, error) {
 		}
 		return 0, nil, buf, fmt.Errorf("%s frame of %d bytes: %w", k, n, err)
 	}
+	if err := verify(h[:], k, payload); err != nil {
+		return 0, nil, buf, err
+	}
+	return k, payload, buf, nil
+}
+
+// ParseFrame reads the frame at the start of b (frames at rest: a delta file) and returns its
+// kind, its payload (a view of b) and its length in b. An empty b is io.EOF; one that ends
+// inside the frame is io.ErrUnexpectedEOF; damaged bytes wrap ErrCheck.
+func ParseFrame(b []byte) (Kind, []byte, int, error) {
+	switch {
+	case len(b) == 0:
+		return 0, nil, 0, io.EOF
+	case len(b) < HeaderLen:
+		return 0, nil, 0, fmt.Errorf("frame header of %d bytes: %w", len(b), io.ErrUnexpectedEOF)
+	}
+	k, n, err := ParseHeader(b)
+	if err != nil {
+		return 0, nil, 0, err
+	}
+	if len(b)-HeaderLen < n {
+		return 0, nil, 0, fmt.Errorf("%s frame of %d bytes, %d left: %w", k, n, len(b)-HeaderLen, io.ErrUnexpectedEOF)
+	}
+	payload := b[HeaderLen : HeaderLen+n]
+	if err := verify(b, k, payload); err != nil {
+		return 0, nil, 0, err
+	}
+	return k, payload, HeaderLen + n, nil
+}
+
+// verify checks the xxh64 in header h against h's first 8 bytes and the payload.
+func verify(h []byte, k Kind, payload []byte) error {
 	d := xxhash.New()
 	d.Write(h[:8])
 	d.Write(payload)
 	if got, want := d.Sum64(), binary.LittleEndian.Uint64(h[8:]); got != want {
-		return 0, nil, buf, fmt.Errorf("%s frame of %d bytes: xxh64 %016x, header says %016x: %w", k, n, got, want, ErrCheck)
+		return fmt.Errorf("%s frame of %d bytes: xxh64 %016x, header says %016x: %w", k, len(payload), got, want, ErrCheck)
 	}
-	return k, payload, buf, nil
+	return nil
 }
 
 // ParseHeader checks a frame header's magic, version, kind and length bound and returns its

@@ -3,8 +3,6 @@ package wire
 import (
 	"encoding/binary"
 	"fmt"
-
-	"needle/kernels/trainer/delta"
 )
 
 // Op is how a record's body rebuilds its chunk.
@@ -12,13 +10,13 @@ type Op uint8
 
 const (
 	OpRaw       Op = 1 // the body is the chunk's bytes
-	OpCompact   Op = 2 // the body is a compact delta record (kernels/trainer/delta) against the base chunk
+	OpCompact   Op = 2 // the body is a compact delta record (codec.go) against the base chunk
 	OpAstraFlow Op = 3 // the body is an AstraFlow delta record against the base chunk
 )
 
 // RecordHeaderLen is the size of a record's header, before its body:
 //
-//	0  u32 chunk: the record's index in version To's layout (package layout)
+//	0  u32 chunk: the record's index in version To's layout (layout.go)
 //	4  u8  op
 //	5  u8  element size the delta compares (2 or 4); 0 for OpRaw
 //	6  u16 0
@@ -33,19 +31,19 @@ type Record struct {
 }
 
 // OpFor is the record op that carries a delta of format f.
-func OpFor(f delta.Format) Op {
-	if f == delta.AstraFlow {
+func OpFor(f Format) Op {
+	if f == AstraFlow {
 		return OpAstraFlow
 	}
 	return OpCompact
 }
 
 // Format is the delta format of a delta op.
-func (o Op) Format() delta.Format {
+func (o Op) Format() Format {
 	if o == OpAstraFlow {
-		return delta.AstraFlow
+		return AstraFlow
 	}
-	return delta.Compact
+	return Compact
 }
 
 // AppendRecordHeader appends a record header to dst.

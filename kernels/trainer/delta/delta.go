@@ -3,8 +3,8 @@
 // them into the old version. bf16/fp16 (2-byte) and fp32 (4-byte) elements are compared
 // as integers, so NaN payloads and -0.0 are changes like any other, and Apply reproduces
 // the new tensor bit for bit. The kernels are C (scalar reference, AVX2, AVX-512; delta.h)
-// picked by package platform/cpu; records on the wire are AstraFlow's format or needle's
-// compact one (format.go).
+// picked by package platform/cpu. The records that carry a Sparse between processes
+// (AstraFlow's layout, needle's compact one) are package weights/wire's.
 package delta
 
 /*
@@ -54,8 +54,8 @@ func IndexSizeFor(n int64) int {
 	return 4
 }
 
-// checkElemSize accepts 2 and 4, the widths of bf16/fp16 and fp32.
-func checkElemSize(elemSize int) error {
+// CheckElemSize accepts 2 and 4, the widths of bf16/fp16 and fp32.
+func CheckElemSize(elemSize int) error {
 	if elemSize != 2 && elemSize != 4 {
 		return fmt.Errorf("element size %d is not 2 (bf16/fp16) or 4 (fp32)", elemSize)
 	}
@@ -104,7 +104,7 @@ func Encode(dst *Sparse, oldBits, newBits []byte, elemSize, threads int) error {
 }
 
 func encode(l cpu.Level, dst *Sparse, oldBits, newBits []byte, elemSize, threads int) error {
-	if err := checkElemSize(elemSize); err != nil {
+	if err := CheckElemSize(elemSize); err != nil {
 		return err
 	}
 	if len(oldBits) != len(newBits) {
@@ -167,7 +167,7 @@ func (s *Sparse) Check(baseLen int) error {
 }
 
 func (s *Sparse) check(l cpu.Level, baseLen int) error {
-	if err := checkElemSize(s.ElemSize); err != nil {
+	if err := CheckElemSize(s.ElemSize); err != nil {
 		return err
 	}
 	if baseLen != int(s.Len)*s.ElemSize {
@@ -194,11 +194,15 @@ func (s *Sparse) checkIndices(l cpu.Level) error {
 
 // Apply writes s into base in place after checking it (Check); on error base is
 // untouched. threads > 1 scatters disjoint ranges of entries concurrently.
-func Apply(base []byte, s *Sparse, threads int) error { return apply(base, s, s.ElemSize, threads) }
+func Apply(base []byte, s *Sparse, threads int) error { return ApplyLow(base, s, s.ElemSize, threads) }
 
-// apply is Apply writing the first nb bytes of each value only (the low bytes: values are
-// little-endian).
-func apply(base []byte, s *Sparse, nb, threads int) error {
+// ApplyLow is Apply writing only the first nb bytes of each value, the whole value or its low
+// half (values are little-endian): for a record that keeps the base's high bytes of most
+// entries.
+func ApplyLow(base []byte, s *Sparse, nb, threads int) error {
+	if nb != s.ElemSize && 2*nb != s.ElemSize {
+		return fmt.Errorf("writing %d bytes of each %d-byte value: the whole value or its low half only", nb, s.ElemSize)
+	}
 	if err := s.Check(len(base)); err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 
 	"needle/platform/cpu"
 	"needle/platform/membw"
+	"needle/testkit/weightstest"
 )
 
 // benchFractions are the changed shares of one RL step (ANCHORS.md §6).
@@ -25,7 +26,7 @@ func readBandwidth(b *testing.B) float64 {
 // "of-read" metric is that rate over the read bandwidth measured just before (the goal is 0.7).
 func BenchmarkEncode(b *testing.B) {
 	for _, frac := range benchFractions {
-		oldBits, newBits := pair(32<<20, 2, frac, 1)
+		oldBits, newBits := weightstest.Pair(32<<20, 2, frac, 1)
 		read := readBandwidth(b)
 		for _, l := range cpu.LevelsUpTo(cpu.AVX512) {
 			b.Run(fmt.Sprintf("bf16-%.1fpct-%s", 100*frac, l), func(b *testing.B) {
@@ -51,7 +52,7 @@ func BenchmarkEncode(b *testing.B) {
 // BenchmarkApply: bytes/s counts the tensor the delta is applied to.
 func BenchmarkApply(b *testing.B) {
 	for _, frac := range benchFractions {
-		oldBits, newBits := pair(32<<20, 2, frac, 1)
+		oldBits, newBits := weightstest.Pair(32<<20, 2, frac, 1)
 		var s Sparse
 		if err := Encode(&s, oldBits, newBits, 2, 1); err != nil {
 			b.Fatal(err)

@@ -55,7 +55,7 @@ func (g *GPU) Close() error { return g.mod.Unload() }
 // Encode is Encode on the device: oldBits and newBits hold n elements of elemSize bytes each;
 // dst receives the changed elements in host memory, in the same order and layout as Encode's.
 func (g *GPU) Encode(dst *Sparse, oldBits, newBits *cuda.Buffer, n int64, elemSize int) error {
-	if err := checkElemSize(elemSize); err != nil {
+	if err := CheckElemSize(elemSize); err != nil {
 		return err
 	}
 	is := IndexSizeFor(n)

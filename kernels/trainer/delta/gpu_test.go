@@ -8,6 +8,7 @@ import (
 
 	"needle/cuda"
 	"needle/testkit/cudatest"
+	"needle/testkit/weightstest"
 )
 
 // TestPTXEmbedded checks that the build embedded the PTX and the fatbin of delta.cu with every
@@ -34,7 +35,7 @@ func TestGPUMatchesCPU(t *testing.T) {
 	for _, es := range []int{2, 4} {
 		for _, n := range gpuSizes {
 			for _, frac := range []float64{0, 0.01, 1} {
-				oldBits, newBits := pair(n, es, frac, uint64(n)+5)
+				oldBits, newBits := weightstest.Pair(n, es, frac, uint64(n)+5)
 				var want, got Sparse
 				if err := Encode(&want, oldBits, newBits, es, 1); err != nil {
 					t.Fatal(err)
@@ -71,7 +72,7 @@ func BenchmarkGPU(b *testing.B) {
 	g := cudatest.Open(b, NewGPU)
 	const n = 1 << 29
 	for _, frac := range benchFractions {
-		oldBits, newBits := pair(n, 2, frac, 1)
+		oldBits, newBits := weightstest.Pair(n, 2, frac, 1)
 		dOld, dNew := upload(b, g.dev, oldBits), upload(b, g.dev, newBits)
 		var s Sparse
 		b.Run(fmt.Sprintf("encode/bf16-%.1fpct", 100*frac), func(b *testing.B) {

@@ -1,33 +1,34 @@
-// Package patch is the receiving side of a step: it checks each record against the step's
-// layout and writes it into the file being built, and it prepares that file from the base
-// version when the layout changed. It works on byte slices (a receiver's writable mapping);
-// files, durability and the order of steps are the receiver's.
-package patch
+package wire
 
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"needle/kernels/trainer/delta"
-	"needle/weights/layout"
-	"needle/weights/wire"
 )
 
-// Target is a file of layout L being brought to a step's version in place. Apply may be
-// called from several goroutines for different chunks.
+// Target is the applying side of a step: a file of layout L being brought to the step's
+// version, record by record, each checked against the layout first. It works on byte slices:
+// the whole file in place (Apply: a receiver's writable mapping), or one chunk at a time in a
+// buffer its caller then writes (ApplyTo: a delta file's output); files, durability and the
+// order of steps are its caller's. Apply and ApplyTo may be called from several goroutines for
+// different chunks.
 type Target struct {
-	L    *layout.Layout
-	Data []byte // the whole file, writable; its chunks with a base hold the base's bytes
+	L    *Layout
+	Data []byte // the whole file, writable, its chunks with a base holding the base's bytes; nil for ApplyTo only
 
+	changed  atomic.Int64 // elements changed by the delta records applied
 	mu       sync.Mutex
 	needs    []bool // chunks that have no base bytes: a record must come for each
 	received []bool // chunks a record was applied to
 }
 
 // NewTarget returns a target whose data holds, for every chunk of l whose tensor base has
-// (Layout.Match), the base version's bytes (Rebase, or a copy of a base of the same layout).
-// base nil means a full step: every chunk must come as a record.
-func NewTarget(l *layout.Layout, data []byte, base *layout.Layout) *Target {
+// (Layout.Match), the base version's bytes (Rebase, or a copy of a base of the same layout);
+// data may be nil when only ApplyTo is used. base nil means a full step: every chunk must come
+// as a record.
+func NewTarget(l *Layout, data []byte, base *Layout) *Target {
 	t := &Target{L: l, Data: data, needs: make([]bool, l.Chunks()), received: make([]bool, l.Chunks())}
 	var match []int
 	if base != nil {
@@ -40,32 +41,46 @@ func NewTarget(l *layout.Layout, data []byte, base *layout.Layout) *Target {
 	return t
 }
 
-// Apply writes rec into its chunk. A record that does not fit its chunk (index, op, element
-// size, length, or a delta that does not decode or whose indices fall outside the chunk) is
-// an error and leaves the chunk as it was. scratch holds decoded entries across calls of one
-// goroutine.
-func (t *Target) Apply(rec wire.Record, scratch *delta.Sparse) error {
+// Apply writes rec into its chunk of Data. A record that does not fit its chunk (index, op,
+// element size, length, or a delta that does not decode or whose indices fall outside the
+// chunk) is an error and leaves the chunk as it was. scratch holds decoded entries across
+// calls of one goroutine.
+func (t *Target) Apply(rec Record, scratch *delta.Sparse) error {
 	if rec.Chunk < 0 || rec.Chunk >= t.L.Chunks() {
 		return fmt.Errorf("record for chunk %d; the layout has %d", rec.Chunk, t.L.Chunks())
 	}
-	tensor, off, n := t.L.Span(rec.Chunk)
-	chunk := t.Data[off : off+n]
+	_, off, n := t.L.Span(rec.Chunk)
+	return t.ApplyTo(t.Data[off:off+n], rec, scratch)
+}
+
+// ApplyTo is Apply into chunk, the bytes of rec's chunk held apart from Data (the base's bytes
+// where the chunk has a base).
+func (t *Target) ApplyTo(chunk []byte, rec Record, scratch *delta.Sparse) error {
+	if rec.Chunk < 0 || rec.Chunk >= t.L.Chunks() {
+		return fmt.Errorf("record for chunk %d; the layout has %d", rec.Chunk, t.L.Chunks())
+	}
+	tensor, _, n := t.L.Span(rec.Chunk)
 	name := t.L.Tensors[tensor].Name
-	if rec.Op == wire.OpRaw {
+	if int64(len(chunk)) != n {
+		return fmt.Errorf("tensor %q chunk %d: %d bytes given for a %d-byte chunk", name, rec.Chunk, len(chunk), n)
+	}
+	if rec.Op == OpRaw {
 		if int64(len(rec.Body)) != n {
 			return fmt.Errorf("tensor %q chunk %d: raw record of %d bytes for a %d-byte chunk", name, rec.Chunk, len(rec.Body), n)
 		}
 		copy(chunk, rec.Body)
 	} else {
 		if t.needs[rec.Chunk] {
-			return fmt.Errorf("tensor %q chunk %d: a delta record for a chunk with no base", name, rec.Chunk)
+			return fmt.Errorf("tensor %q chunk %d: a delta record for a chunk with no base (the base has no tensor of that name, dtype and shape)", name, rec.Chunk)
 		}
 		if es := t.L.DeltaElem(tensor); rec.ElemSize != es {
 			return fmt.Errorf("tensor %q chunk %d: delta of %d-byte elements, the tensor's are compared as %d", name, rec.Chunk, rec.ElemSize, es)
 		}
-		if err := delta.ApplyRecord(chunk, rec.ElemSize, rec.Op.Format(), rec.Body, scratch, 1); err != nil {
+		changed, err := ApplyRecord(chunk, rec.ElemSize, rec.Op.Format(), rec.Body, scratch, 1)
+		if err != nil {
 			return fmt.Errorf("tensor %q chunk %d: %w", name, rec.Chunk, err)
 		}
+		t.changed.Add(changed)
 	}
 	// A chunk may get its record twice when a broken transfer resumes from the last record
 	// known applied in order: records are idempotent.
@@ -74,6 +89,10 @@ func (t *Target) Apply(rec wire.Record, scratch *delta.Sparse) error {
 	t.mu.Unlock()
 	return nil
 }
+
+// Changed is the number of elements the delta records applied so far changed (a record
+// applied twice counts twice).
+func (t *Target) Changed() int64 { return t.changed.Load() }
 
 // ReceivedBefore marks chunks [0, n) received: a full step resumed at record n after a restart
 // (a full step sends every chunk, record i for chunk i).
@@ -103,7 +122,7 @@ func (t *Target) Complete() error {
 // holds with the same name, dtype and shape, the tensor's bytes from src (a file of layout
 // base): the starting point of a step whose layout differs from its base's. Other tensors'
 // bytes are left for the step's raw records.
-func Rebase(dst []byte, l *layout.Layout, src []byte, base *layout.Layout) {
+func Rebase(dst []byte, l *Layout, src []byte, base *Layout) {
 	copy(dst, l.Header)
 	hdr, bhdr := int64(len(l.Header)), int64(len(base.Header))
 	for i, j := range l.Match(base) {

@@ -1,4 +1,4 @@
-package notify
+package receiver
 
 import (
 	"context"
@@ -16,7 +16,7 @@ var update = Update{Path: `/dev/shm/m "x"/model.safetensors`, Dir: `/dev/shm/m "
 
 // TestHTTP: SGLang's contract, as its http_server.py answers: 200 {"success": true} on success,
 // 400 {"success": false, "message": ...} on failure; the body's placeholders are JSON-escaped.
-func TestHTTP(t *testing.T) {
+func TestHTTPNotifier(t *testing.T) {
 	var got map[string]any
 	ok := true
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -34,7 +34,7 @@ func TestHTTP(t *testing.T) {
 		w.Write([]byte(`{"success": true, "message": "Succeeded to update model weights.", "num_paused_requests": 0}`))
 	}))
 	defer srv.Close()
-	h := &HTTP{URL: srv.URL + "/update_weights_from_disk", Body: `{"model_path": "{dir}", "weight_version": "{version}"}`}
+	h := &HTTPNotifier{URL: srv.URL + "/update_weights_from_disk", Body: `{"model_path": "{dir}", "weight_version": "{version}"}`}
 	if err := h.Notify(context.Background(), update); err != nil {
 		t.Fatal(err)
 	}
@@ -45,21 +45,34 @@ func TestHTTP(t *testing.T) {
 	if err := h.Notify(context.Background(), update); err == nil || !strings.Contains(err.Error(), "shape mismatch") {
 		t.Fatalf("failure answer: %v", err)
 	}
-	if err := (&HTTP{URL: srv.URL + "/update_weights_from_disk", Body: `{"model_path": {dir}}`}).Notify(context.Background(), update); err == nil {
+	if err := (&HTTPNotifier{URL: srv.URL + "/update_weights_from_disk", Body: `{"model_path": {dir}}`}).Notify(context.Background(), update); err == nil {
 		t.Fatal("a body that is not JSON was sent")
 	}
 }
 
-func TestCommand(t *testing.T) {
+func TestCommandNotifier(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "env")
-	c := &Command{Argv: []string{"sh", "-c", `echo "$NEEDLE_WEIGHTS_VERSION $NEEDLE_WEIGHTS_RUN $NEEDLE_WEIGHTS_PATH" > ` + out}}
+	c := &CommandNotifier{Argv: []string{"sh", "-c", `echo "$NEEDLE_WEIGHTS_VERSION $NEEDLE_WEIGHTS_RUN $NEEDLE_WEIGHTS_PATH" > ` + out}}
 	if err := c.Notify(context.Background(), update); err != nil {
 		t.Fatal(err)
 	}
 	if b, _ := os.ReadFile(out); strings.TrimSpace(string(b)) != "42 r1 "+update.Path {
 		t.Fatalf("command saw %q", b)
 	}
-	if err := (&Command{Argv: []string{"sh", "-c", "echo engine down >&2; exit 3"}}).Notify(context.Background(), update); err == nil || !strings.Contains(err.Error(), "engine down") {
+	if err := (&CommandNotifier{Argv: []string{"sh", "-c", "echo engine down >&2; exit 3"}}).Notify(context.Background(), update); err == nil || !strings.Contains(err.Error(), "engine down") {
 		t.Fatalf("failing command: %v", err)
+	}
+}
+
+func TestNewNotifier(t *testing.T) {
+	if _, err := NewNotifier("http://x", "", []string{"true"}); err == nil {
+		t.Error("a URL and a command were both accepted")
+	}
+	n, err := NewNotifier("http://127.0.0.1:30000/update_weights_from_disk", "", nil)
+	if err != nil || n.String() != "POST http://127.0.0.1:30000/update_weights_from_disk" || n.(*HTTPNotifier).Body != SGLangBody {
+		t.Errorf("URL notifier: %v %v", n, err)
+	}
+	if n, _ := NewNotifier("", "", nil); n != nil {
+		t.Errorf("no settings gave notifier %v", n)
 	}
 }

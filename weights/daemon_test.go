@@ -1,4 +1,4 @@
-package node
+package weights
 
 import (
 	"bytes"
@@ -84,18 +84,5 @@ func TestDaemons(t *testing.T) {
 	}
 	if err := <-recvDone; err != nil {
 		t.Errorf("receiver: %v", err)
-	}
-}
-
-func TestNotifierFlags(t *testing.T) {
-	if _, err := Notifier("http://x", "", []string{"true"}); err == nil {
-		t.Error("a URL and a command were both accepted")
-	}
-	n, err := Notifier("http://127.0.0.1:30000/update_weights_from_disk", "", nil)
-	if err != nil || n.String() != "POST http://127.0.0.1:30000/update_weights_from_disk" {
-		t.Errorf("URL notifier: %v %v", n, err)
-	}
-	if n, _ := Notifier("", "", nil); n != nil {
-		t.Errorf("no flags gave notifier %v", n)
 	}
 }

@@ -1,4 +1,4 @@
-package node
+package weights
 
 import (
 	"context"
@@ -53,10 +53,10 @@ func TestPythonPublish(t *testing.T) {
 	got := make(chan uint64, 4)
 	go RunReceiver(ctx, RecvOptions{Receiver: receiver.Options{Upstreams: []string{addr}, Out: out,
 		Ready: func(_ string, v uint64) { got <- v }}}, nil)
-	lib, _ := filepath.Abs(filepath.Join("..", "..", "build", "native", "libneedle.so"))
+	lib, _ := filepath.Abs(filepath.Join("..", "build", "native", "libneedle.so"))
 	run := func(mode, target string) {
 		cmd := exec.Command(py, "-c", publishPy, mode, target, npz)
-		cmd.Env = append(os.Environ(), "PYTHONPATH="+filepath.Join("..", "..", "python"), "NEEDLE_LIB="+lib)
+		cmd.Env = append(os.Environ(), "PYTHONPATH="+filepath.Join("..", "python"), "NEEDLE_LIB="+lib)
 		if b, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("python %s: %v\n%s", mode, err, b)
 		}

@@ -1,15 +1,22 @@
-package delta
+package wire
 
 import (
 	"encoding/binary"
 	"fmt"
-	"io"
+	"slices"
 	"sync"
 
 	"github.com/klauspost/compress/zstd"
+
+	"needle/kernels/trainer/delta"
 )
 
-// Format is the wire layout of one tensor's delta record.
+// The record codec: the one layout of the delta of a chunk of a tensor, for the weights
+// protocol and for delta files alike. The kernels of kernels/trainer/delta find the changed
+// elements (delta.Encode) and scatter them (delta.Apply); this file turns their entries into
+// record bytes and back, and checks every field of a record before it touches a tensor.
+
+// Format is the layout of one delta record.
 type Format int
 
 const (
@@ -47,41 +54,30 @@ const (
 	astraFlagIndex8 = 1 // flags bit 0: indices are u64
 )
 
-// WriteRecord writes the record of s, the delta of a tensor from oldBits to newBits, in
-// format f to w, and returns the bytes written. AstraFlow's needs only newBits' values (in s);
-// the compact format reads oldBits too (which high bytes a change kept).
-func WriteRecord(w io.Writer, f Format, s *Sparse, oldBits, newBits []byte) (int64, error) {
+// AppendRecord appends the record of s, the delta of a tensor from oldBits to newBits, in
+// format f to dst. AstraFlow's needs only newBits' values (in s); the compact format reads
+// oldBits too (which high bytes a change kept).
+func AppendRecord(dst []byte, f Format, s *delta.Sparse, oldBits, newBits []byte) ([]byte, error) {
 	if f == Compact {
-		rec, err := appendCompact(nil, s, oldBits, newBits)
-		if err != nil {
-			return 0, err
-		}
-		n, err := w.Write(rec)
-		return int64(n), err
+		return appendCompact(dst, s, oldBits, newBits)
 	}
-	var h [astraHeaderLen]byte
-	binary.LittleEndian.PutUint64(h[0:], uint64(s.Count()))
-	binary.LittleEndian.PutUint16(h[8:], uint16(s.ElemSize))
+	dst = binary.LittleEndian.AppendUint64(dst, uint64(s.Count()))
+	dst = binary.LittleEndian.AppendUint16(dst, uint16(s.ElemSize))
+	var flags uint16
 	if s.IndexSize == 8 {
-		binary.LittleEndian.PutUint16(h[10:], astraFlagIndex8)
+		flags = astraFlagIndex8
 	}
-	var total int64
-	for _, part := range [][]byte{h[:], s.Indices, s.Values} {
-		n, err := w.Write(part)
-		total += int64(n)
-		if err != nil {
-			return total, err
-		}
-	}
-	return total, nil
+	dst = binary.LittleEndian.AppendUint16(dst, flags)
+	dst = binary.LittleEndian.AppendUint32(dst, 0)
+	return append(append(dst, s.Indices...), s.Values...), nil
 }
 
 // ParseAstraFlow reads an AstraFlow record for a tensor of n elements of elemSize bytes.
 // The returned Sparse views rec. Any mismatch (element size, flags, length, count) is an
 // error naming the field.
-func ParseAstraFlow(rec []byte, n int64, elemSize int) (Sparse, error) {
+func ParseAstraFlow(rec []byte, n int64, elemSize int) (delta.Sparse, error) {
 	if len(rec) < astraHeaderLen {
-		return Sparse{}, fmt.Errorf("astraflow record of %d bytes is shorter than its %d-byte header", len(rec), astraHeaderLen)
+		return delta.Sparse{}, fmt.Errorf("astraflow record of %d bytes is shorter than its %d-byte header", len(rec), astraHeaderLen)
 	}
 	nnz := binary.LittleEndian.Uint64(rec[0:])
 	es := int(binary.LittleEndian.Uint16(rec[8:]))
@@ -89,13 +85,13 @@ func ParseAstraFlow(rec []byte, n int64, elemSize int) (Sparse, error) {
 	reserved := int32(binary.LittleEndian.Uint32(rec[12:]))
 	switch {
 	case es != elemSize:
-		return Sparse{}, fmt.Errorf("astraflow elem_size is %d, tensor has %d-byte elements", es, elemSize)
+		return delta.Sparse{}, fmt.Errorf("astraflow elem_size is %d, tensor has %d-byte elements", es, elemSize)
 	case flags&^astraFlagIndex8 != 0:
-		return Sparse{}, fmt.Errorf("astraflow flags 0x%x has unknown bits", flags)
+		return delta.Sparse{}, fmt.Errorf("astraflow flags 0x%x has unknown bits", flags)
 	case reserved != 0:
-		return Sparse{}, fmt.Errorf("astraflow reserved field is %d, want 0", reserved)
+		return delta.Sparse{}, fmt.Errorf("astraflow reserved field is %d, want 0", reserved)
 	case nnz > uint64(n):
-		return Sparse{}, fmt.Errorf("astraflow nnz %d exceeds the tensor's %d elements", nnz, n)
+		return delta.Sparse{}, fmt.Errorf("astraflow nnz %d exceeds the tensor's %d elements", nnz, n)
 	}
 	is := 4
 	if flags&astraFlagIndex8 != 0 {
@@ -103,58 +99,59 @@ func ParseAstraFlow(rec []byte, n int64, elemSize int) (Sparse, error) {
 	}
 	body := uint64(len(rec) - astraHeaderLen)
 	if want := nnz * uint64(is+es); body != want {
-		return Sparse{}, fmt.Errorf("astraflow record has %d bytes after the header, nnz %d needs %d", body, nnz, want)
+		return delta.Sparse{}, fmt.Errorf("astraflow record has %d bytes after the header, nnz %d needs %d", body, nnz, want)
 	}
 	cut := astraHeaderLen + int(nnz)*is
-	return Sparse{Len: n, ElemSize: es, IndexSize: is, Indices: rec[astraHeaderLen:cut], Values: rec[cut:]}, nil
+	return delta.Sparse{Len: n, ElemSize: es, IndexSize: is, Indices: rec[astraHeaderLen:cut], Values: rec[cut:]}, nil
 }
 
-// ApplyRecord applies rec (format f) to base, a tensor of elemSize-byte elements, in
-// place. The record is fully decoded and checked first: on error base is untouched.
-// scratch (may be nil) holds decoded compact entries and is reused across calls.
-func ApplyRecord(base []byte, elemSize int, f Format, rec []byte, scratch *Sparse, threads int) error {
-	if err := checkElemSize(elemSize); err != nil {
-		return err
+// ApplyRecord applies rec (format f) to base, a tensor of elemSize-byte elements, in place,
+// and returns the number of elements the record changes. The record is fully decoded and
+// checked first: on error base is untouched. scratch (may be nil) holds decoded compact
+// entries and is reused across calls.
+func ApplyRecord(base []byte, elemSize int, f Format, rec []byte, scratch *delta.Sparse, threads int) (int64, error) {
+	if err := delta.CheckElemSize(elemSize); err != nil {
+		return 0, err
 	}
 	if len(base)%elemSize != 0 {
-		return fmt.Errorf("tensor of %d bytes is not a whole number of %d-byte elements", len(base), elemSize)
+		return 0, fmt.Errorf("tensor of %d bytes is not a whole number of %d-byte elements", len(base), elemSize)
 	}
 	n := int64(len(base) / elemSize)
 	if f == AstraFlow {
 		s, err := ParseAstraFlow(rec, n, elemSize)
 		if err != nil {
-			return err
+			return 0, err
 		}
-		return Apply(base, &s, threads)
+		return s.Count(), delta.Apply(base, &s, threads)
 	}
 	if scratch == nil {
-		scratch = &Sparse{}
+		scratch = &delta.Sparse{}
 	}
-	dense, low, exceptions, err := decodeCompact(rec, n, elemSize, scratch)
+	dense, nnz, low, exceptions, err := decodeCompact(rec, n, elemSize, scratch)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if dense != nil {
 		copy(base, dense)
-		return nil
+		return nnz, nil
 	}
 	// Version 2 writes the low bytes of every entry, then the exceptions' whole values; reading
 	// the base's high bytes instead costs a cache miss per entry (apply 3.3x slower, measured).
-	if err := apply(base, scratch, low, threads); err != nil {
-		return err
+	if err := delta.ApplyLow(base, scratch, low, threads); err != nil {
+		return 0, err
 	}
 	es := int64(elemSize)
 	for _, k := range exceptions {
 		i := int64(scratch.Index(k)) * es
 		copy(base[i:i+es], scratch.Values[k*es:(k+1)*es])
 	}
-	return nil
+	return nnz, nil
 }
 
 // Compact record layout, little-endian:
 //
 //	0  magic "NDLC"
-//	4  u8 version: 2 (written), 1 (still read: delta files of earlier builds)
+//	4  u8 version: 2 (written), 1 (read: what senders without version 2 write)
 //	5  u8 kind: 1 sparse, 2 dense
 //	6  u8 gap width: 1, 2 or 4 (sparse), 0 (dense)
 //	7  u8 element size
@@ -205,7 +202,7 @@ func lowBytes(version, elemSize int) int {
 }
 
 // gapBytes returns the gap-stream size of s for widths 1, 2 and 4.
-func gapBytes(s *Sparse) [3]uint64 {
+func gapBytes(s *delta.Sparse) [3]uint64 {
 	var words [3]uint64
 	prev := int64(-1)
 	for k := range s.Count() {
@@ -228,7 +225,7 @@ func putCompactHeader(dst []byte, version, kind, w, elemSize int, n, nnz, raw ui
 
 // appendCompact appends the compact record (version 2) of s, the delta from oldBits to
 // newBits, to dst: sparse, or dense where that is smaller.
-func appendCompact(dst []byte, s *Sparse, oldBits, newBits []byte) ([]byte, error) {
+func appendCompact(dst []byte, s *delta.Sparse, oldBits, newBits []byte) ([]byte, error) {
 	if int64(len(newBits)) != s.Len*int64(s.ElemSize) || len(oldBits) != len(newBits) {
 		return nil, fmt.Errorf("tensors of %d and %d bytes, delta is for %d elements of %d bytes", len(oldBits), len(newBits), s.Len, s.ElemSize)
 	}
@@ -260,7 +257,7 @@ func appendCompact(dst []byte, s *Sparse, oldBits, newBits []byte) ([]byte, erro
 
 // appendGaps appends the gap words of s with width w (appended as u64 and cut to w bytes, so
 // dst needs 8 spare bytes of capacity to avoid growing).
-func appendGaps(dst []byte, s *Sparse, w int) []byte {
+func appendGaps(dst []byte, s *delta.Sparse, w int) []byte {
 	prev, m := int64(-1), gapMax(w)
 	for k := range s.Count() {
 		g := uint64(int64(s.Index(k)) - prev - 1)
@@ -274,7 +271,7 @@ func appendGaps(dst []byte, s *Sparse, w int) []byte {
 }
 
 // appendPlanes appends byte planes 0 to planes-1 of s's new values.
-func appendPlanes(dst []byte, s *Sparse, planes int) []byte {
+func appendPlanes(dst []byte, s *delta.Sparse, planes int) []byte {
 	for b := range planes {
 		for k := b; k < len(s.Values); k += s.ElemSize {
 			dst = append(dst, s.Values[k])
@@ -285,7 +282,7 @@ func appendPlanes(dst []byte, s *Sparse, planes int) []byte {
 
 // appendExceptions appends the exceptions of a version-2 record: the entries of s whose bytes
 // from low on differ from oldBits' at their index.
-func appendExceptions(dst []byte, s *Sparse, oldBits []byte, low int) []byte {
+func appendExceptions(dst []byte, s *delta.Sparse, oldBits []byte, low int) []byte {
 	es := int64(s.ElemSize)
 	var entries []int64
 	for k := range s.Count() {
@@ -308,37 +305,38 @@ func appendExceptions(dst []byte, s *Sparse, oldBits []byte, low int) []byte {
 	return dst
 }
 
-// decodeCompact checks a compact record for a tensor of n elements of elemSize bytes. A dense
-// record returns the new tensor (a view of rec). A sparse one fills s and returns low, the
-// bytes of each value it holds (elemSize: whole values; version 2: the low half), and the
-// entries whose whole value it holds besides (version 2's exceptions, increasing).
-func decodeCompact(rec []byte, n int64, elemSize int, s *Sparse) (dense []byte, low int, exceptions []int64, err error) {
+// decodeCompact checks a compact record for a tensor of n elements of elemSize bytes and returns
+// the number of elements it changes. A dense record returns the new tensor (a view of rec). A
+// sparse one fills s and returns low, the bytes of each value it holds (elemSize: whole values;
+// version 2: the low half), and the entries whose whole value it holds besides (version 2's
+// exceptions, increasing).
+func decodeCompact(rec []byte, n int64, elemSize int, s *delta.Sparse) (dense []byte, changed int64, low int, exceptions []int64, err error) {
 	if len(rec) < compactHdrLen {
-		return nil, 0, nil, fmt.Errorf("compact record of %d bytes is shorter than its %d-byte header", len(rec), compactHdrLen)
+		return nil, 0, 0, nil, fmt.Errorf("compact record of %d bytes is shorter than its %d-byte header", len(rec), compactHdrLen)
 	}
 	version, kind, w, es := int(rec[4]), int(rec[5]), int(rec[6]), int(rec[7])
 	rn, nnz, raw := binary.LittleEndian.Uint64(rec[8:]), binary.LittleEndian.Uint64(rec[16:]), binary.LittleEndian.Uint64(rec[24:])
 	body := rec[compactHdrLen:]
 	switch {
 	case string(rec[:4]) != compactMagic:
-		return nil, 0, nil, fmt.Errorf("compact record magic is %q, want %q", rec[:4], compactMagic)
+		return nil, 0, 0, nil, fmt.Errorf("compact record magic is %q, want %q", rec[:4], compactMagic)
 	case version != 1 && version != compactVersion:
-		return nil, 0, nil, fmt.Errorf("compact record version %d, this build reads 1 and %d", version, compactVersion)
+		return nil, 0, 0, nil, fmt.Errorf("compact record version %d, this build reads 1 and %d", version, compactVersion)
 	case es != elemSize:
-		return nil, 0, nil, fmt.Errorf("compact record element size is %d, tensor has %d-byte elements", es, elemSize)
+		return nil, 0, 0, nil, fmt.Errorf("compact record element size is %d, tensor has %d-byte elements", es, elemSize)
 	case rn != uint64(n):
-		return nil, 0, nil, fmt.Errorf("compact record is for %d elements, tensor has %d", rn, n)
+		return nil, 0, 0, nil, fmt.Errorf("compact record is for %d elements, tensor has %d", rn, n)
 	case nnz > uint64(n):
-		return nil, 0, nil, fmt.Errorf("compact record nnz %d exceeds the tensor's %d elements", nnz, n)
+		return nil, 0, 0, nil, fmt.Errorf("compact record nnz %d exceeds the tensor's %d elements", nnz, n)
 	case kind == compactDense:
 		if raw != uint64(n)*uint64(es) || uint64(len(body)) != raw {
-			return nil, 0, nil, fmt.Errorf("dense compact record has %d bytes (header says %d), tensor has %d", len(body), raw, uint64(n)*uint64(es))
+			return nil, 0, 0, nil, fmt.Errorf("dense compact record has %d bytes (header says %d), tensor has %d", len(body), raw, uint64(n)*uint64(es))
 		}
-		return body, 0, nil, nil
+		return body, int64(nnz), 0, nil, nil
 	case kind != compactSparse:
-		return nil, 0, nil, fmt.Errorf("compact record kind %d is not 1 (sparse) or 2 (dense)", kind)
+		return nil, 0, 0, nil, fmt.Errorf("compact record kind %d is not 1 (sparse) or 2 (dense)", kind)
 	case w != 1 && w != 2 && w != 4:
-		return nil, 0, nil, fmt.Errorf("compact record gap width %d is not 1, 2 or 4", w)
+		return nil, 0, 0, nil, fmt.Errorf("compact record gap width %d is not 1, 2 or 4", w)
 	}
 	low = lowBytes(version, es)
 	planes := nnz * uint64(low)
@@ -349,17 +347,17 @@ func decodeCompact(rec []byte, n int64, elemSize int, s *Sparse) (dense []byte, 
 		lo, hi = lo+1, hi+10+nnz*uint64(10+es-low)
 	}
 	if raw < lo || raw > hi {
-		return nil, 0, nil, fmt.Errorf("compact record payload length %d is outside [%d, %d] for nnz %d", raw, lo, hi, nnz)
+		return nil, 0, 0, nil, fmt.Errorf("compact record payload length %d is outside [%d, %d] for nnz %d", raw, lo, hi, nnz)
 	}
 	payload, err := zdec().DecodeAll(body, make([]byte, 0, raw))
 	if err != nil {
-		return nil, 0, nil, fmt.Errorf("compact record payload: %w", err)
+		return nil, 0, 0, nil, fmt.Errorf("compact record payload: %w", err)
 	}
 	if uint64(len(payload)) != raw {
-		return nil, 0, nil, fmt.Errorf("compact record payload decompressed to %d bytes, header says %d", len(payload), raw)
+		return nil, 0, 0, nil, fmt.Errorf("compact record payload decompressed to %d bytes, header says %d", len(payload), raw)
 	}
-	is := IndexSizeFor(n)
-	*s = Sparse{Len: n, ElemSize: es, IndexSize: is, Indices: grow(s.Indices, int64(nnz)*int64(is)+8), Values: grow(s.Values, int64(nnz)*int64(es))}
+	is := delta.IndexSizeFor(n)
+	*s = delta.Sparse{Len: n, ElemSize: es, IndexSize: is, Indices: slices.Grow(s.Indices[:0], int(nnz)*is+8), Values: slices.Grow(s.Values[:0], int(nnz)*es)}
 	s.Values = s.Values[:nnz*uint64(es)]
 	// The gap stream ends where the planes (and exceptions) leave off: at most raw - planes.
 	gaps := payload[:raw-planes]
@@ -368,13 +366,13 @@ func decodeCompact(rec []byte, n int64, elemSize int, s *Sparse) (dense []byte, 
 		var g uint64
 		for {
 			if pos+w > len(gaps) {
-				return nil, 0, nil, fmt.Errorf("compact record gap stream ends at entry %d of %d", k, nnz)
+				return nil, 0, 0, nil, fmt.Errorf("compact record gap stream ends at entry %d of %d", k, nnz)
 			}
 			v := readWord(gaps[pos:], w)
 			pos += w
 			g += v
 			if g >= uint64(n) {
-				return nil, 0, nil, fmt.Errorf("compact record entry %d: gap %d out of range for %d elements", k, g, n)
+				return nil, 0, 0, nil, fmt.Errorf("compact record entry %d: gap %d out of range for %d elements", k, g, n)
 			}
 			if v != m {
 				break
@@ -382,14 +380,14 @@ func decodeCompact(rec []byte, n int64, elemSize int, s *Sparse) (dense []byte, 
 		}
 		idx := uint64(prev+1) + g
 		if idx >= uint64(n) {
-			return nil, 0, nil, fmt.Errorf("compact record entry %d: index %d out of range for %d elements", k, idx, n)
+			return nil, 0, 0, nil, fmt.Errorf("compact record entry %d: index %d out of range for %d elements", k, idx, n)
 		}
 		prev = int64(idx)
 		s.Indices = binary.LittleEndian.AppendUint64(s.Indices, idx)[:len(s.Indices)+is]
 	}
 	rest := payload[pos:]
 	if version == 1 && uint64(len(rest)) != planes {
-		return nil, 0, nil, fmt.Errorf("compact record has %d gap bytes after entry %d", uint64(len(rest))-planes, nnz)
+		return nil, 0, 0, nil, fmt.Errorf("compact record has %d gap bytes after entry %d", uint64(len(rest))-planes, nnz)
 	}
 	for b := range low {
 		plane := rest[uint64(b)*nnz : uint64(b+1)*nnz]
@@ -399,15 +397,15 @@ func decodeCompact(rec []byte, n int64, elemSize int, s *Sparse) (dense []byte, 
 	}
 	if version == 2 {
 		if exceptions, err = readExceptions(rest[planes:], s, low); err != nil {
-			return nil, 0, nil, fmt.Errorf("compact record exceptions: %w", err)
+			return nil, 0, 0, nil, fmt.Errorf("compact record exceptions: %w", err)
 		}
 	}
-	return nil, low, exceptions, nil
+	return nil, int64(nnz), low, exceptions, nil
 }
 
 // readExceptions reads a version-2 record's exceptions (all of ex, nothing after them) into
 // the high bytes of s's values and returns their entry numbers.
-func readExceptions(ex []byte, s *Sparse, low int) ([]int64, error) {
+func readExceptions(ex []byte, s *delta.Sparse, low int) ([]int64, error) {
 	count, c := binary.Uvarint(ex)
 	nnz, high := uint64(s.Count()), s.ElemSize-low
 	if c <= 0 || count > nnz {

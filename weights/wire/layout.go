@@ -1,12 +1,8 @@
-// Package layout cuts one version of a safetensors file into the chunks that weight-transfer
-// records carry: each tensor's bytes in pieces of Chunk bytes (a tensor's last piece may be
-// shorter), numbered in file order across tensors. A version's manifest is the xxh64 of each
-// chunk. Sender, receivers and the wire all number chunks this way, so a record names its
-// chunk by one integer.
-package layout
+package wire
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"slices"
 	"sync"
@@ -14,8 +10,12 @@ import (
 	"github.com/cespare/xxhash/v2"
 
 	"needle/safetensors"
-	"needle/weights/wire"
 )
+
+// A Layout cuts one version of a safetensors file into the chunks that records carry: each
+// tensor's bytes in pieces of Chunk bytes (a tensor's last piece may be shorter), numbered in
+// file order across tensors. A version's manifest is the xxh64 of each chunk. Sender, receivers
+// and delta files all number chunks this way, so a record names its chunk by one integer.
 
 // DefaultChunk is the chunk size senders use unless told otherwise: large enough that a
 // record's fixed costs (headers, a zstd frame) are a small share of a delta at 1% changed,
@@ -32,12 +32,12 @@ type Layout struct {
 	first   []int                // first chunk of each tensor; first[len(Tensors)] = all chunks
 }
 
-// New parses header for a file of size bytes cut into chunk-byte chunks. The tensors must
-// cover the data section exactly (no holes, nothing after the last): chunks carry tensor
+// NewLayout parses header for a file of size bytes cut into chunk-byte chunks. The tensors
+// must cover the data section exactly (no holes, nothing after the last): chunks carry tensor
 // bytes only, so a hole would not be transferred.
-func New(header []byte, size, chunk int64) (*Layout, error) {
-	if chunk <= 0 || chunk > wire.MaxChunk || chunk%8 != 0 {
-		return nil, fmt.Errorf("chunk of %d bytes: want a multiple of 8 in (0, %d]", chunk, wire.MaxChunk)
+func NewLayout(header []byte, size, chunk int64) (*Layout, error) {
+	if chunk <= 0 || chunk > MaxChunk || chunk%8 != 0 {
+		return nil, fmt.Errorf("chunk of %d bytes: want a multiple of 8 in (0, %d]", chunk, MaxChunk)
 	}
 	if size < int64(len(header)) {
 		return nil, fmt.Errorf("file of %d bytes is shorter than its %d-byte header", size, len(header))
@@ -59,6 +59,18 @@ func New(header []byte, size, chunk int64) (*Layout, error) {
 		return nil, fmt.Errorf("tensors end at data byte %d, the data section has %d", end, size-int64(len(header)))
 	}
 	return l, nil
+}
+
+// LayoutOf reads the layout of data, a whole safetensors file, cut into chunk-byte chunks.
+func LayoutOf(data []byte, chunk int64) (*Layout, error) {
+	if len(data) < 8 {
+		return nil, fmt.Errorf("%d bytes is not a safetensors file", len(data))
+	}
+	n := binary.LittleEndian.Uint64(data)
+	if n > uint64(len(data)-8) {
+		return nil, fmt.Errorf("safetensors header length %d exceeds the file's %d bytes", n, len(data))
+	}
+	return NewLayout(data[:8+n], int64(len(data)), chunk)
 }
 
 // Chunks is the number of chunks (and of records of a full transfer).
@@ -101,19 +113,49 @@ func (l *Layout) Same(o *Layout) bool {
 // Match returns, for each tensor of l, the index of base's tensor of the same name, dtype
 // and shape (its bytes are the delta base of the tensor's chunks), or -1 when base has none.
 func (l *Layout) Match(base *Layout) []int {
+	match, _, _ := l.match(base)
+	return match
+}
+
+// Unmatched says why each tensor of l that has no base in base (Match) has none, by name:
+// "added", "dtype changed from F32", "shape changed from [8 8]"; and which of base's tensors
+// l does not have (removed), in base's order.
+func (l *Layout) Unmatched(base *Layout) (why map[string]string, removed []string) {
+	_, why, removed = l.match(base)
+	return why, removed
+}
+
+func (l *Layout) match(base *Layout) (match []int, why map[string]string, removed []string) {
 	byName := make(map[string]int, len(base.Tensors))
 	for j, t := range base.Tensors {
 		byName[t.Name] = j
 	}
-	match := make([]int, len(l.Tensors))
+	match, why = make([]int, len(l.Tensors)), map[string]string{}
+	kept := make([]bool, len(base.Tensors))
 	for i, t := range l.Tensors {
 		j, ok := byName[t.Name]
-		if !ok || base.Tensors[j].DType != t.DType || !slices.Equal(base.Tensors[j].Shape, t.Shape) {
+		switch {
+		case !ok:
+			why[t.Name] = "added"
+		case base.Tensors[j].DType != t.DType:
+			why[t.Name] = "dtype changed from " + base.Tensors[j].DType
+		case !slices.Equal(base.Tensors[j].Shape, t.Shape):
+			why[t.Name] = fmt.Sprintf("shape changed from %v", base.Tensors[j].Shape)
+		}
+		if ok {
+			kept[j] = true
+		}
+		if _, no := why[t.Name]; no {
 			j = -1
 		}
 		match[i] = j
 	}
-	return match
+	for j, t := range base.Tensors {
+		if !kept[j] {
+			removed = append(removed, t.Name)
+		}
+	}
+	return match, why, removed
 }
 
 // BaseOffset returns where chunk i of l starts in a file of layout base (match is l.Match(base)),

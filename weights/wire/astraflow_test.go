@@ -1,4 +1,4 @@
-package delta
+package wire
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"needle/testkit/testenv"
+	"needle/testkit/weightstest"
 )
 
 // astraflowPy builds a delta record the way AstraFlow's sender does
@@ -38,7 +39,7 @@ func TestAstraFlowRecordMatchesPython(t *testing.T) {
 		frac    float64
 		force64 bool
 	}{{2, 0.01, false}, {4, 0.3, false}, {2, 1, false}, {2, 0.05, true}} {
-		oldBits, newBits := pair(10007, c.es, c.frac, 21)
+		oldBits, newBits := weightstest.Pair(10007, c.es, c.frac, 21)
 		oldPath, newPath, out := filepath.Join(dir, "old"), filepath.Join(dir, "new"), filepath.Join(dir, "rec")
 		os.WriteFile(oldPath, oldBits, 0o644)
 		os.WriteFile(newPath, newBits, 0o644)
@@ -52,18 +53,12 @@ func TestAstraFlowRecordMatchesPython(t *testing.T) {
 		}
 		theirs, _ := os.ReadFile(out)
 		if !c.force64 {
-			var s Sparse
-			if err := Encode(&s, oldBits, newBits, c.es, 1); err != nil {
-				t.Fatal(err)
-			}
-			var ours bytes.Buffer
-			WriteRecord(&ours, AstraFlow, &s, oldBits, newBits)
-			if !bytes.Equal(ours.Bytes(), theirs) {
-				t.Fatalf("es=%d frac=%v: our record (%d bytes) differs from AstraFlow's (%d bytes)", c.es, c.frac, ours.Len(), len(theirs))
+			if _, ours := encodeRecord(t, AstraFlow, oldBits, newBits, c.es); !bytes.Equal(ours, theirs) {
+				t.Fatalf("es=%d frac=%v: our record (%d bytes) differs from AstraFlow's (%d bytes)", c.es, c.frac, len(ours), len(theirs))
 			}
 		}
 		base := bytes.Clone(oldBits)
-		if err := ApplyRecord(base, c.es, AstraFlow, theirs, nil, 1); err != nil || !bytes.Equal(base, newBits) {
+		if _, err := ApplyRecord(base, c.es, AstraFlow, theirs, nil, 1); err != nil || !bytes.Equal(base, newBits) {
 			t.Fatalf("es=%d frac=%v force64=%v: applying AstraFlow's record: %v", c.es, c.frac, c.force64, err)
 		}
 	}

@@ -1,21 +1,23 @@
-// Package node runs the weight-transfer daemons that `needle weights send` and `needle weights
-// recv` start: a sender (control socket for the trainer, TCP for receivers) or a receiver
-// (optionally re-serving what it holds), each with an HTTP endpoint for /metrics and /status.
-// It owns the processes' listeners and their shutdown; the logic is in sender, receiver and
-// server.
-package node
+// Package weights moves a model's weights from a trainer to rollout servers: it is the entry of
+// `needle weights send|recv` and of `needle delta encode|apply`.
+//   - The daemons (daemon.go): a sender (control socket for the trainer, TCP for receivers) or a
+//     receiver (optionally re-serving what it holds), each with an HTTP endpoint for /metrics and
+//     /status. They own the processes' listeners and their shutdown; the logic is in the parts:
+//     wire (the protocol and the one codec of weight deltas), store (what a node serves),
+//     server (TCP), sender (the trainer's double buffer) and receiver (a crash-safe file).
+//   - The delta file (deltafile.go): one step of the same protocol, at rest: the records that
+//     turn one safetensors file into another, encoded and applied by the code the daemons use.
+package weights
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net"
 	"net/http"
 	"time"
 
-	"needle/weights/metrics"
-	"needle/weights/notify"
+	"needle/internal/prom"
 	"needle/weights/receiver"
 	"needle/weights/sender"
 	"needle/weights/server"
@@ -33,7 +35,7 @@ type SendOptions struct {
 // both listen (":0" picks a port: tests and the benchmark).
 func RunSender(ctx context.Context, o SendOptions, ready func(tcp, http string)) error {
 	if o.Sender.Metrics == nil {
-		o.Sender.Metrics = metrics.New()
+		o.Sender.Metrics = prom.NewRegistry()
 	}
 	s, err := sender.Open(o.Sender)
 	if err != nil {
@@ -63,7 +65,7 @@ type RecvOptions struct {
 // when not re-serving).
 func RunReceiver(ctx context.Context, o RecvOptions, ready func(tcp, http string)) error {
 	if o.Receiver.Metrics == nil {
-		o.Receiver.Metrics = metrics.New()
+		o.Receiver.Metrics = prom.NewRegistry()
 	}
 	var srv *server.Server
 	if o.Serve != "" {
@@ -93,7 +95,7 @@ func RunReceiver(ctx context.Context, o RecvOptions, ready func(tcp, http string
 }
 
 // serve runs srv on tcp (srv nil: none) and the HTTP endpoint until ctx ends.
-func serve(ctx context.Context, srv *server.Server, tcp, httpAddr string, reg *metrics.Registry, status func() any, ready func(tcp, http string)) error {
+func serve(ctx context.Context, srv *server.Server, tcp, httpAddr string, reg *prom.Registry, status func() any, ready func(tcp, http string)) error {
 	var tcpAddr, hAddr string
 	errs := make(chan error, 2)
 	if srv != nil {
@@ -133,21 +135,4 @@ func serve(ctx context.Context, srv *server.Server, tcp, httpAddr string, reg *m
 		}
 		return err
 	}
-}
-
-// Notifier is the engine notifier of the receiver's flags: a URL to POST body to (SGLang's
-// update_weights_from_disk by default), or a command, or neither (nil).
-func Notifier(url, body string, argv []string) (notify.Notifier, error) {
-	switch {
-	case url != "" && len(argv) > 0:
-		return nil, fmt.Errorf("tell the engine by URL or by command, not both")
-	case url != "":
-		if body == "" {
-			body = notify.SGLangBody
-		}
-		return &notify.HTTP{URL: url, Body: body}, nil
-	case len(argv) > 0:
-		return &notify.Command{Argv: argv}, nil
-	}
-	return nil, nil
 }

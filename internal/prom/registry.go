@@ -1,7 +1,4 @@
-// Package metrics keeps a weight-transfer node's counters and gauges for GET /metrics; the
-// text is written by internal/prom. Updates are lock-free; the registry's lock is
-// taken only to add a metric and to write them all.
-package metrics
+package prom
 
 import (
 	"io"
@@ -12,7 +9,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"needle/internal/prom"
 	"needle/internal/writer"
 )
 
@@ -35,19 +31,21 @@ func (v *Value) Set(x float64) { v.bits.Store(math.Float64bits(x)) }
 // Get returns the value.
 func (v *Value) Get() float64 { return math.Float64frombits(v.bits.Load()) }
 
-type metric struct {
+type family struct {
 	name, help, kind string
 	series           map[string]*Value // by rendered label set, "" for none
 }
 
-// Registry is a set of metrics.
+// Registry keeps a process's labeled counters and gauges for GET /metrics (the weight-transfer
+// daemons' figures), written by Writer. Updates of a Value are lock-free; the registry's lock is
+// taken only to add a series and to write them all.
 type Registry struct {
-	mu      sync.Mutex
-	metrics map[string]*metric
+	mu       sync.Mutex
+	families map[string]*family
 }
 
-// New returns an empty registry.
-func New() *Registry { return &Registry{metrics: map[string]*metric{}} }
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry { return &Registry{families: map[string]*family{}} }
 
 // Counter returns the counter name{labels} (labels alternate key, value), adding it on first
 // use; the same name and labels give the same Value.
@@ -66,14 +64,14 @@ func (r *Registry) get(name, help, kind string, labels []string) *Value {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		b.WriteString(prom.Label(labels[i], labels[i+1]))
+		b.WriteString(Label(labels[i], labels[i+1]))
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	m, ok := r.metrics[name]
+	m, ok := r.families[name]
 	if !ok {
-		m = &metric{name: name, help: help, kind: kind, series: map[string]*Value{}}
-		r.metrics[name] = m
+		m = &family{name: name, help: help, kind: kind, series: map[string]*Value{}}
+		r.families[name] = m
 	}
 	v, ok := m.series[b.String()]
 	if !ok {
@@ -83,23 +81,22 @@ func (r *Registry) get(name, help, kind string, labels []string) *Value {
 	return v
 }
 
-// WriteTo writes every metric through internal/prom (the one Prometheus writer), sorted by
-// name and labels.
+// WriteTo writes every family through Writer, sorted by name and labels.
 func (r *Registry) WriteTo(w io.Writer) (int64, error) {
 	r.mu.Lock()
-	fams := make([]prom.Metric, 0, len(r.metrics))
-	for _, m := range r.metrics {
-		f := prom.Metric{Name: m.name, Type: m.kind, Help: m.help}
+	fams := make([]Metric, 0, len(r.families))
+	for _, m := range r.families {
+		f := Metric{Name: m.name, Type: m.kind, Help: m.help}
 		for labels, v := range m.series {
-			f.Samples = append(f.Samples, prom.Sample{Labels: labels, Value: v.Get()})
+			f.Samples = append(f.Samples, Sample{Labels: labels, Value: v.Get()})
 		}
 		sort.Slice(f.Samples, func(i, j int) bool { return f.Samples[i].Labels < f.Samples[j].Labels })
 		fams = append(fams, f)
 	}
 	r.mu.Unlock()
 	sort.Slice(fams, func(i, j int) bool { return fams[i].Name < fams[j].Name })
-	cw := &writer.Counting{W: w} // prom.Writer leaves counting and errors to its caller's writer
-	prom.NewWriter(cw).Write(fams...)
+	cw := &writer.Counting{W: w} // Writer leaves counting and errors to its caller's writer
+	NewWriter(cw).Write(fams...)
 	return cw.N, cw.Err
 }
 

@@ -1,4 +1,4 @@
-package metrics
+package prom
 
 import (
 	"strings"
@@ -9,7 +9,7 @@ import (
 // TestRegistry: the same name and labels give one series, concurrent adds all count, and the
 // text lists families by name and series by labels.
 func TestRegistry(t *testing.T) {
-	r := New()
+	r := NewRegistry()
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Add(1)

@@ -1,8 +1,4 @@
-// Package notify tells an inference engine that a receiver's weights file holds a new
-// version: by an HTTP POST (SGLang's POST /update_weights_from_disk {"model_path": ...}, or
-// any endpoint that takes a JSON body) or by running a command. It owns no retry policy: the
-// receiver calls again for the version until one call succeeds.
-package notify
+package receiver
 
 import (
 	"bytes"
@@ -25,7 +21,11 @@ type Update struct {
 	Version uint64
 }
 
-// Notifier tells an engine about an Update; nil error means the engine took it.
+// Notifier tells an inference engine that the receiver's file holds a new version: by an HTTP
+// POST (SGLang's POST /update_weights_from_disk {"model_path": ...}, or any endpoint that takes
+// a JSON body: HTTPNotifier) or by running a command (CommandNotifier). A nil error means the
+// engine took the Update; a notifier owns no retry policy: the receiver calls again for the
+// version until one call succeeds.
 type Notifier interface {
 	Notify(ctx context.Context, u Update) error
 	String() string
@@ -34,19 +34,19 @@ type Notifier interface {
 // SGLangBody is the default HTTP body: what SGLang's /update_weights_from_disk takes.
 const SGLangBody = `{"model_path": "{dir}"}`
 
-// HTTP POSTs Body, with {path}, {dir}, {run} and {version} replaced by the update's values
+// HTTPNotifier POSTs Body, with {path}, {dir}, {run} and {version} replaced by the update's values
 // (escaped for a JSON string), to URL. A 2xx answer is success unless its JSON body says
 // "success": false (SGLang answers 400 with its message on failure).
-type HTTP struct {
+type HTTPNotifier struct {
 	URL    string
 	Body   string
 	Client *http.Client // nil: http.DefaultClient; the receiver's context bounds each call
 }
 
-func (h *HTTP) String() string { return "POST " + h.URL }
+func (h *HTTPNotifier) String() string { return "POST " + h.URL }
 
 // Notify posts the update.
-func (h *HTTP) Notify(ctx context.Context, u Update) error {
+func (h *HTTPNotifier) Notify(ctx context.Context, u Update) error {
 	body := expand(h.Body, u)
 	if !json.Valid([]byte(body)) {
 		return fmt.Errorf("notify body %s is not valid JSON", body)
@@ -87,16 +87,16 @@ func expand(tmpl string, u Update) string {
 		"{version}", strconv.FormatUint(u.Version, 10)).Replace(tmpl)
 }
 
-// Command runs Argv with the update in its environment (NEEDLE_WEIGHTS_PATH, _DIR, _RUN,
+// CommandNotifier runs Argv with the update in its environment (NEEDLE_WEIGHTS_PATH, _DIR, _RUN,
 // _VERSION); exit status 0 is success.
-type Command struct {
+type CommandNotifier struct {
 	Argv []string
 }
 
-func (c *Command) String() string { return strings.Join(c.Argv, " ") }
+func (c *CommandNotifier) String() string { return strings.Join(c.Argv, " ") }
 
 // Notify runs the command and waits for it.
-func (c *Command) Notify(ctx context.Context, u Update) error {
+func (c *CommandNotifier) Notify(ctx context.Context, u Update) error {
 	cmd := exec.CommandContext(ctx, c.Argv[0], c.Argv[1:]...)
 	cmd.Env = append(os.Environ(), "NEEDLE_WEIGHTS_PATH="+u.Path, "NEEDLE_WEIGHTS_DIR="+u.Dir,
 		"NEEDLE_WEIGHTS_RUN="+u.Run, "NEEDLE_WEIGHTS_VERSION="+strconv.FormatUint(u.Version, 10))
@@ -105,4 +105,21 @@ func (c *Command) Notify(ctx context.Context, u Update) error {
 		return fmt.Errorf("%s: %v: %s", c, err, bytes.TrimSpace(out))
 	}
 	return nil
+}
+
+// NewNotifier is the notifier of a receiver's settings: a URL to POST body to (SGLangBody when
+// body is empty), or a command, or neither (nil).
+func NewNotifier(url, body string, argv []string) (Notifier, error) {
+	switch {
+	case url != "" && len(argv) > 0:
+		return nil, fmt.Errorf("tell the engine by URL or by command, not both")
+	case url != "":
+		if body == "" {
+			body = SGLangBody
+		}
+		return &HTTPNotifier{URL: url, Body: body}, nil
+	case len(argv) > 0:
+		return &CommandNotifier{Argv: argv}, nil
+	}
+	return nil, nil
 }

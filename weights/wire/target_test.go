@@ -1,4 +1,4 @@
-package patch
+package wire
 
 import (
 	"bytes"
@@ -7,16 +7,14 @@ import (
 
 	"needle/kernels/trainer/delta"
 	"needle/testkit/weightstest"
-	"needle/weights/layout"
-	"needle/weights/wire"
 )
 
 // TestApplyRejects: records that do not fit their chunk are errors and leave the file as it was.
 func TestApplyRejects(t *testing.T) {
 	oldImg, oh := weightstest.Image([]weightstest.Tensor{weightstest.T("w", "BF16", 16), weightstest.T("b", "F32", 4)}, 1)
 	newImg, nh := weightstest.Image([]weightstest.Tensor{weightstest.T("w", "BF16", 16), weightstest.T("b", "BF16", 8)}, 2)
-	base, _ := layout.New(oldImg[:oh], int64(len(oldImg)), 16)
-	l, _ := layout.New(newImg[:nh], int64(len(newImg)), 16)
+	base, _ := NewLayout(oldImg[:oh], int64(len(oldImg)), 16)
+	l, _ := NewLayout(newImg[:nh], int64(len(newImg)), 16)
 	data := make([]byte, l.Size)
 	Rebase(data, l, oldImg, base)
 	before := bytes.Clone(data)
@@ -25,29 +23,35 @@ func TestApplyRejects(t *testing.T) {
 	if err := delta.Encode(&sp, make([]byte, 16), bytes.Repeat([]byte{1}, 16), 2, 1); err != nil {
 		t.Fatal(err)
 	}
-	var rec bytes.Buffer
-	delta.WriteRecord(&rec, delta.AstraFlow, &sp, nil, bytes.Repeat([]byte{1}, 16))
+	rec, _ := AppendRecord(nil, AstraFlow, &sp, nil, bytes.Repeat([]byte{1}, 16))
 	for _, c := range []struct {
-		rec  wire.Record
+		rec  Record
 		want string
 	}{
-		{wire.Record{Chunk: 9, Op: wire.OpRaw}, "layout has"},
-		{wire.Record{Chunk: 0, Op: wire.OpRaw, Body: make([]byte, 15)}, "raw record of 15 bytes"},
-		{wire.Record{Chunk: 2, Op: wire.OpAstraFlow, ElemSize: 2, Body: rec.Bytes()}, "no base"},
-		{wire.Record{Chunk: 0, Op: wire.OpAstraFlow, ElemSize: 4, Body: rec.Bytes()}, "compared as 2"},
-		{wire.Record{Chunk: 0, Op: wire.OpCompact, ElemSize: 2, Body: rec.Bytes()}, "compact record"},
+		{Record{Chunk: 9, Op: OpRaw}, "layout has"},
+		{Record{Chunk: 0, Op: OpRaw, Body: make([]byte, 15)}, "raw record of 15 bytes"},
+		{Record{Chunk: 2, Op: OpAstraFlow, ElemSize: 2, Body: rec}, "no base"},
+		{Record{Chunk: 0, Op: OpAstraFlow, ElemSize: 4, Body: rec}, "compared as 2"},
+		{Record{Chunk: 0, Op: OpCompact, ElemSize: 2, Body: rec}, "compact record"},
 	} {
 		if err := tgt.Apply(c.rec, &sp); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("chunk %d op %d: %v, want %q", c.rec.Chunk, c.rec.Op, err, c.want)
 		}
 	}
+	if err := tgt.ApplyTo(make([]byte, 15), Record{Chunk: 0, Op: OpRaw, Body: make([]byte, 16)}, &sp); err == nil || !strings.Contains(err.Error(), "15 bytes given for a 16-byte chunk") {
+		t.Errorf("ApplyTo into a short buffer: %v", err)
+	}
 	if !bytes.Equal(data, before) {
 		t.Fatal("a rejected record changed the file")
+	}
+	apart := bytes.Clone(before[nh : nh+16])
+	if err := tgt.ApplyTo(apart, Record{Chunk: 0, Op: OpAstraFlow, ElemSize: 2, Body: rec}, &sp); err != nil || !bytes.Equal(apart, bytes.Repeat([]byte{1}, 16)) || !bytes.Equal(data, before) {
+		t.Fatalf("ApplyTo: %v, chunk % x; the file must stay as it was", err, apart)
 	}
 	if err := tgt.Complete(); err == nil {
 		t.Fatal("Complete with the new tensor's chunk missing")
 	}
-	if err := tgt.Apply(wire.Record{Chunk: 2, Op: wire.OpRaw, Body: newImg[nh+32 : nh+48]}, &sp); err != nil {
+	if err := tgt.Apply(Record{Chunk: 2, Op: OpRaw, Body: newImg[nh+32 : nh+48]}, &sp); err != nil {
 		t.Fatal(err)
 	}
 	if err := tgt.Complete(); err != nil {
