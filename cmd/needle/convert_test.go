@@ -28,14 +28,14 @@ func convertSource(t *testing.T, n int64, dim int) string {
 
 // convertArgs are the arguments of the conversions below: a checkpoint after every chunk.
 func convertArgs(src, out string) []string {
-	return []string{"convert", "--from", src, "--out", out, "--factory", "IVF64,PQ32np", "--train-size", "10000",
+	return []string{"convert", "--from", src, "--out", out, "--factory", "IVF64,PQ32x4np", "--train-size", "4000",
 		"--checkpoint-rows", "16384", "--threads", "2"}
 }
 
 // A conversion killed with SIGKILL after a few checkpoints resumes on rerun and ends with the
 // bytes of an uninterrupted one; progress and checkpoints show on stderr; a rerun is up to
 // date. Its peak memory does not grow with the source: converting 4x the rows takes about
-// the same RSS (the codes grow by 40 bytes a row, the source by 512).
+// the same RSS (the codes grow by 24 bytes a row, the source by 512).
 func TestConvertResumesAfterKill(t *testing.T) {
 	tools := newBuildTools(t)
 	const dim, n = 128, 16 * indexdir.ChunkRows
@@ -46,7 +46,7 @@ func TestConvertResumesAfterKill(t *testing.T) {
 	if err != nil {
 		t.Fatalf("convert: %v\n%s", err, out)
 	}
-	for _, want := range []string{"training IVF64,PQ32np on 10000 sampled rows", "rows indexed", "checkpoint: 16384 rows", "262144 rows as IVF64,PQ32np"} {
+	for _, want := range []string{"training IVF64,PQ32x4np on 4000 sampled rows", "rows indexed", "checkpoint: 16384 rows", "262144 rows as IVF64,PQ32x4np"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("convert's output lacks %q:\n%s", want, out)
 		}
