@@ -192,7 +192,7 @@ func (b *Batcher) Search(ctx context.Context, queries []string, k int, dist []fl
 		b.queued.Add(-int64(n))
 		return ErrBusy
 	}
-	ln, interactive := b.bulk, n <= b.opt.MaxBatch
+	ln, interactive := b.bulk, !b.inBulkLane(n)
 	if interactive {
 		ln = b.interactive
 	}
@@ -216,6 +216,9 @@ func (b *Batcher) Search(ctx context.Context, queries []string, k int, dist []fl
 	}
 	return first
 }
+
+// inBulkLane reports whether a Search of n queries runs in the bulk lane.
+func (b *Batcher) inBulkLane(n int) bool { return n > b.opt.MaxBatch }
 
 // finish answers j and releases its queries from the queue count (and its hold on the gate).
 func (b *Batcher) finish(j *job, err error) {
