@@ -60,12 +60,12 @@ func (l *RetrieveOptions) fairness(w io.Writer, queries []string) error {
 	for i := range post {
 		post[i] = queries[i%len(queries)]
 	}
-	idle, during := queries, queries
+	idle, during := &texts{all: queries}, &texts{all: queries}
 	if len(queries) > f.Post {
-		idle, during = queries[f.Post:], queries[f.Post:]
+		idle.all, during.all = queries[f.Post:], queries[f.Post:]
 	}
 	if f.InPost {
-		idle = queries[posts*f.Post:]
+		idle.all = queries[posts*f.Post:]
 	}
 	res := &fairnessResult{errors: map[string]int{}}
 	s := &singles{l: l, client: client, url: url, res: res}
@@ -74,8 +74,8 @@ func (l *RetrieveOptions) fairness(w io.Writer, queries []string) error {
 		for i := range 2 {
 			if f.InPost {
 				post = queries[(2*round+i)*f.Post : (2*round+i+1)*f.Post]
-				during = slices.Clone(post)
-				slices.Reverse(during)
+				during = &texts{all: slices.Clone(post)}
+				slices.Reverse(during.all)
 			}
 			withSingles := (i+round)%2 == 1 // rounds alternate which goes first
 			took, lat, err := s.postDuring(post, withSingles, during)
@@ -93,6 +93,13 @@ func (l *RetrieveOptions) fairness(w io.Writer, queries []string) error {
 	return nil
 }
 
+// texts are the texts singles ask, in turn (cycling); next is the next one's index. Guarded by
+// the sending singles' mutex.
+type texts struct {
+	all  []string
+	next int
+}
+
 // singles sends single-query requests and records their latencies.
 type singles struct {
 	l      *RetrieveOptions
@@ -107,7 +114,7 @@ type singles struct {
 // worker sends its next single once its last is answered; else one is sent every 1/Rate
 // seconds, each on its own without waiting for the ones before (a blocked server does not
 // slow the sending).
-func (s *singles) send(stop <-chan struct{}, d time.Duration, texts []string) []time.Duration {
+func (s *singles) send(stop <-chan struct{}, d time.Duration, t *texts) []time.Duration {
 	var end <-chan time.Time
 	if d > 0 {
 		end = time.After(d)
@@ -121,15 +128,14 @@ func (s *singles) send(stop <-chan struct{}, d time.Duration, texts []string) []
 		close(ended)
 	}()
 	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		lat  []time.Duration
-		next int
+		wg  sync.WaitGroup
+		mu  sync.Mutex
+		lat []time.Duration
 	)
 	one := func() {
 		mu.Lock()
-		body := s.l.body([]string{texts[next%len(texts)]})
-		next++
+		body := s.l.body([]string{t.all[t.next%len(t.all)]})
+		t.next++
 		mu.Unlock()
 		took, err := s.do(body)
 		if err != nil {
@@ -180,11 +186,11 @@ func (s *singles) send(stop <-chan struct{}, d time.Duration, texts []string) []
 
 // postDuring sends the POST, with singles asking texts until it is answered when
 // withSingles; it returns the POST's time and the singles' latencies.
-func (s *singles) postDuring(post []string, withSingles bool, texts []string) (time.Duration, []time.Duration, error) {
+func (s *singles) postDuring(post []string, withSingles bool, t *texts) (time.Duration, []time.Duration, error) {
 	stop := make(chan struct{})
 	sent := make(chan []time.Duration, 1)
 	if withSingles {
-		go func() { sent <- s.send(stop, 0, texts) }()
+		go func() { sent <- s.send(stop, 0, t) }()
 	} else {
 		sent <- nil
 	}
