@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 
 	"needle/internal/mapfile"
@@ -26,7 +27,7 @@ import (
 // WeightsOptions configures `needle bench weights`.
 type WeightsOptions struct {
 	Shape     string      // a key of WeightShapes
-	Changed   float64     // fraction of elements a step changes
+	Changed   float64     // fraction of elements a step changes (the optimizer's rate is calibrated to it)
 	Receivers int         // receivers on loopback
 	Tree      bool        // the first receiver re-serves and the others pull from it
 	Dir       string      // folder of the halves and the receivers' files (a tmpfs: /dev/shm)
@@ -70,7 +71,10 @@ var WeightShapes = map[string][]weightstest.Tensor{
 type weightsReport struct {
 	Shape         string       `json:"shape"`
 	Bytes         int64        `json:"bytes"`
-	ChangedFrac   float64      `json:"changed_fraction"` // measured: changed / compared elements
+	ChangedFrac   float64      `json:"changed_fraction"`   // measured: changed / compared elements
+	HighByteFrac  float64      `json:"high_byte_fraction"` // of the changed elements, those whose high byte changed (a 2^22-element sample)
+	LR            float32      `json:"lr"`                 // the optimizer step's rate (weightstest.Optimizer)
+	PeakRSS       int64        `json:"peak_rss_bytes"`     // of this process, file mappings of /dev/shm included
 	Threads       int          `json:"threads"`
 	ReadGBps      float64      `json:"read_gbps"` // memory read bandwidth, Threads goroutines
 	FillSeconds   float64      `json:"fill_seconds"`
@@ -131,8 +135,12 @@ func Weights(w io.Writer, o WeightsOptions) error {
 		return err
 	}
 	defer stopServer()
-	// Version 1: the model, written into its half; every receiver takes it in full.
-	slot1, err := publishInPlace(s, tensors, func(data []byte) { weightstest.Fill(data, 1) })
+	// Version 1: the model, written into its half; every receiver takes it in full. Version 2 is
+	// the same fp32 master after one optimizer step, both rounded to bf16 as a trainer publishes.
+	opt := weightstest.Calibrated(1, o.Changed)
+	rep.LR = opt.LR
+	_, rep.HighByteFrac = opt.Changed(0, 1<<22)
+	slot1, err := publishInPlace(s, tensors, func(data []byte) { opt.Version(data, 0, o.Threads) })
 	if err != nil {
 		return err
 	}
@@ -145,18 +153,14 @@ func Weights(w io.Writer, o WeightsOptions) error {
 	for range o.Receivers {
 		<-ready
 	}
-	// Version 2: a copy of version 1 with o.Changed of it changed, as a trainer's step writes it.
 	start := time.Now()
 	slot2, err := s.Begin(2, weightsTensors(tensors), map[string]string{"format": "pt"})
 	if err != nil {
 		return err
 	}
-	if err := withMapping(slot1.Path, false, func(old []byte) error {
-		return withMapping(slot2.Path, true, func(data []byte) error {
-			copy(data, old)
-			weightstest.Perturb(data, o.Changed, 2)
-			return nil
-		})
+	if err := withMapping(slot2.Path, true, func(data []byte) error {
+		opt.Version(data, 1, o.Threads)
+		return nil
 	}); err != nil {
 		return err
 	}
@@ -180,6 +184,10 @@ func Weights(w io.Writer, o WeightsOptions) error {
 	stopReceivers() // their files go: the comparisons below need the memory
 	if err := compareKernels(&rep, slot1.Path, slot2.Path, work, o); err != nil {
 		return err
+	}
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err == nil {
+		rep.PeakRSS = ru.Maxrss << 10 // KiB on Linux
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
