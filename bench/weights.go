@@ -7,8 +7,11 @@ import (
 	"io"
 	"log"
 	"net"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"sync"
 	"syscall"
 	"time"
@@ -37,6 +40,10 @@ type WeightsOptions struct {
 	Script    string      // bench/weights_astraflow.py
 	MembwMiB  int
 	Log       *log.Logger // the nodes' logs; nil: discarded
+	// Needle is the needle binary that runs each receiver as its own process (`needle weights
+	// recv`), as on a rollout host: their files' pages then count in their memory, not the
+	// benchmark's. Empty: receivers run in this process (tests).
+	Needle string
 }
 
 // qwen returns the tensors of a Qwen2.5 decoder (tied embeddings) in bf16.
@@ -116,6 +123,7 @@ func Weights(w io.Writer, o WeightsOptions) error {
 	}
 	rep.ReadGBps = buf.Bandwidth(o.Threads, 5) / 1e9
 	buf = nil
+	debug.FreeOSMemory()
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return err
 	}
@@ -182,6 +190,7 @@ func Weights(w io.Writer, o WeightsOptions) error {
 	rep.WireRatio = float64(js.WireBytes) / float64(js.AstraFlowBytes)
 	rep.UplinkCopies = reg.Counter("needle_weights_sent_bytes_total", "", "kind", "delta").Get() / float64(js.WireBytes)
 	stopReceivers() // their files go: the comparisons below need the memory
+	s.Close()       // and so do the sender's mappings of the halves
 	if err := compareKernels(&rep, slot1.Path, slot2.Path, work, o); err != nil {
 		return err
 	}
@@ -242,6 +251,9 @@ func serveStore(st *store.Store, reg *prom.Registry, lg *log.Logger) (string, fu
 // addr, or with o.Tree the first re-serving and the others pulling from it. Each version a
 // receiver publishes sends one value on ready. stop ends them and removes their files.
 func startReceivers(work, addr string, o WeightsOptions) (ready chan struct{}, stop func(), err error) {
+	if o.Needle != "" {
+		return startReceiverProcesses(work, addr, o)
+	}
 	ready = make(chan struct{}, 16*o.Receivers)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -286,4 +298,72 @@ func startReceivers(work, addr string, o WeightsOptions) (ready chan struct{}, s
 		go func() { defer wg.Done(); r.Run(ctx) }()
 	}
 	return ready, stop, nil
+}
+
+// startReceiverProcesses is startReceivers with each receiver a `needle weights recv` process.
+// A receiver tells the benchmark of each version through its notifier (a POST to a loopback
+// listener here), as it tells an inference engine.
+func startReceiverProcesses(work, addr string, o WeightsOptions) (ready chan struct{}, stop func(), err error) {
+	ready = make(chan struct{}, 16*o.Receivers)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, nil, err
+	}
+	notified := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		ready <- struct{}{}
+		io.WriteString(w, `{"success": true}`)
+	})}
+	go notified.Serve(ln)
+	var cmds []*exec.Cmd
+	stop = func() {
+		for _, c := range cmds {
+			c.Process.Signal(syscall.SIGTERM)
+			c.Wait()
+		}
+		cmds = nil
+		notified.Close()
+		for i := range o.Receivers {
+			os.RemoveAll(filepath.Join(work, fmt.Sprintf("r%d", i)))
+		}
+	}
+	logs := io.Discard
+	if o.Log != nil {
+		logs = o.Log.Writer()
+	}
+	up := addr
+	for i := range o.Receivers {
+		dir := filepath.Join(work, fmt.Sprintf("r%d", i))
+		args := []string{"weights", "recv", "--from", up, "--out", filepath.Join(dir, "model.safetensors"),
+			"--name", fmt.Sprintf("r%d", i), "--threads", fmt.Sprint(o.Threads), "--notify-url", "http://" + ln.Addr().String() + "/ready"}
+		if o.Tree && i == 0 {
+			if up, err = freePort(); err != nil {
+				stop()
+				return nil, nil, err
+			}
+			args = append(args, "--serve", up)
+		}
+		cmd := exec.Command(o.Needle, args...)
+		cmd.Stdout, cmd.Stderr = logs, logs
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			stop()
+			return nil, nil, err
+		}
+		if err := cmd.Start(); err != nil {
+			stop()
+			return nil, nil, err
+		}
+		cmds = append(cmds, cmd)
+	}
+	return ready, stop, nil
+}
+
+// freePort returns a loopback address that was free a moment ago.
+func freePort() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
 }
