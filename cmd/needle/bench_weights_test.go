@@ -2,7 +2,7 @@ package main
 
 import (
 	"encoding/json"
-	"os"
+	"fmt"
 	"path/filepath"
 	"testing"
 )
@@ -11,21 +11,13 @@ import (
 // weights recv` processes; both tell the benchmark of both versions, and the apply it measures
 // rebuilds version 2 (checked inside).
 func TestBenchWeightsReceiverProcesses(t *testing.T) {
-	out := filepath.Join(t.TempDir(), "report.json")
-	f, err := os.Create(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout := os.Stdout
-	os.Stdout = f
-	rc := runMain([]string{"bench", "weights", "--shape", "tiny", "--receivers", "2", "--dir", t.TempDir(),
-		"--membw-mib", "8", "--needle", filepath.Join(toolsDir, "needle")})
-	os.Stdout = stdout
-	f.Close()
-	if rc != 0 {
-		t.Fatalf("exit status %d", rc)
-	}
-	b, err := os.ReadFile(out)
+	out, err := captureStdout(t, func() error {
+		if rc := runMain([]string{"bench", "weights", "--shape", "tiny", "--receivers", "2", "--dir", t.TempDir(),
+			"--membw-mib", "8", "--needle", filepath.Join(toolsDir, "needle")}); rc != 0 {
+			return fmt.Errorf("exit status %d", rc)
+		}
+		return nil
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +25,7 @@ func TestBenchWeightsReceiverProcesses(t *testing.T) {
 		Ready   []float64 `json:"ready_seconds"`
 		PeakRSS int64     `json:"peak_rss_bytes"`
 	}
-	if err := json.Unmarshal(b, &rep); err != nil || len(rep.Ready) != 2 || rep.PeakRSS <= 0 {
-		t.Fatalf("report %s (%v)", b, err)
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || len(rep.Ready) != 2 || rep.PeakRSS <= 0 {
+		t.Fatalf("report %s (%v)", out, err)
 	}
 }
