@@ -50,16 +50,16 @@ def http(url, body=None, timeout=600):
         return r.read()
 
 
-def notified(port):
-    """The receiver's needle_weights_receiver_notified_version, 0 while it is not up."""
+def metric(port, name):
+    """A gauge of the receiver's /metrics, 0 while it is not up."""
     try:
         text = http(f"http://127.0.0.1:{port}/metrics", timeout=5).decode()
     except OSError:
         return 0
     for line in text.splitlines():
-        if line.startswith("needle_weights_receiver_notified_version "):
+        if line.startswith(name + " "):
             return int(float(line.split()[1]))
-    raise RuntimeError("the receiver's /metrics has no needle_weights_receiver_notified_version (a needle binary without it?)")
+    raise RuntimeError(f"the receiver's /metrics has no {name} (a needle binary without it?)")
 
 
 def make_folder(d, config):
@@ -214,19 +214,25 @@ def main():
             receiver.kill()
         if v == a.kill_receiver + 3:
             receiver.start()
-        if v == a.kill_engine:
-            eng.kill()
-            eng.start()
-            startup.append(wait_engine(vport, eng))
         if a.kill_receiver <= v < a.kill_receiver + 3:
             continue  # the receiver is down: the engine keeps the version it has
-        while notified(rport) < v:
-            receiver.check()
-            time.sleep(0.002)
+        if v == a.kill_engine:
+            # Killed while the receiver takes version v: a notification that fails is retried
+            # before the receiver's next pull, so the restarted engine must load v from the folder.
+            eng.kill()
+            while metric(rport, "needle_weights_receiver_version") < v:
+                receiver.check()
+                time.sleep(0.01)
+            eng.start()
+            startup.append(wait_engine(vport, eng))
+        else:
+            while metric(rport, "needle_weights_receiver_notified_version") < v:
+                receiver.check()
+                time.sleep(0.002)
         ready = time.perf_counter() - t0
         same, diff = compare(engine(vport, model_dir), reference(hf))
         worst = max(worst, diff)
-        rows.append({"version": v, "ready_s": ready, "tokens_identical": same, "max_logprob_diff": diff, "loss": loss})
+        rows.append({"version": v, "ready_s": ready, "engine_restarted": v == a.kill_engine, "tokens_identical": same, "max_logprob_diff": diff, "loss": loss})
         if not same or diff > a.tol:
             print(f"version {v}: tokens identical {same}, logprob diff {diff}", file=sys.stderr)
 
@@ -240,7 +246,7 @@ def main():
     bytes_identical = open(newest_half(send_dir), "rb").read() == open(os.path.join(model_dir, "model.safetensors"), "rb").read()
     for p in (receiver, eng, sender):
         p.stop()
-    ready = np.array([r["ready_s"] for r in rows])
+    ready = np.array([r["ready_s"] for r in rows if not r["engine_restarted"]])
     summary = {
         "torch": torch.__version__, "transformers": transformers.__version__,
         "vllm": subprocess.run([sys.executable, "-c", "import vllm; print(vllm.__version__)"], capture_output=True, text=True).stdout.strip(),
