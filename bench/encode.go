@@ -27,7 +27,7 @@ type EncodeOptions struct {
 	Passages  int    // passages per run
 	Queries   int    // single queries timed one by one
 	BatchSize int    // texts per forward pass
-	Threads   int    // OpenBLAS/OpenMP threads
+	Threads   int    // threads of a forward pass (bert.Options.Threads)
 	Repeat    int    // passage runs per model; the best counts
 	WordNet   string // WordNet noun data file the texts come from
 	Dump      string // if set, write the texts as JSON {passages, queries} here and stop

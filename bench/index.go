@@ -23,7 +23,7 @@ type IndexOptions struct {
 	Index   string
 	Backend string // engine.Options.Backend ("": auto, as serve picks)
 	Nprobe  int    // IVF lists visited (0: the form's or FAISS's default)
-	Rerank  int    // compact forms: candidates re-ranked per query (0: the form's; < 0: none)
+	Rescore int    // compact forms: candidates re-scored per query (0: the form's; < 0: none)
 	Mmap    bool   // map IVF lists instead of loading them
 	Queries string // raw little-endian float32 query vectors, rows of the index's dimension
 	GT      string // raw int64 exact ids, GTK per query, best first ("" = no recall)
@@ -69,7 +69,7 @@ func Index(w io.Writer, opt IndexOptions) error {
 	}
 	began := time.Now()
 	x, backend, closeIndex, err := engine.OpenIndex(engine.Options{Index: opt.Index, Backend: opt.Backend,
-		Threads: opt.Threads, Mmap: opt.Mmap, Nprobe: opt.Nprobe, Rerank: opt.Rerank})
+		Threads: opt.Threads, Mmap: opt.Mmap, Nprobe: opt.Nprobe, Rescore: opt.Rescore})
 	if err != nil {
 		return err
 	}

@@ -14,8 +14,8 @@ type Ranked struct {
 	Score float32
 }
 
-// ErrNoReranker is Rerank's error on a Retriever served without --rerank-model.
-var ErrNoReranker = errors.New("this server has no reranker (needle serve --rerank-model DIR)")
+// ErrNoReranker is Rerank's error on a Retriever opened without Options.RerankModel.
+var ErrNoReranker = errors.New("this server has no reranker")
 
 // HasReranker reports whether a cross-encoder was loaded (Options.RerankModel).
 func (r *Retriever) HasReranker() bool { return r.reranker != nil }

@@ -17,6 +17,7 @@ import (
 
 	"needle/internal/atomicfile"
 	"needle/internal/progress"
+	"needle/internal/writer"
 )
 
 // Encoder turns passages into embeddings (encoder/bert.Encoder): len(texts)*Dim() floats in
@@ -101,9 +102,7 @@ func (c *Config) setDefaults() {
 	if c.EncodeRows <= 0 {
 		c.EncodeRows = 512
 	}
-	if c.Log == nil {
-		c.Log = io.Discard
-	}
+	c.Log = writer.OrDiscard(c.Log)
 	// A headerless embeddings file written by `needle build --save-embeddings` has its
 	// width in the manifest beside it.
 	if c.Embeddings != "" && c.Dim == 0 && !strings.EqualFold(filepath.Ext(c.Embeddings), ".npy") {

@@ -11,6 +11,7 @@ import (
 
 	"needle/faissgo"
 	"needle/internal/progress"
+	"needle/internal/writer"
 )
 
 // InspectOptions say what `needle inspect` looks at.
@@ -19,7 +20,7 @@ type InspectOptions struct {
 	Corpus string    // the corpus whose line i is index row i ("": a build folder's)
 	Load   bool      // also load the index with FAISS and report its class
 	MaxBad int       // print at most this many bad corpus lines (0: all)
-	Log    io.Writer // progress bars
+	Log    io.Writer // progress bars; nil: discarded
 }
 
 // Inspect prints to w the index's FAISS type, dimension, vector count and metric, then the
@@ -63,7 +64,7 @@ func Inspect(w io.Writer, a InspectOptions) error {
 		}
 	}
 	if a.Corpus != "" {
-		rows, err := reportCorpus(w, a.Corpus, sidecarDir, a.MaxBad, a.Log)
+		rows, err := reportCorpus(w, a.Corpus, sidecarDir, a.MaxBad, writer.OrDiscard(a.Log))
 		if err != nil {
 			return err
 		}

@@ -14,16 +14,17 @@ import (
 	"needle/faissgo"
 	"needle/index/indexdir"
 	"needle/internal/atomicfile"
+	"needle/internal/writer"
 )
 
 // Defaults of a conversion (`needle convert`), chosen by measurement on the full 21M-row
 // wiki-18-shaped set (docs/measurements/2026-11-24-compact-form.md): OPQ keeps the fine score differences plain PQ
-// loses, and 32 lists with 200 candidates re-ranked gave recall@10 0.966 at 119 queries/s from a
+// loses, and 32 lists with 200 candidates re-scored gave recall@10 0.966 at 119 queries/s from a
 // cold page cache, where 64 lists with 100 candidates gave 0.937 at 96.
 const (
 	DefaultFactory        = "OPQ64_256,IVF8192,PQ64np"
 	DefaultTrainSize      = 327680 // 40 rows per IVF list at 8192 lists (FAISS warns under 39)
-	DefaultRerank         = 200
+	DefaultRescore        = 200
 	DefaultNprobe         = 32
 	DefaultCheckpointRows = 2 << 20
 )
@@ -39,9 +40,9 @@ type Config struct {
 	Factory   string // FAISS index_factory string ("": DefaultFactory)
 	TrainSize int64  // training sample rows, drawn with Seed (0: DefaultTrainSize; capped at the rows)
 	Seed      int64
-	// Rerank and Nprobe are the search defaults written into compact.json (serve flags
-	// override them); they do not change index.faiss. Rerank < 0 turns re-ranking off.
-	Rerank, Nprobe int
+	// Rescore and Nprobe are the search defaults written into compact.json (serve flags
+	// override them); they do not change index.faiss. Rescore < 0 turns re-scoring off.
+	Rescore, Nprobe int
 	// CheckpointRows is how often the index built so far is written to Out/partial, rounded
 	// up to whole chunks (0: DefaultCheckpointRows): a killed conversion loses at most this.
 	CheckpointRows int64
@@ -77,9 +78,7 @@ func Convert(cfg Config) (*Report, error) {
 	cfg.TrainSize = cmp.Or(cfg.TrainSize, DefaultTrainSize)
 	cfg.CheckpointRows = cmp.Or(cfg.CheckpointRows, DefaultCheckpointRows)
 	cfg.CheckpointRows = (cfg.CheckpointRows + indexdir.ChunkRows - 1) / indexdir.ChunkRows * indexdir.ChunkRows
-	if cfg.Log == nil {
-		cfg.Log = io.Discard
-	}
+	cfg.Log = writer.OrDiscard(cfg.Log)
 	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
 		return nil, fmt.Errorf("output folder: %w", err)
 	}
@@ -179,8 +178,8 @@ func upToDate(cfg Config, a args) (*Report, error) {
 	}
 	same := form.ArgsHash == a.hash()
 	if _, err := os.Stat(filepath.Join(cfg.Out, form.IndexFile)); err == nil && same && !cfg.Restart {
-		if rerank, nprobe := searchDefaults(cfg, a.Factory); form.Rerank != rerank || form.Nprobe != nprobe {
-			form.Rerank, form.Nprobe = rerank, nprobe
+		if rescore, nprobe := searchDefaults(cfg, a.Factory); form.Rescore != rescore || form.Nprobe != nprobe {
+			form.Rescore, form.Nprobe = rescore, nprobe
 			if err := writeForm(cfg.Out, form); err != nil {
 				return nil, err
 			}
@@ -286,10 +285,10 @@ func finish(cfg Config, a args, rep *Report) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	rerank, nprobe := searchDefaults(cfg, a.Factory)
+	rescore, nprobe := searchDefaults(cfg, a.Factory)
 	form := &Form{
 		Factory: a.Factory, IndexFile: IndexFileName, Dimension: a.Dimension, Count: a.Count, Metric: a.Metric,
-		Source: a.Source, Rerank: rerank, Nprobe: nprobe, TrainSize: a.TrainSize, Seed: a.Seed,
+		Source: a.Source, Rescore: rescore, Nprobe: nprobe, TrainSize: a.TrainSize, Seed: a.Seed,
 		ArgsHash: a.hash(), NeedleVersion: cfg.Version,
 	}
 	if err := writeForm(cfg.Out, form); err != nil {
@@ -302,12 +301,12 @@ func finish(cfg Config, a args, rep *Report) (*Report, error) {
 	return rep, nil
 }
 
-// searchDefaults are the Rerank and Nprobe cfg records in compact.json for an index made by
+// searchDefaults are the Rescore and Nprobe cfg records in compact.json for an index made by
 // factory (nprobe only for IVF indexes).
-func searchDefaults(cfg Config, factory string) (rerank, nprobe int) {
-	rerank = max(cmp.Or(cfg.Rerank, DefaultRerank), 0)
+func searchDefaults(cfg Config, factory string) (rescore, nprobe int) {
+	rescore = max(cmp.Or(cfg.Rescore, DefaultRescore), 0)
 	if strings.Contains(factory, "IVF") {
 		nprobe = cmp.Or(cfg.Nprobe, DefaultNprobe)
 	}
-	return rerank, nprobe
+	return rescore, nprobe
 }

@@ -20,6 +20,7 @@ import (
 
 	"needle/internal/npy"
 	"needle/internal/progress"
+	"needle/internal/writer"
 )
 
 // Vectors are the rows a collection is built from (indexdir.Vectors): row i is
@@ -98,9 +99,7 @@ func (o *BuildOptions) setDefaults() error {
 	if o.Inserts <= 0 {
 		o.Inserts = 4
 	}
-	if o.Log == nil {
-		o.Log = io.Discard
-	}
+	o.Log = writer.OrDiscard(o.Log)
 	return nil
 }
 

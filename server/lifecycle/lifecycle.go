@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"needle/engine"
+	"needle/internal/writer"
 	"needle/server"
 )
 
@@ -33,7 +34,7 @@ type Options struct {
 	Drain         time.Duration // how long in-flight requests may finish at the end
 	IndexName     string        // what is loading, for the log
 	QueryPrefix   string        // for the log's curl example
-	Log           io.Writer     // progress lines (needle serve: stderr)
+	Log           io.Writer     // progress lines (needle serve: stderr); nil: discarded
 	// Stop delivers the signals that end the process (nil: SIGINT and SIGTERM); a second one
 	// during the drain exits at once.
 	Stop <-chan os.Signal
@@ -43,7 +44,8 @@ type Options struct {
 // and returns why it stopped (nil after a drain that completed). srv is ready (SetRetriever)
 // once open returns.
 func Run(opt Options, srv *server.Server, open func() (*engine.Retriever, error)) error {
-	log := func(format string, a ...any) { fmt.Fprintf(opt.Log, "needle serve: "+format+"\n", a...) }
+	out := writer.OrDiscard(opt.Log)
+	log := func(format string, a ...any) { fmt.Fprintf(out, "needle serve: "+format+"\n", a...) }
 	stop := opt.Stop
 	if stop == nil {
 		c := make(chan os.Signal, 2)
