@@ -117,8 +117,8 @@ func TestResolvePrecision(t *testing.T) {
 	if got, err := engine.Resolve(engine.Options{Index: dir}); err != nil || got.Precision != "int8" {
 		t.Errorf("default: precision %q, %v; want the manifest's int8", got.Precision, err)
 	}
-	if _, err := engine.Resolve(engine.Options{Index: dir, Precision: "fp16"}); err == nil || !strings.Contains(err.Error(), "--force-precision") {
-		t.Errorf("fp16 on an int8 build: %v, want an error naming --force-precision", err)
+	if _, err := engine.Resolve(engine.Options{Index: dir, Precision: "fp16"}); !option.FixedBy(err, "ForcePrecision") {
+		t.Errorf("fp16 on an int8 build: %v, want an error that ForcePrecision fixes", err)
 	}
 	if got, err := engine.Resolve(engine.Options{Index: dir, Precision: "fp16", ForcePrecision: true}); err != nil || got.Precision != "fp16" {
 		t.Errorf("forced fp16: precision %q, %v", got.Precision, err)

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"needle/encoder/rerank"
+	"needle/internal/option"
 )
 
 // Ranked is one reranked passage: its index in the list given to Rerank and its score.
@@ -63,7 +64,7 @@ func (r *Retriever) Rerank(ctx context.Context, queries []string, passages [][]s
 func (r *Retriever) withReranker(opts Options) error {
 	c, err := rerank.Load(opts.RerankModel, rerank.Options{BatchSize: opts.RerankBatch, Threads: opts.Threads})
 	if err != nil {
-		return err
+		return option.Wrap("RerankModel", err)
 	}
 	r.WithReranker(c)
 	return nil

@@ -16,6 +16,7 @@ import (
 	"needle/index/indexdir"
 
 	"needle/internal/atomicfile"
+	"needle/internal/option"
 	"needle/internal/progress"
 	"needle/internal/writer"
 )
@@ -411,7 +412,7 @@ func clearOldOutput(cfg Config) error {
 		return nil
 	}
 	if !cfg.Restart {
-		return fmt.Errorf("%s holds a build of other arguments (corpus, model or settings differ); use --restart to replace it, or another --out", cfg.Out)
+		return option.Fixf("Restart", "replaces it", "%s holds a build of other arguments (corpus, model or settings differ)", cfg.Out)
 	}
 	for _, name := range []string{indexdir.ManifestName, indexdir.IndexFileName, indexdir.EmbeddingsFileName} {
 		if err := os.Remove(filepath.Join(cfg.Out, name)); err != nil && !errors.Is(err, os.ErrNotExist) {

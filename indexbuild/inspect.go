@@ -115,7 +115,7 @@ func reportCorpus(w io.Writer, path, sidecarDir string, maxBad int, log io.Write
 	fmt.Fprintf(w, "bad rows:    %d\n", len(bad))
 	for i, b := range bad {
 		if maxBad > 0 && i == maxBad {
-			fmt.Fprintf(w, "  ... %d more (--max-bad 0 prints all)\n", len(bad)-maxBad)
+			fmt.Fprintf(w, "  ... %d more not printed (a limit of 0 prints all)\n", len(bad)-maxBad)
 			break
 		}
 		fmt.Fprintf(w, "  line %d: %s\n", b.Line, b.Reason)

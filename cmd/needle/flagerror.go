@@ -6,49 +6,59 @@ import (
 	"needle/internal/option"
 )
 
-// serveOptionFlags names the flag of each engine.Options field that needle serve sets from one.
-var serveOptionFlags = map[string]string{
-	"Index": "--index", "Corpus": "--corpus (or --corpus_path)", "Pages": "--pages", "Model": "--model (or --retriever_model)", "Milvus": "--milvus",
+// optionFlags names the flag that sets each Options field of the libraries' option errors
+// (every command spells a field's flag the same way); runMain applies it to every error.
+var optionFlags = map[string]string{
+	"Index": "--index", "Corpus": "--corpus", "Pages": "--pages", "Model": "--model", "Milvus": "--milvus",
 	"GPU": "--gpu", "BM25": "--bm25", "Fusion.Method": "--fusion", "Fusion.Weight": "--fusion-weight",
-	"RerankModel": "--rerank-model",
+	"RerankModel": "--rerank-model", "Precision": "--precision", "ForcePrecision": "--force-precision",
+	"Rescore": "--rescore", "Restart": "--restart", "Dim": "--dim", "Metric": "--metric",
+	"Replace": "--replace", "SaveAddressTo": "--save-address-to",
 }
 
-// flagError rewrites each *option.Error in err's tree whose field flags names so that its
-// message names the flag instead ("Fusion.Weight: 2, want ..." -> "--fusion-weight: 2, want
-// ..."); errors.Is and errors.As still see err. Other errors come back as they are.
+// serveOptionFlags names, for needle serve, the anchors' aliases beside the flags.
+var serveOptionFlags = map[string]string{"Corpus": "--corpus (or --corpus_path)", "Model": "--model (or --retriever_model)"}
+
+// flagError rewrites the option errors and hints in err's tree whose fields flags names, so
+// that the message names the flags instead ("Fusion.Weight: 2, want ..." -> "--fusion-weight:
+// 2, want ...", "(Restart replaces it)" -> "(--restart replaces it)"); errors.Is and errors.As
+// still see err. Other errors come back as they are.
 func flagError(err error, flags map[string]string) error {
 	if err == nil {
 		return nil
 	}
 	msg := err.Error()
-	for _, e := range optionErrors(err) {
-		if flag, ok := flags[e.Field]; ok {
-			msg = strings.Replace(msg, e.Error(), flag+": "+e.Err.Error(), 1)
+	walk(err, func(e error) {
+		switch e := e.(type) {
+		case *option.Error:
+			if flag, ok := flags[e.Field]; ok {
+				msg = strings.Replace(msg, e.Error(), flag+": "+e.Err.Error(), 1)
+			}
+		case *option.Fix:
+			if flag, ok := flags[e.Field]; ok {
+				msg = strings.Replace(msg, e.Hint(e.Field), e.Hint(flag), 1)
+			}
 		}
-	}
+	})
 	if msg == err.Error() {
 		return err
 	}
 	return &flaggedError{msg: msg, err: err}
 }
 
-// optionErrors are the *option.Errors in err's tree, outermost first.
-func optionErrors(err error) []*option.Error {
-	var found []*option.Error
-	if e, ok := err.(*option.Error); ok {
-		found = append(found, e)
-	}
+// walk calls visit on err and every error it wraps, outermost first.
+func walk(err error, visit func(error)) {
+	visit(err)
 	switch u := err.(type) {
 	case interface{ Unwrap() error }:
 		if inner := u.Unwrap(); inner != nil {
-			found = append(found, optionErrors(inner)...)
+			walk(inner, visit)
 		}
 	case interface{ Unwrap() []error }:
 		for _, inner := range u.Unwrap() {
-			found = append(found, optionErrors(inner)...)
+			walk(inner, visit)
 		}
 	}
-	return found
 }
 
 // flaggedError is an error with its message rewritten by flagError.

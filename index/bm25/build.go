@@ -19,6 +19,7 @@ import (
 
 	"needle/internal/atomicfile"
 	"needle/internal/jsonfile"
+	"needle/internal/option"
 	"needle/internal/progress"
 	"needle/internal/writer"
 )
@@ -57,7 +58,7 @@ func Build(cfg BuildConfig) error {
 	}
 	f, err := os.Open(cfg.Corpus)
 	if err != nil {
-		return fmt.Errorf("--corpus: %w", err)
+		return option.Wrap("Corpus", err)
 	}
 	defer f.Close()
 	info, err := f.Stat()
@@ -75,7 +76,7 @@ func Build(cfg BuildConfig) error {
 			return nil
 		}
 		if !cfg.Restart {
-			return fmt.Errorf("%s holds the BM25 index of another corpus (%s): use --restart to replace it", cfg.Out, m.Corpus.Path)
+			return option.Fixf("Restart", "replaces it", "%s holds the BM25 index of another corpus (%s)", cfg.Out, m.Corpus.Path)
 		}
 		os.Remove(filepath.Join(cfg.Out, MetaName))
 	}
@@ -144,7 +145,7 @@ func resume(cfg BuildConfig, corpus Corpus) (*builder, error) {
 		b.st = st
 		fmt.Fprintf(writer.OrDiscard(cfg.Log), "needle: resuming the BM25 build at row %d (%d runs)\n", st.Rows, len(st.Runs))
 	case err == nil && !cfg.Restart:
-		return nil, fmt.Errorf("%s holds a partial BM25 build of another corpus (%s): use --restart to discard it", b.dir, st.Corpus.Path)
+		return nil, option.Fixf("Restart", "discards it", "%s holds a partial BM25 build of another corpus (%s)", b.dir, st.Corpus.Path)
 	case err != nil && !errors.Is(err, os.ErrNotExist):
 		return nil, err
 	default:
@@ -261,7 +262,7 @@ func (b *builder) index(r io.Reader) error {
 		err = readErr
 	}
 	if err != nil {
-		return fmt.Errorf("--corpus %s: %w", b.cfg.Corpus, err)
+		return option.Wrap("Corpus", fmt.Errorf("%s: %w", b.cfg.Corpus, err))
 	}
 	return b.flush()
 }

@@ -20,6 +20,7 @@ import (
 	"needle/index/indexdir"
 	"needle/internal/byteview"
 	"needle/internal/gate"
+	"needle/internal/option"
 	"needle/internal/procstat"
 	"needle/testkit/testctx"
 	"needle/testkit/testenv"
@@ -230,9 +231,9 @@ func TestConvertErrors(t *testing.T) {
 	}{
 		{"another FAISS class", Config{From: ivfPath}, "a FAISS IndexIVFFlat, not a flat index: embeddings are read from IndexFlatIP, IndexFlatL2"},
 		{"truncated", Config{From: truncated}, "file is 191945 bytes, a flat index of 3000 vectors of dimension 16 is 192045 bytes"},
-		{"memmap without --dim", Config{From: memmap}, "needs --dim"},
+		{"memmap without a dimension", Config{From: memmap}, "Dim: required"},
 		{"memmap of another width", Config{From: memmap, Dim: 7}, "not a whole number of float32 rows of dim 7"},
-		{"metric against the file's", Config{From: src, Metric: "l2"}, "--metric l2, but"},
+		{"metric against the file's", Config{From: src, Metric: "l2"}, "Metric: l2, but"},
 		{"unknown factory", Config{From: src, Factory: "IVF4,Nonsense"}, "Nonsense"},
 	} {
 		cfg := base
@@ -244,8 +245,8 @@ func TestConvertErrors(t *testing.T) {
 			t.Errorf("%s: %v, want an error containing %q", c.name, err, c.want)
 		}
 	}
-	// A memmap converts with --dim; its form is up to date on rerun, and another factory
-	// in the same folder is refused without --restart.
+	// A memmap converts with Dim; its form is up to date on rerun, and another factory
+	// in the same folder is refused without Restart.
 	cfg := base
 	cfg.From, cfg.Dim, cfg.Out = memmap, dim, out
 	if rep := convert(t, cfg); rep.Form.Source.Offset != 0 || rep.Form.Metric != "ip" {
@@ -256,8 +257,8 @@ func TestConvertErrors(t *testing.T) {
 	}
 	other := cfg
 	other.Factory = "IVF4,PQ8x4np"
-	if _, err := Convert(other); err == nil || !strings.Contains(err.Error(), "--restart") {
-		t.Errorf("another factory: %v, want an error naming --restart", err)
+	if _, err := Convert(other); !option.FixedBy(err, "Restart") {
+		t.Errorf("another factory: %v, want an error that Restart fixes", err)
 	}
 	other.Restart = true
 	if rep := convert(t, other); rep.UpToDate || rep.Form.Factory != "IVF4,PQ8x4np" {

@@ -14,6 +14,7 @@ import (
 	"needle/faissgo"
 	"needle/index/indexdir"
 	"needle/internal/atomicfile"
+	"needle/internal/option"
 	"needle/internal/writer"
 )
 
@@ -153,10 +154,10 @@ func sourceArgs(cfg Config, src *indexdir.Embeddings) (args, error) {
 	}
 	metric := cmp.Or(src.Metric(), cfg.Metric, "ip")
 	if cfg.Metric != "" && cfg.Metric != metric {
-		return args{}, fmt.Errorf("--metric %s, but %s is a FAISS flat index of metric %s", cfg.Metric, cfg.From, metric)
+		return args{}, option.Errorf("Metric", "%s, but %s is a FAISS flat index of metric %s", cfg.Metric, cfg.From, metric)
 	}
 	if _, err := faissgo.ParseMetric(metric); err != nil {
-		return args{}, fmt.Errorf("--metric: %w", err)
+		return args{}, option.Wrap("Metric", err)
 	}
 	if src.Len() == 0 {
 		return args{}, fmt.Errorf("%s holds no vectors", cfg.From)
@@ -187,7 +188,7 @@ func upToDate(cfg Config, a args) (*Report, error) {
 		return &Report{UpToDate: true, Rows: form.Count, Form: form}, nil
 	}
 	if !same && !cfg.Restart {
-		return nil, fmt.Errorf("%s holds a compact form of other arguments (source, factory, training); use --restart to replace it, or another --out", cfg.Out)
+		return nil, option.Fixf("Restart", "replaces it", "%s holds a compact form of other arguments (source, factory, training)", cfg.Out)
 	}
 	// The form description goes first, so an interrupted removal never looks complete.
 	for _, name := range []string{FormName, IndexFileName} {
@@ -208,7 +209,7 @@ func startPartial(cfg Config, a args, partial string) error {
 			return nil
 		}
 		if !cfg.Restart {
-			return fmt.Errorf("%s holds a partial conversion of other arguments (%s); use --restart to discard it", partial, diffArgs(old, a))
+			return option.Fixf("Restart", "discards it", "%s holds a partial conversion of other arguments (%s)", partial, diffArgs(old, a))
 		}
 	}
 	if err := os.RemoveAll(partial); err != nil {
@@ -244,11 +245,11 @@ func resume(cfg Config, a args, src indexdir.Vectors, rep *Report) (*faissgo.Ind
 		}
 		idx, err := faissgo.Read(path, false)
 		if err != nil {
-			return nil, fmt.Errorf("resume from the checkpoint: %w (--restart discards it)", err)
+			return nil, &option.Fix{Err: fmt.Errorf("resume from the checkpoint: %w", err), Field: "Restart", Does: "discards it"}
 		}
 		if n := idx.Ntotal(); idx.Dim() != a.Dimension || n > a.Count || (n%indexdir.ChunkRows != 0 && n != a.Count) {
 			idx.Close()
-			return nil, fmt.Errorf("checkpoint %s holds %d rows of dimension %d: not a checkpoint of this conversion (--restart discards it)", path, n, idx.Dim())
+			return nil, option.Fixf("Restart", "discards it", "checkpoint %s holds %d rows of dimension %d: not a checkpoint of this conversion", path, n, idx.Dim())
 		}
 		rep.ResumedFrom = idx.Ntotal()
 		fmt.Fprintf(cfg.Log, "needle convert: resuming after %d rows (checkpoint %s)\n", rep.ResumedFrom, path)

@@ -17,6 +17,7 @@ import (
 	"needle/faissgo"
 	"needle/internal/byteview"
 	"needle/internal/gate"
+	"needle/internal/option"
 	"needle/kernels/search/flatscan"
 	"needle/platform/cpu"
 )
@@ -101,7 +102,7 @@ func (x *Index) open(opt Options) error {
 	}
 	src, err := os.Open(f.Source.Path)
 	if err != nil {
-		return fmt.Errorf("re-scoring reads the source it was converted from: %w (serve without re-scoring: --rescore -1)", err)
+		return &option.Fix{Err: fmt.Errorf("re-scoring reads the source it was converted from: %w", err), Field: "Rescore", Does: "-1 serves without re-scoring"}
 	}
 	x.src = src
 	st, err := src.Stat()
@@ -109,8 +110,8 @@ func (x *Index) open(opt Options) error {
 		return err
 	}
 	if st.Size() != f.Source.Size || st.ModTime().UnixNano() != f.Source.Mtime {
-		return fmt.Errorf("the source %s changed since the conversion (%d bytes, modified %v; converted: %d bytes, mtime %d): "+
-			"re-scoring would read other vectors; convert it again, or serve without re-scoring (--rescore -1)",
+		return option.Fixf("Rescore", "-1 serves without re-scoring", "the source %s changed since the conversion (%d bytes, modified %v; converted: %d bytes, mtime %d): "+
+			"re-scoring would read other vectors; convert it again",
 			f.Source.Path, st.Size(), st.ModTime(), f.Source.Size, f.Source.Mtime)
 	}
 	if need := f.Source.Offset + 4*f.Count*int64(f.Dimension); st.Size() < need {

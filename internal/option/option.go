@@ -4,7 +4,10 @@
 // the flag (cmd/needle's flagError).
 package option
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+)
 
 // Error says that the option Field is wrong, and Err what is wrong with it.
 type Error struct {
@@ -44,4 +47,10 @@ func (e *Fix) Hint(name string) string { return "(" + name + " " + e.Does + ")" 
 // Fixf is a *Fix of field, saying what it does, whose Err is fmt.Errorf(format, a...).
 func Fixf(field, does, format string, a ...any) error {
 	return &Fix{Err: fmt.Errorf(format, a...), Field: field, Does: does}
+}
+
+// FixedBy reports whether setting field is the fix err's chain names.
+func FixedBy(err error, field string) bool {
+	var f *Fix
+	return errors.As(err, &f) && f.Field == field
 }

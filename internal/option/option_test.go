@@ -2,6 +2,7 @@ package option
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"testing"
 )
@@ -23,7 +24,8 @@ func TestError(t *testing.T) {
 func TestFix(t *testing.T) {
 	err := Fixf("Restart", "replaces it", "%s holds another build", "out")
 	var f *Fix
-	if err.Error() != "out holds another build (Restart replaces it)" || !errors.As(err, &f) || f.Hint("--restart") != "(--restart replaces it)" {
+	if err.Error() != "out holds another build (Restart replaces it)" || !errors.As(err, &f) || f.Hint("--restart") != "(--restart replaces it)" ||
+		!FixedBy(fmt.Errorf("build: %w", err), "Restart") || FixedBy(err, "Out") || FixedBy(os.ErrNotExist, "Restart") {
 		t.Errorf("Fixf: %v", err)
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"time"
 
+	"needle/internal/option"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -173,12 +175,12 @@ func takeOver(addr *net.TCPAddr) (*takeover, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("--replace: %w", err)
+		return nil, option.Wrap("Replace", err)
 	}
 	t, err := receiveListeners(c)
 	if err != nil {
 		c.Close()
-		return nil, fmt.Errorf("--replace: the needle serving %s: %w", addr, err)
+		return nil, option.Wrap("Replace", fmt.Errorf("the needle serving %s: %w", addr, err))
 	}
 	return t, nil
 }

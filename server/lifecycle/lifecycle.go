@@ -173,7 +173,7 @@ func listen(opt Options, log func(string, ...any)) (net.Listener, *takeover, err
 		if handed != nil {
 			return handed.tcp, handed, nil
 		}
-		log("--replace: no needle serves %s; starting as the first", addr)
+		log("no needle serves %s to take over from; starting as the first", addr)
 	}
 	ln, err := net.Listen("tcp", net.JoinHostPort(opt.Host, strconv.Itoa(opt.Port)))
 	return ln, nil, err
@@ -184,7 +184,7 @@ func serveAddr(host string, port int) (*net.TCPAddr, error) {
 	return net.ResolveTCPAddr("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
 }
 
-// handoverFor answers --replace requests for the socket ln this process bound (nil, with a
+// handoverFor answers the take-over requests of a successor (Options.Replace) for the socket ln this process bound (nil, with a
 // log line, when its control socket cannot be opened: the server runs without).
 func handoverFor(opt Options, ln net.Listener, log func(string, ...any)) *handover {
 	addr, err := serveAddr(opt.Host, ln.Addr().(*net.TCPAddr).Port)
@@ -193,7 +193,7 @@ func handoverFor(opt Options, ln net.Listener, log func(string, ...any)) *handov
 		ctl, err = listenControl(addr)
 	}
 	if err != nil {
-		log("--replace will not find this server: %v", err)
+		log("a successor cannot take over from this server (no control socket): %v", err)
 		return nil
 	}
 	return serveHandover(ln.(*net.TCPListener), ctl)
