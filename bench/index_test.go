@@ -58,7 +58,7 @@ func TestIndexReportOfAFlatFile(t *testing.T) {
 		t.Error("queries file of another width: no error")
 	}
 
-	// A compact form of the file, opened as serve opens it: re-scoreing every row is exact.
+	// A compact form of the file, opened as serve opens it: re-scoring every row is exact.
 	form := filepath.Join(dir, "form")
 	if _, err := compact.Convert(compact.Config{From: index, Out: form, Factory: "IVF4,PQ8x4np", Nprobe: 4}); err != nil {
 		t.Fatal(err)
