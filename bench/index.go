@@ -13,6 +13,7 @@ import (
 	"needle/engine"
 	"needle/faissgo"
 	"needle/internal/byteview"
+	"needle/internal/option"
 	"needle/internal/procstat"
 )
 
@@ -61,11 +62,9 @@ type IndexReport struct {
 // each batch of queries, anonymous and file-backed memory, recall against exact ids, and with
 // opt.Faiss (flat files) the same searches through FAISS, answer for answer.
 func Index(w io.Writer, opt IndexOptions) error {
-	if opt.Index == "" || opt.Queries == "" {
-		return errors.New("--index and --queries are required (see --help)")
-	}
-	if opt.Batch <= 0 || opt.Batches <= 0 || opt.K <= 0 {
-		return errors.New("--batch, --batches and --k must be > 0")
+	if err := errors.Join(option.Required("Index", opt.Index), option.Required("Queries", opt.Queries),
+		option.Positive("Batch", opt.Batch), option.Positive("Batches", opt.Batches), option.Positive("K", opt.K)); err != nil {
+		return err
 	}
 	began := time.Now()
 	x, backend, closeIndex, err := engine.OpenIndex(engine.Options{Index: opt.Index, Backend: opt.Backend,
@@ -166,7 +165,7 @@ func compareFaiss(r *IndexReport, opt IndexOptions, q, dist []float32, labels []
 // query in file gt) among its first 10 labels.
 func recallAt10(gt string, gtk int, labels []int64, k, nq int) (float64, error) {
 	if gtk < 10 || k < 10 {
-		return 0, errors.New("recall@10 needs --k and --gt-k of at least 10")
+		return 0, fmt.Errorf("recall@10 needs K and GTK of at least 10: %w", errors.Join(option.Errorf("K", "%d", k), option.Errorf("GTK", "%d", gtk)))
 	}
 	b, err := os.ReadFile(gt)
 	if err != nil {

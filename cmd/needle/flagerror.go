@@ -14,6 +14,14 @@ var optionFlags = map[string]string{
 	"RerankModel": "--rerank-model", "Precision": "--precision", "ForcePrecision": "--force-precision",
 	"Rescore": "--rescore", "Restart": "--restart", "Dim": "--dim", "Metric": "--metric",
 	"Replace": "--replace", "SaveAddressTo": "--save-address-to",
+	// needle bench's
+	"Queries": "--queries", "QueriesFile": "--queries", "Trace": "--trace", "Out": "--out", "Plot": "--plot",
+	"Batch": "--batch", "Batches": "--batches", "K": "--k", "GTK": "--gt-k", "Rounds": "--rounds", "Rows": "--rows",
+	"Words": "--words", "Lookups": "--lookups", "Concurrency": "--concurrency", "Duration": "--duration",
+	"ServerPID": "--server-pid", "Passages": "--passages", "BatchSize": "--batch-size", "Threads": "--threads",
+	"Repeat": "--repeat", "Shape": "--shape", "MembwMiB": "--membw-mib", "MinTime": "--min-time",
+	"Prompts": "--prompts", "Rollouts": "--rollouts", "Turns": "--turns", "Own": "--own",
+	"Fairness.Post": "--post", "Fairness.Rate": "--rate", "Fairness.Rounds": "--rounds", "Fairness.Idle": "--idle",
 }
 
 // serveOptionFlags names, for needle serve, the anchors' aliases beside the flags.

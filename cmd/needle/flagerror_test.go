@@ -3,10 +3,12 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"testing"
 
+	"needle/bench"
 	"needle/internal/option"
 )
 
@@ -35,6 +37,14 @@ func TestFlagError(t *testing.T) {
 	}
 	if flagError(nil, flags) != nil {
 		t.Error("flagError(nil) is not nil")
+	}
+}
+
+// needle bench's option errors name its flags too (every required and positive check).
+func TestBenchErrorsNameFlags(t *testing.T) {
+	err := flagError(bench.Index(io.Discard, bench.IndexOptions{Queries: "q.f32", Batch: 0, Batches: 1, K: 10}), optionFlags)
+	if err == nil || err.Error() != "--index: required\n--batch: 0, want > 0" {
+		t.Errorf("bench index: %v", err)
 	}
 }
 

@@ -7,6 +7,7 @@ package option
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Error says that the option Field is wrong, and Err what is wrong with it.
@@ -53,4 +54,21 @@ func Fixf(field, does, format string, a ...any) error {
 func FixedBy(err error, field string) bool {
 	var f *Fix
 	return errors.As(err, &f) && f.Field == field
+}
+
+// Positive is an *Error of field when v is not > 0, else nil (errors.Join several to check
+// them all).
+func Positive[T int | int64 | float64 | time.Duration](field string, v T) error {
+	if v > 0 {
+		return nil
+	}
+	return Errorf(field, "%v, want > 0", v)
+}
+
+// Required is an *Error of field when v is empty, else nil.
+func Required(field, v string) error {
+	if v != "" {
+		return nil
+	}
+	return Errorf(field, "required")
 }
