@@ -44,7 +44,7 @@ type Options struct {
 // and returns why it stopped (nil after a drain that completed). srv is ready (SetRetriever)
 // once open returns.
 func Run(opt Options, srv *server.Server, open func() (*engine.Retriever, error)) error {
-	out := writer.OrDiscard(opt.Log)
+	out := &writer.Locked{W: writer.OrDiscard(opt.Log)} // the handover's goroutines log too
 	log := func(format string, a ...any) { fmt.Fprintf(out, "needle serve: "+format+"\n", a...) }
 	stop := opt.Stop
 	if stop == nil {
@@ -116,7 +116,7 @@ func Run(opt Options, srv *server.Server, open func() (*engine.Retriever, error)
 		if err := handed.ready(); err != nil { // it exited meanwhile: the socket is this process's alone
 			log("telling pid %d to drain: %v", handed.pid, err)
 		}
-		h = serveHandover(ln.(*net.TCPListener), handed.ctl)
+		h = serveHandover(ln.(*net.TCPListener), handed.ctl, log)
 	}
 	var replaced <-chan int
 	if h != nil {
@@ -184,8 +184,9 @@ func serveAddr(host string, port int) (*net.TCPAddr, error) {
 	return net.ResolveTCPAddr("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
 }
 
-// handoverFor answers the take-over requests of a successor (Options.Replace) for the socket ln this process bound (nil, with a
-// log line, when its control socket cannot be opened: the server runs without).
+// handoverFor answers the take-over requests of a successor (Options.Replace) for the socket ln
+// this process bound (nil, with a log line, when its control socket cannot be opened: the
+// server runs without).
 func handoverFor(opt Options, ln net.Listener, log func(string, ...any)) *handover {
 	addr, err := serveAddr(opt.Host, ln.Addr().(*net.TCPAddr).Port)
 	var ctl *net.UnixListener
@@ -196,7 +197,7 @@ func handoverFor(opt Options, ln net.Listener, log func(string, ...any)) *handov
 		log("a successor cannot take over from this server (no control socket): %v", err)
 		return nil
 	}
-	return serveHandover(ln.(*net.TCPListener), ctl)
+	return serveHandover(ln.(*net.TCPListener), ctl, log)
 }
 
 // announce checks that the server answers GET /health through its socket, then writes the
