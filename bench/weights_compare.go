@@ -23,18 +23,18 @@ import (
 func compareKernels(rep *weightsReport, oldPath, curPath, work string, o WeightsOptions) error {
 	return withMapping(oldPath, false, func(old []byte) error {
 		return withMapping(curPath, false, func(cur []byte) error {
-			l, err := wire.LayoutOf(cur, wire.DefaultChunk)
+			l, err := wire.ChunkMapOf(cur, wire.DefaultChunk)
 			if err != nil {
 				return err
 			}
-			lo, err := wire.LayoutOf(old, wire.DefaultChunk)
+			lo, err := wire.ChunkMapOf(old, wire.DefaultChunk)
 			if err != nil {
 				return err
 			}
 			var frames [][]byte
 			encode := func(int) error { // as the sender's job runs it: into a store.Step
 				st := store.NewStep(1, 2, l)
-				_, err := wire.EncodeStep(wire.Image{Layout: lo, Data: old}, wire.Image{Layout: l, Data: cur}, o.Format, o.Threads, nil, func(frame []byte) error {
+				_, err := wire.EncodeStep(wire.Image{ChunkMap: lo, Data: old}, wire.Image{ChunkMap: l, Data: cur}, o.Format, o.Threads, nil, func(frame []byte) error {
 					st.Append(frame)
 					return nil
 				})
@@ -83,7 +83,7 @@ func compareKernels(rep *weightsReport, oldPath, curPath, work string, o Weights
 			rep.EncodeSpeedup = np.EncodeSeconds / rep.EncodeSeconds
 			rep.ApplySpeedup = np.ApplySeconds / rep.ApplySeconds
 			if np.Bytes != rep.AstraFlow {
-				return fmt.Errorf("AstraFlow's layout: %d bytes in NumPy, %d counted by the sender", np.Bytes, rep.AstraFlow)
+				return fmt.Errorf("AstraFlow's chunkMap: %d bytes in NumPy, %d counted by the sender", np.Bytes, rep.AstraFlow)
 			}
 			return nil
 		})

@@ -18,7 +18,7 @@ func BenchmarkEncodeStep(b *testing.B) {
 			b.Run(name, func(b *testing.B) {
 				img, _ := weightstest.Image([]weightstest.Tensor{weightstest.T("w", "BF16", 8192, 4096)}, 1)
 				cur := weightstest.Step(img, 0.01, 2)
-				l, err := LayoutOf(img, DefaultChunk)
+				l, err := ChunkMapOf(img, DefaultChunk)
 				if err != nil {
 					b.Fatal(err)
 				}
