@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"needle/bench/plot"
+	"needle/internal/option"
 )
 
 // FairnessOptions are the flags of `needle bench retrieve --fairness`: how much a big request
@@ -37,8 +39,9 @@ type fairnessResult struct {
 // of them when there are no more), so they do not repeat a text of the POST.
 func (l *RetrieveOptions) fairness(w io.Writer, queries []string) error {
 	f := *l.Fairness
-	if f.Post <= 0 || f.Rate <= 0 || f.Rounds <= 0 || f.Idle <= 0 {
-		return fmt.Errorf("--post, --rate, --rounds and --idle must be > 0, got %d, %g, %d, %v", f.Post, f.Rate, f.Rounds, f.Idle)
+	if err := errors.Join(option.Positive("Fairness.Post", f.Post), option.Positive("Fairness.Rate", f.Rate),
+		option.Positive("Fairness.Rounds", f.Rounds), option.Positive("Fairness.Idle", f.Idle)); err != nil {
+		return err
 	}
 	client := &fasthttp.Client{MaxConnsPerHost: 1 << 12, ReadTimeout: l.Timeout, WriteTimeout: l.Timeout, MaxResponseBodySize: 1 << 30}
 	url := strings.TrimRight(l.URL, "/") + "/retrieve"

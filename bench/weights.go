@@ -20,9 +20,9 @@ import (
 	"needle/internal/prom"
 	"needle/platform/membw"
 	"needle/testkit/weightstest"
+	"needle/weights/feed"
 	"needle/weights/receiver"
 	"needle/weights/sender"
-	"needle/weights/server"
 	"needle/weights/store"
 	"needle/weights/wire"
 )
@@ -241,7 +241,7 @@ func serveStore(st *store.Store, reg *prom.Registry, lg *log.Logger) (string, fu
 	if err != nil {
 		return "", nil, err
 	}
-	srv := server.New(st, reg)
+	srv := feed.New(st, reg)
 	srv.Log = lg
 	go srv.Serve(ln)
 	return ln.Addr().String(), srv.Close, nil

@@ -24,19 +24,19 @@ import (
 // versions while encoding, the copy while applying.
 func compareKernels(rep *weightsReport, oldPath, curPath, work string, o WeightsOptions) error {
 	var frames [][]byte
-	var l, lo *wire.Layout
+	var l, lo *wire.ChunkMap
 	err := withMapping(oldPath, false, func(old []byte) error {
 		return withMapping(curPath, false, func(cur []byte) error {
 			var err error
-			if l, err = wire.LayoutOf(cur, wire.DefaultChunk); err != nil {
+			if l, err = wire.ChunkMapOf(cur, wire.DefaultChunk); err != nil {
 				return err
 			}
-			if lo, err = wire.LayoutOf(old, wire.DefaultChunk); err != nil {
+			if lo, err = wire.ChunkMapOf(old, wire.DefaultChunk); err != nil {
 				return err
 			}
 			encode := func(int) error { // as the sender's job runs it: into a store.Step
 				st := store.NewStep(1, 2, l)
-				_, err := wire.EncodeStep(wire.Image{Layout: lo, Data: old}, wire.Image{Layout: l, Data: cur}, o.Format, o.Threads, nil, func(frame []byte) error {
+				_, err := wire.EncodeStep(wire.Image{ChunkMap: lo, Data: old}, wire.Image{ChunkMap: l, Data: cur}, o.Format, o.Threads, nil, func(frame []byte) error {
 					st.Append(frame)
 					return nil
 				})
@@ -88,7 +88,7 @@ func compareKernels(rep *weightsReport, oldPath, curPath, work string, o Weights
 	rep.EncodeSpeedup = np.EncodeSeconds / rep.EncodeSeconds
 	rep.ApplySpeedup = np.ApplySeconds / rep.ApplySeconds
 	if np.Bytes != rep.AstraFlow {
-		return fmt.Errorf("AstraFlow's layout: %d bytes in NumPy, %d counted by the sender", np.Bytes, rep.AstraFlow)
+		return fmt.Errorf("AstraFlow's chunkMap: %d bytes in NumPy, %d counted by the sender", np.Bytes, rep.AstraFlow)
 	}
 	return nil
 }

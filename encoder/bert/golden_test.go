@@ -139,7 +139,7 @@ func checkGoldenRows(t *testing.T, e *Encoder, texts []string, want []float32, r
 
 func TestGoldenMiniLM(t *testing.T) { checkGolden(t, loadMiniLM(t), 0.99999, 0.99999) }
 
-// TestGoldenMiniLMInt8 bounds the int8 Linears' drift from fp32: issue 17 asks for every
+// TestGoldenMiniLMInt8 bounds the int8 Linears' drift from fp32: the goal is every
 // cosine >= 0.999 (weights per output and group of 32 inputs; per output alone gave 0.9965).
 func TestGoldenMiniLMInt8(t *testing.T) { checkGolden(t, loadMiniLMAt(t, Int8), 0.999, 0.9998) }
 
@@ -208,18 +208,18 @@ func TestWordNetTop10(t *testing.T) {
 }
 
 // TestWordNetTop10Int8 counts the queries whose int8 top-10 rows are the reference's (as a
-// set; the order is reported). Issue 17 asks for 95 of 100; measured: 83 with groups of 32
+// set; the order is reported). The goal is 95 of 100; measured: 83 with groups of 32
 // (73 per output channel; most misses swap rank 10 with 11, whose reference scores differ by
 // 1e-4 to 5e-4 in a dozen queries). The weights' rounding is the whole error: fp16 weights
 // rounded to these int8 values give the same 83; what was tried to close the gap is in
 // docs/measurements/2026-11-25-int8-alternatives.md. The bound sits just below that.
 func TestWordNetTop10Int8(t *testing.T) { checkSameTop10(t, Int8, 80) }
 
-// TestGoldenMiniLMBF16 bounds the bf16 Linears' drift from fp32: issue 17 asks for every cosine
+// TestGoldenMiniLMBF16 bounds the bf16 Linears' drift from fp32: the goal is every cosine
 // >= 0.9999.
 func TestGoldenMiniLMBF16(t *testing.T) { checkGolden(t, loadMiniLMAt(t, BF16), 0.9999, 0.99998) }
 
-// TestWordNetTop10BF16: issue 17 asks the bf16 encoder to keep the reference top-10 set for
+// TestWordNetTop10BF16: the goal is that the bf16 encoder keeps the reference top-10 set for
 // 95 of 100 queries.
 func TestWordNetTop10BF16(t *testing.T) { checkSameTop10(t, BF16, 95) }
 

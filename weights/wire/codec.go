@@ -12,21 +12,21 @@ import (
 	"needle/kernels/trainer/delta"
 )
 
-// The record codec: the one layout of the delta of a chunk of a tensor, for the weights
+// The record codec: the one format of the delta of a chunk of a tensor, for the weights
 // protocol and for delta files alike. The kernels of kernels/trainer/delta find the changed
 // elements (delta.Encode) and scatter them (delta.Apply); this file turns their entries into
 // record bytes and back, and checks every field of a record before it touches a tensor.
 
-// Format is the layout of one delta record.
+// Format is how one delta record is laid out.
 type Format int
 
 const (
-	// AstraFlow is AstraFlow's delta layout (docs/en/architecture/delta-weight-transfer.md,
+	// AstraFlow is AstraFlow's delta format (docs/en/architecture/delta-weight-transfer.md,
 	// struct "<QHHi"): little-endian header {u64 nnz, u16 elem_size, u16 flags, i32 reserved=0},
 	// then nnz indices (u32, or u64 when flags bit 0 is set: tensors over 2^32-1
 	// elements), then nnz raw new values.
 	AstraFlow Format = iota
-	// Compact is needle's layout: gap-coded indices narrowed to 1, 2 or 4 bytes and the
+	// Compact is needle's chunkMap: gap-coded indices narrowed to 1, 2 or 4 bytes and the
 	// values split into byte planes, zstd-compressed; or the raw new tensor ("dense")
 	// when that is smaller. See compactHeader.
 	Compact
@@ -149,7 +149,7 @@ func ApplyRecord(base []byte, elemSize int, f Format, rec []byte, scratch *delta
 	return nnz, nil
 }
 
-// Compact record layout, little-endian:
+// Compact record format, little-endian:
 //
 //	0  magic "NDLC"
 //	4  u8 version: 2 (written), 1 (read: what senders without version 2 write)

@@ -28,7 +28,7 @@ func BenchmarkEncodeStep(b *testing.B) {
 		o.Version(cur, 1, 2)
 		steps = append(steps, step{s.name, old, cur})
 	}
-	l, err := LayoutOf(img, DefaultChunk)
+	l, err := ChunkMapOf(img, DefaultChunk)
 	if err != nil {
 		b.Fatal(err)
 	}
