@@ -391,6 +391,7 @@ func (r *Receiver) notify(ctx context.Context) {
 		}
 	}
 	r.st.Notified = r.st.Version
+	r.m.notified.Set(float64(r.st.Notified))
 	if err := r.save(); err != nil {
 		r.logf("needle weights recv: %v", err)
 	}
@@ -414,16 +415,17 @@ func (r *Receiver) makeSpare() error {
 
 // counters are the receiver's metrics.
 type counters struct {
-	version, seconds *prom.Value
-	received         func(kind string) *prom.Value
-	versions         func(kind string) *prom.Value
-	errors           func(cause string) *prom.Value
+	version, notified, seconds *prom.Value
+	received                   func(kind string) *prom.Value
+	versions                   func(kind string) *prom.Value
+	errors                     func(cause string) *prom.Value
 }
 
 func newCounters(reg *prom.Registry) counters {
 	return counters{
-		version: reg.Gauge("needle_weights_receiver_version", "version of the receiver's file"),
-		seconds: reg.Gauge("needle_weights_receiver_update_seconds", "time of the last update, from its plan to the file published"),
+		version:  reg.Gauge("needle_weights_receiver_version", "version of the receiver's file"),
+		notified: reg.Gauge("needle_weights_receiver_notified_version", "the last version the engine was told of and took (its notifier succeeded)"),
+		seconds:  reg.Gauge("needle_weights_receiver_update_seconds", "time of the last update, from its plan to the file published"),
 		received: func(kind string) *prom.Value {
 			return reg.Counter("needle_weights_received_bytes_total", "frame bytes received, by step kind", "kind", kind)
 		},

@@ -397,16 +397,24 @@ func (s *Sender) Status() Status {
 	return st
 }
 
-// Close waits for running jobs and releases the folder (the halves stay for a restart).
+// Close waits for running jobs, stops serving the halves and unmaps them (once their readers
+// have stopped), and releases the folder (the halves stay for a restart).
 func (s *Sender) Close() {
 	s.mu.Lock()
 	jobs := make([]chan struct{}, 0, len(s.jobs))
 	for _, d := range s.jobs {
 		jobs = append(jobs, d)
 	}
+	snaps := s.snaps
+	s.snaps = [2]*store.Snapshot{}
 	s.mu.Unlock()
 	for _, d := range jobs {
 		<-d
+	}
+	for _, snap := range snaps {
+		if snap != nil {
+			<-s.Store.Retire(snap, true)
+		}
 	}
 	s.lock.Close()
 }
