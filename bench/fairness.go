@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"needle/bench/plot"
+	"needle/internal/option"
 )
 
 // FairnessOptions are the flags of `needle bench retrieve --fairness`: how much a big request
@@ -44,8 +46,13 @@ type fairnessResult struct {
 // with InPost see FairnessOptions.
 func (l *RetrieveOptions) fairness(w io.Writer, queries []string) error {
 	f := *l.Fairness
-	if f.Post <= 0 || (f.Rate <= 0 && f.Workers <= 0) || f.Rounds <= 0 || f.Idle <= 0 {
-		return fmt.Errorf("--post, --rate (or --workers), --rounds and --idle must be > 0, got %d, %g, %d, %d, %v", f.Post, f.Rate, f.Workers, f.Rounds, f.Idle)
+	rate := option.Positive("Fairness.Rate", f.Rate)
+	if f.Workers > 0 {
+		rate = nil // the workers send as fast as they are answered
+	}
+	if err := errors.Join(option.Positive("Fairness.Post", f.Post), rate,
+		option.Positive("Fairness.Rounds", f.Rounds), option.Positive("Fairness.Idle", f.Idle)); err != nil {
+		return err
 	}
 	posts := 2 * f.Rounds
 	if f.InPost && len(queries) <= posts*f.Post {

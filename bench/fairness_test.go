@@ -68,11 +68,11 @@ func TestFairnessReport(t *testing.T) {
 func TestFairnessBadOptions(t *testing.T) {
 	opt := RetrieveOptions{QueriesFile: writeQueries(t, "q\n"), Concurrency: 1, Batch: 1, Duration: time.Second,
 		Fairness: &FairnessOptions{Post: 0, Rate: 1, Rounds: 1, Idle: time.Second}}
-	if err := Retrieve(&bytes.Buffer{}, opt); err == nil || !strings.Contains(err.Error(), "--post, --rate (or --workers), --rounds and --idle must be > 0") {
+	if err := Retrieve(&bytes.Buffer{}, opt); err == nil || !strings.Contains(err.Error(), "Fairness.Post: 0, want > 0") {
 		t.Errorf("--post 0: %v", err)
 	}
 	opt.Trace, opt.QueriesFile = opt.QueriesFile, ""
-	if err := Retrieve(&bytes.Buffer{}, opt); err == nil || !strings.Contains(err.Error(), "--fairness takes --queries") {
+	if err := Retrieve(&bytes.Buffer{}, opt); err == nil || !strings.Contains(err.Error(), "Trace: a Fairness run takes QueriesFile") {
 		t.Errorf("--trace: %v", err)
 	}
 }

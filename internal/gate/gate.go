@@ -15,7 +15,7 @@
 //   - bulk work that pauses runs one unit at a time, in the order asked: the POST's encoder and
 //     its search on the mapped flat index alternate op by stripe instead of running side by
 //     side. Bulk work that cannot pause (FAISS's search, the GPU index's, an encoder without
-//     a context) is one unit that runs beside them, as before, so that the batches encoded
+//     a context) is one unit that runs beside them, so that the batches encoded
 //     meanwhile are searched together (BatcherOptions.MaxSearchBatch).
 //
 // Why not side by side: on a few cores, threaded work next to other threaded work does not
