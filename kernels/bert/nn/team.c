@@ -5,8 +5,11 @@
 // and then lets its workers spin only 100 times before sleeping on a futex: every op of a
 // query paid a wake-up. Measured on a 2-vCPU VM: a 12-row 384x1536 Linear took 250 us
 // called from Go against 85 us from one C thread. This team is one per process; its workers
-// spin for SPIN_NS after each job, so the dozens of GEMMs of one forward pass find them
-// awake, and they sleep on a condition variable once encoding stops.
+// spin for SPIN_NS after each job, so the dozens of GEMMs of one forward pass (tens of
+// microseconds of row ops apart) find them awake, and they sleep on a condition variable
+// once encoding stops. A longer spin (1 ms) cost a single-client server 11-12 CPU-ms per query
+// against 7-10 ms at 100 us and at 20 us on a loaded 2-core Xeon
+// (docs/measurements/2026-11-27-thread-team.md).
 //
 // The caller never waits for a worker that has not started: it runs the job's tasks itself,
 // closes the job, and then waits only for the workers that joined it (they are running a
@@ -21,7 +24,7 @@
 #include <unistd.h>
 #include "team.h"
 
-#define SPIN_NS 1000000
+#define SPIN_NS 100000
 // How long the caller spins on joined workers before it sleeps on a futex: about one dot
 // task of a query's batch; longer means a joined worker was preempted mid-task.
 #define CLOSE_SPIN_NS 50000
