@@ -72,7 +72,7 @@ func (p *Publisher) PublishImage(img []byte, version uint64) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if err := fill(rep.Slot, func(i int, dst []byte) { copy(dst, img[hdr+tensors[i].Begin:hdr+tensors[i].End]) }); err != nil {
+	if err := Fill(rep.Slot, func(i int, dst []byte) { copy(dst, img[hdr+tensors[i].Begin:hdr+tensors[i].End]) }); err != nil {
 		p.call(request{Op: "abort"})
 		return 0, err
 	}
@@ -80,8 +80,8 @@ func (p *Publisher) PublishImage(img []byte, version uint64) (uint64, error) {
 	return rep.Version, err
 }
 
-// fill maps the slot's half and lets write fill each tensor's bytes.
-func fill(slot *Slot, write func(i int, dst []byte)) error {
+// Fill maps the slot's half and lets write fill each tensor's bytes.
+func Fill(slot *Slot, write func(i int, dst []byte)) error {
 	data, release, err := mapfile.Map(slot.Path, true, false)
 	if err != nil {
 		return err
