@@ -91,7 +91,8 @@ type weightsReport struct {
 	ReadySeconds     []float64 `json:"ready_seconds"` // per receiver, from the delta version's commit
 	// PublishCopySeconds is a publisher's copy of a whole version (a receiver's file, resident)
 	// into the sender's other half, never written before: Begin and the copy, plus the Commit.
-	// What a trainer waits for; the receivers make their spare copies meanwhile.
+	// What a trainer waits for; timed once the receivers have made their spare copies (a
+	// trainer's host does not share its cores with them).
 	PublishCopySeconds float64      `json:"publish_copy_seconds"`
 	UplinkCopies       float64      `json:"uplink_copies"` // delta bytes the sender sent / the step's bytes
 	WireBytes          int64        `json:"wire_bytes"`
@@ -172,6 +173,9 @@ func Weights(w io.Writer, o WeightsOptions) error {
 	// Version 2's half is written twice: first as a trainer's publish copies a whole version
 	// (version 1 from a receiver's file, into this half's fresh memory: timed), then by the
 	// optimizer step over all of it.
+	if err := waitSpares(work, o.Receivers, 1); err != nil {
+		return err
+	}
 	slot2, copied, err := beginAndCopy(s, tensors, filepath.Join(work, "r0", "model.safetensors"))
 	if err != nil {
 		return err
@@ -261,7 +265,7 @@ func beginAndCopy(s *sender.Sender, ts []weightstest.Tensor, src string) (*sende
 		if slot, err = s.Begin(0, weightsTensors(ts), map[string]string{"format": "pt"}); err != nil {
 			return err
 		}
-		if err := sender.Fill(slot, func(i int, dst []byte) { copy(dst, img[slot.Offsets[i][0]:slot.Offsets[i][1]]) }); err != nil {
+		if err := sender.Write(slot, func(i int) []byte { return img[slot.Offsets[i][0]:slot.Offsets[i][1]] }); err != nil {
 			s.Abort()
 			return err
 		}
@@ -269,6 +273,26 @@ func beginAndCopy(s *sender.Sender, ts []weightstest.Tensor, src string) (*sende
 		return nil
 	})
 	return slot, secs, err
+}
+
+// waitSpares waits until each of receivers (their folders under work) holds a spare copy of
+// version, as its state file says.
+func waitSpares(work string, receivers int, version uint64) error {
+	for i := range receivers {
+		state := filepath.Join(work, fmt.Sprintf("r%d", i), ".model.safetensors.needle", "state.json")
+		for deadline := time.Now().Add(10 * time.Minute); ; time.Sleep(20 * time.Millisecond) {
+			var st struct {
+				Spare uint64 `json:"spare"`
+			}
+			if b, err := os.ReadFile(state); err == nil && json.Unmarshal(b, &st) == nil && st.Spare == version {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("receiver %d made no spare copy of version %d in 10 minutes (%s)", i, version, state)
+			}
+		}
+	}
+	return nil
 }
 
 // withMapping maps path whole (writable or not, pages populated) for the duration of f.
