@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"math"
 )
 
 // Search writes the k best rows of each query into labels[q*k:] and their BM25 scores into
@@ -107,27 +106,15 @@ func (s *searcher) search(x *Index, text string, k int, dist []float32, labels [
 		}
 		s.top.offer(hit{doc, float32(sum)}, k)
 	}
-	// pyserini hands the k hits to Anserini's ScoreTiesAdjusterReranker: scores rounded to 4
-	// decimals, and each further hit with the same rounded score as the one before lowered by
-	// 1e-6 per tie, so that the order stays as ranked here.
 	for i := len(s.top.hits) - 1; i >= 0; i-- {
 		h := heap.Pop(&s.top).(hit)
 		labels[i], dist[i] = h.row, h.score
 	}
-	ties, prev := 0, float32(0)
-	for i, l := range labels {
-		if l < 0 {
-			break
-		}
-		r := float32(math.Floor(float64(dist[i])*10000+0.5) / 10000)
-		if i > 0 && r == prev {
-			ties++
-		} else {
-			ties = 0
-		}
-		prev = r
-		dist[i] = float32(float64(r) - 1e-6*float64(ties))
+	n := 0
+	for n < len(labels) && labels[n] >= 0 {
+		n++
 	}
+	adjustTies(dist[:n])
 }
 
 // termScore is BM25Scorer.score of Lucene 9: weight - weight / (1 + freq * normInverse),
