@@ -444,6 +444,10 @@ func (b *builder) finish() error {
 			return err
 		}
 	}
+	ni := normInverseTable(DefaultK1, DefaultB, b.st.SumTotalTermFreq, b.st.DocCount)
+	if err := writeBlocks(b.cfg.Out, terms, &ni); err != nil {
+		return err
+	}
 	if err := atomicfile.SyncDir(b.cfg.Out); err != nil {
 		return err
 	}

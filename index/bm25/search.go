@@ -2,10 +2,11 @@ package bm25
 
 import (
 	"bytes"
+	"cmp"
 	"container/heap"
 	"context"
-	"encoding/binary"
 	"fmt"
+	"slices"
 )
 
 // Search writes the k best rows of each query into labels[q*k:] and their BM25 scores into
@@ -29,33 +30,13 @@ func (x *Index) Search(ctx context.Context, queries []string, k int, dist []floa
 	return nil
 }
 
-// cursor walks one query term's postings.
-type cursor struct {
-	post   []byte
-	doc    int64
-	freq   uint64
-	weight float32 // boost * idf
-}
-
-// advance moves to the next posting; doc is -1 past the last.
-func (c *cursor) advance() {
-	if len(c.post) == 0 {
-		c.doc = -1
-		return
-	}
-	d, n := binary.Uvarint(c.post)
-	f, m := binary.Uvarint(c.post[n:])
-	c.post = c.post[n+m:]
-	c.doc += int64(d)
-	c.freq = f
-}
-
 // searcher is one Search call's scratch.
 type searcher struct {
 	a       Analyzer
 	terms   [][]byte
 	counts  map[string]int
-	cursors cursorHeap
+	cursors []*cursor
+	bounds  []float64 // bounds[i]: the sum of the score bounds of cursors[:i]
 	top     topHeap
 }
 
@@ -66,6 +47,24 @@ func (s *searcher) search(x *Index, text string, k int, dist []float32, labels [
 	if k <= 0 {
 		return
 	}
+	s.queryCursors(x, text)
+	s.top = topHeap{x: x, hits: s.top.hits[:0]}
+	s.topK(x, k)
+	for i := len(s.top.hits) - 1; i >= 0; i-- {
+		h := heap.Pop(&s.top).(hit)
+		labels[i], dist[i] = h.row, h.score
+	}
+	n := 0
+	for n < len(labels) && labels[n] >= 0 {
+		n++
+	}
+	adjustTies(dist[:n])
+}
+
+// queryCursors analyzes text into a bag of words (a term repeated weighs its count, at most
+// maxClauses distinct terms) and opens a cursor on each term of the index, sorted by score
+// bound, lowest first.
+func (s *searcher) queryCursors(x *Index, text string) {
 	if s.counts == nil {
 		s.counts = map[string]int{}
 	}
@@ -81,61 +80,91 @@ func (s *searcher) search(x *Index, text string, k int, dist []float32, labels [
 	})
 	s.cursors = s.cursors[:0]
 	for _, t := range s.terms {
-		df, post := x.lookup(t)
+		df, post, blocks := x.lookup(t)
 		if df == 0 {
 			continue
 		}
-		c := &cursor{post: post, doc: -1, weight: float32(s.counts[string(t)]) * x.idf(df)}
-		c.advance()
-		s.cursors = append(s.cursors, c)
+		s.cursors = append(s.cursors, newCursor(post, blocks, float32(s.counts[string(t)])*x.idf(df), x))
 	}
-	heap.Init(&s.cursors)
-	s.top = topHeap{x: x, hits: s.top.hits[:0]}
-	for len(s.cursors) > 0 {
-		doc := s.cursors[0].doc
-		var sum float64
-		for len(s.cursors) > 0 && s.cursors[0].doc == doc {
-			c := s.cursors[0]
-			sum += float64(x.termScore(c.weight, c.freq, doc))
-			c.advance()
-			if c.doc < 0 {
-				heap.Pop(&s.cursors)
-			} else {
-				heap.Fix(&s.cursors, 0)
+	slices.SortFunc(s.cursors, func(a, b *cursor) int { return cmp.Compare(a.maxScore, b.maxScore) })
+	s.bounds = append(s.bounds[:0], 0)
+	for _, c := range s.cursors {
+		s.bounds = append(s.bounds, s.bounds[len(s.bounds)-1]+float64(c.maxScore))
+	}
+}
+
+// topK offers to s.top every row that may enter the k best, by block-max MaxScore (as Lucene
+// 9 does): once k rows are held, the worst of them is a threshold; the terms of lowest bounds
+// whose bounds together stay below it are not essential (a row that has none of the others
+// cannot enter), so rows are drawn from the essential terms only; a row is dropped as soon as
+// its score so far plus the bounds of the terms not yet read stays below the threshold; and
+// where even the per-block bounds of all terms stay below it, whole blocks are skipped. A row
+// whose score could equal the threshold is always scored (ties go by id), so the hits and
+// scores are exactly those of scoring every row.
+func (s *searcher) topK(x *Index, k int) {
+	cs, essential := s.cursors, 0
+	full := func() bool { return len(s.top.hits) == k }
+	for {
+		d := int64(noMore)
+		for _, c := range cs[essential:] {
+			d = min(d, c.doc)
+		}
+		if d == noMore {
+			return
+		}
+		if full() {
+			var bound float64
+			upto := int64(noMore)
+			for _, c := range cs {
+				b, last := c.blockBound(d)
+				bound, upto = bound+float64(b), min(upto, last)
+			}
+			if below(bound, s.top.hits[0].score) {
+				for _, c := range cs[essential:] {
+					c.advance(upto + 1)
+				}
+				continue
 			}
 		}
-		s.top.offer(hit{doc, float32(sum)}, k)
+		var score float64
+		for _, c := range cs[essential:] {
+			if c.doc == d {
+				score += float64(c.score(x, d))
+				c.next()
+			}
+		}
+		dropped := false
+		for i := essential - 1; i >= 0; i-- {
+			if below(score+s.bounds[i+1], s.top.hits[0].score) {
+				dropped = true
+				break
+			}
+			if c := cs[i]; c.advance(d) == d {
+				score += float64(c.score(x, d))
+			}
+		}
+		if dropped {
+			continue
+		}
+		s.top.offer(hit{d, float32(score)}, k)
+		for full() && essential < len(cs) && below(s.bounds[essential+1], s.top.hits[0].score) {
+			essential++
+		}
 	}
-	for i := len(s.top.hits) - 1; i >= 0; i-- {
-		h := heap.Pop(&s.top).(hit)
-		labels[i], dist[i] = h.row, h.score
-	}
-	n := 0
-	for n < len(labels) && labels[n] >= 0 {
-		n++
-	}
-	adjustTies(dist[:n])
 }
 
-// termScore is BM25Scorer.score of Lucene 9: weight - weight / (1 + freq * normInverse),
-// each operation rounded to float32 (the conversions keep Go from fusing them).
-func (x *Index) termScore(weight float32, freq uint64, doc int64) float32 {
-	ni := x.normInverse[x.norms[doc]]
-	return weight - float32(weight/float32(1+float32(float32(freq)*ni)))
+// below reports whether a score bound, summed in float64 (its rounding widened by far more
+// than the rounding of up to maxClauses additions), stays below threshold once rounded to
+// float32 as a score is.
+func below(bound float64, threshold float32) bool {
+	return float32(bound*(1+1e-12)) < threshold
 }
 
-// cursorHeap orders cursors by their current doc.
-type cursorHeap []*cursor
-
-func (h cursorHeap) Len() int           { return len(h) }
-func (h cursorHeap) Less(i, j int) bool { return h[i].doc < h[j].doc }
-func (h cursorHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *cursorHeap) Push(v any)        { *h = append(*h, v.(*cursor)) }
-func (h *cursorHeap) Pop() any {
-	old := *h
-	v := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return v
+// termScore is BM25Scorer.score of Lucene 9 for a posting of the given impact (impact()):
+// weight - weight / (1 + freq * normInverse), each operation rounded to float32 (the
+// conversions keep Go from fusing them). It grows with impact.
+func termScore(weight, impact float32) float32 {
+	return weight - float32(weight/float32(1+impact))
 }
 
 type hit struct {
