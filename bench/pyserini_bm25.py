@@ -11,7 +11,8 @@ openjdk-17; it bundles Anserini 0.22.1 and Lucene 9):
 Usage:
   python bench/pyserini_bm25.py index CORPUS.jsonl INDEX_DIR      # Lucene index, prints docs/s
   python bench/pyserini_bm25.py search INDEX_DIR QUERIES.jsonl K OUT.jsonl [N]
-      # the first N queries ({"query": ...} per line) -> {"query", "docids", "scores"} per line, prints ms/query
+      # the first N queries ({"query": ...} per line) -> {"query", "docids", "scores"} per line, prints
+      # ms/query and the median and p99 of LuceneSearcher.search's time per query
   python bench/pyserini_bm25.py analyze TEXTS.jsonl OUT.jsonl     # {"text"} -> {"text", "terms"}
 """
 import json
@@ -45,15 +46,19 @@ def search(index_dir, queries, k, out, n=None):
     if n:
         qs = qs[:int(n)]
     k = int(k)
-    res, t = [], time.time()
+    res, lat, t = [], [], time.time()
     for q in qs:
+        t0 = time.perf_counter()
         hits = s.search(q, k)
+        lat.append(time.perf_counter() - t0)
         res.append({"query": q, "docids": [h.docid for h in hits], "scores": [h.score for h in hits]})
     dt = time.time() - t
+    lat.sort()
     with open(out, "w") as f:
         for r in res:
             f.write(json.dumps(r) + "\n")
-    print(json.dumps({"queries": len(qs), "ms_per_query": round(1000 * dt / len(qs), 3)}))
+    print(json.dumps({"queries": len(qs), "ms_per_query": round(1000 * dt / len(qs), 3),
+                      "median_ms": round(1000 * lat[len(lat) // 2], 3), "p99_ms": round(1000 * lat[len(lat) * 99 // 100], 3)}))
 
 
 def analyze(texts, out):

@@ -5,29 +5,59 @@ import (
 	"cmp"
 	"container/heap"
 	"context"
+	"errors"
 	"fmt"
+	"runtime"
 	"slices"
+	"sync"
+	"sync/atomic"
+
+	"needle/internal/gate"
 )
 
 // Search writes the k best rows of each query into labels[q*k:] and their BM25 scores into
 // dist[q*k:], best first, as pyserini's LuceneSearcher.search ranks them: Lucene's
 // BM25Similarity (k1, b of the index) over a bag of words, a term repeated in the query
 // weighing its count, float32 term scores summed in float64, ties broken by the corpus id
-// (as a string); scores are rounded to 4 decimals as pyserini returns them. A query with no term after analysis (empty, stop words only) and rows past
-// the last hit get label -1. Safe for concurrent callers; it stops between queries when ctx
-// ends.
+// (as a string), then Anserini's tie adjustment (adjustTies). A query with no term after
+// analysis (empty, stop words only) and rows past the last hit get label -1. The queries are
+// shared among GOMAXPROCS workers; each query's answer is the same whoever runs it. Safe for
+// concurrent callers; it stops between queries when ctx ends, and pauses there for
+// interactive work when ctx carries a bulk unit of the serving gate (internal/gate).
 func (x *Index) Search(ctx context.Context, queries []string, k int, dist []float32, labels []int64) error {
 	if len(dist) < len(queries)*k || len(labels) < len(queries)*k {
 		return fmt.Errorf("bm25: result buffers hold %d, %d of %d", len(dist), len(labels), len(queries)*k)
 	}
-	var s searcher
-	for q, text := range queries {
-		if err := ctx.Err(); err != nil {
-			return err
+	var next atomic.Int64
+	var pause sync.Mutex // a gate unit pauses for one caller at a time; the others wait here
+	work := func() error {
+		var s searcher
+		for q := int(next.Add(1) - 1); q < len(queries); q = int(next.Add(1) - 1) {
+			pause.Lock()
+			err := cmp.Or(gate.Wait(ctx), ctx.Err())
+			pause.Unlock()
+			if err != nil {
+				return err
+			}
+			s.search(x, queries[q], k, dist[q*k:(q+1)*k], labels[q*k:(q+1)*k])
 		}
-		s.search(x, text, k, dist[q*k:(q+1)*k], labels[q*k:(q+1)*k])
+		return nil
 	}
-	return nil
+	workers := min(runtime.GOMAXPROCS(0), len(queries))
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for w := 1; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[w] = work()
+		}()
+	}
+	if workers > 0 {
+		errs[0] = work()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // searcher is one Search call's scratch.
