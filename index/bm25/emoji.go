@@ -13,7 +13,8 @@ func emojiLen(s string) int {
 	best := max(keycapLen(s), flagLen(s))
 	// Every end of a core is a place where a ZWJ may start the next core; seen keeps a run of
 	// joiners from expanding the same end twice.
-	seen := make([]bool, len(s)+1)
+	var seenBuf [maxWindowBytes + 1]bool // s is a window: at most maxWindowBytes
+	seen := seenBuf[:len(s)+1]
 	ends := coreEnds(s, 0, nil)
 	for k := 0; k < len(ends); k++ {
 		e := ends[k]

@@ -116,6 +116,10 @@ func extendEnd(s string, i int, sansSel bool) int {
 // unit returns the class of the rune at s[i:] and the end of it with its Extend runes (a
 // grammar's "Ex" unit); wbOther and i at the end of s.
 func unit(s string, i int) (wordClass, uint8, int) {
+	if i < len(s) && s[i] < utf8.RuneSelf && (i+1 == len(s) || s[i+1] < utf8.RuneSelf) {
+		p := bmpProps[s[i]] // no ASCII rune is Extend: the unit ends here
+		return wordClass(p), uint8(p >> 8), i + 1
+	}
 	r, n := runeAt(s, i)
 	if n == 0 {
 		return wbOther, 0, i
@@ -180,8 +184,11 @@ func longestMatch(s string) int {
 	if isCore(c) || c == wbExtendNumLet {
 		n = wordLen(s)
 	}
-	if f&(fEmoji|fEmojiBase|fEmojiMod) != 0 || c == wbRegional || r == zwj || r == '#' || r == '*' || '0' <= r && r <= '9' {
+	switch {
+	case f&(fEmoji|fEmojiBase|fEmojiMod) != 0 || c == wbRegional || r == zwj:
 		n = max(n, emojiLen(s))
+	case r == '#' || r == '*' || '0' <= r && r <= '9': // of the emoji rules, only a keycap starts so
+		n = max(n, keycapLen(s))
 	}
 	if f&fComplex != 0 {
 		n = max(n, complexLen(s))
