@@ -56,7 +56,7 @@ func TestPrunedEqualsExhaustive(t *testing.T) {
 }
 
 // writeZipfCorpus writes rows of 5 to 60 words drawn from a Zipfian vocabulary of 20,000.
-func writeZipfCorpus(t *testing.T, path string, rows int) {
+func writeZipfCorpus(t testing.TB, path string, rows int) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	z := rand.NewZipf(rand.New(rand.NewPCG(5, 6)), 1.1, 1, 19999)
 	var b strings.Builder
