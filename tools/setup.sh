@@ -11,7 +11,7 @@ mkdir -p "$CACHE"
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
 
-APT_PKGS=(libfaiss-dev libopenblas-openmp-dev clang-16 wordnet-base cmake g++ pkg-config dpkg-dev chromium)
+APT_PKGS=(libfaiss-dev libopenblas-openmp-dev clang-16 wordnet-base cmake g++ pkg-config dpkg-dev chromium debootstrap)
 
 # 1. apt: a deb-src line for bookworm main (faiss source) and the packages.
 if [ ! -f /etc/apt/sources.list.d/needle-src.sources ]; then
