@@ -17,8 +17,10 @@ export NEEDLE_ZIG_CC="$ZCC" CC="$WHEEL_DIR/cc.sh" CXX="$ZCXX"
 inc="-include $WHEEL_DIR/blas_prefix.h -I$FAISS/include -I$OPENBLAS_DIR/include -I$OMP_DIR/include"
 export CGO_CFLAGS="-O2 -g $inc" CGO_CXXFLAGS="-O2 -g $inc"
 export CGO_LDFLAGS="-L$FAISS/lib -L$OPENBLAS_DIR/lib -L$OMP_DIR/lib"
-echo "dist: go build -tags wheel ./cmd/needle" >&2
-go build -tags wheel -trimpath -ldflags='-s -w' -o "$STAGE/needle_rl/bin/needle" ./cmd/needle
+# netgo, osusergo: Go's own resolver and user lookup; cgo's would call glibc functions that moved
+# between 2.28 and the build machine's headers (res_search).
+echo "dist: go build -tags wheel,netgo,osusergo ./cmd/needle" >&2
+go build -tags wheel,netgo,osusergo -trimpath -ldflags='-s -w' -o "$STAGE/needle_rl/bin/needle" ./cmd/needle
 
 echo "dist: libneedle.so" >&2
 cmake -S . -B "$OUT/native" -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER="$CC" \
@@ -32,7 +34,7 @@ plain="$("$WHEEL_VENV/bin/python" "$WHEEL_DIR/pack.py" "$STAGE" "$OUT")"
 # them, and names the oldest manylinux policy every symbol meets.
 echo "dist: auditwheel repair" >&2
 mkdir -p dist
-LD_LIBRARY_PATH="$OPENBLAS_DIR/lib:$OMP_DIR/lib" "$WHEEL_VENV/bin/auditwheel" repair -q \
+PATH="$WHEEL_VENV/bin:$PATH" LD_LIBRARY_PATH="$OPENBLAS_DIR/lib:$OMP_DIR/lib" "$WHEEL_VENV/bin/auditwheel" repair \
   --plat manylinux_2_28_x86_64 -w dist "$plain"
 whl="$(ls -t dist/needle_rl-*.whl | head -1)"
 size=$(stat -c %s "$whl")

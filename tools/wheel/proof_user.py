@@ -152,6 +152,7 @@ def check(data, wheels, reference):
         return f"{len(got['dense'])} queries, {n} dense and {sum(len(h) for h in got['bm25'])} BM25 hits: ids and scores equal to make build's"
     p.step("build + serve, dense (MiniLM) and BM25", dense_and_bm25)
 
+    p.step("GPU libraries found from the venv, else the CPU", lambda: gpu_finding(needle, venv, os.path.join(data, "cudaemu.so")))
     p.step("needle_trainer.publish -> needle weights recv", lambda: weights_round_trip(py, needle, home))
     p.step("needle_trainer logprob parity (pytest)", lambda: last_line(run(
         py, "-m", "pytest", "-q", "-p", "no:cacheprovider", os.path.join(data, "tests", "test_logprob.py"),
@@ -165,6 +166,30 @@ def check(data, wheels, reference):
 def last_line(out):
     lines = [line for line in out.splitlines() if line.strip()]
     return lines[-1] if lines else ""
+
+
+def gpu_finding(needle, venv, emulated):
+    """With the emulated CUDA driver (testkit/cudaemu, which also answers cuBLAS's calls) laid out
+    as pip's nvidia-cublas 13 would put cuBLAS in the venv, `needle doctor --gpu` finds both with
+    no VIRTUAL_ENV set; without a driver, the CPU serves and doctor says why in one line."""
+    if not os.path.exists(emulated):
+        raise RuntimeError(f"no emulated driver at {emulated}")
+    site = glob.glob(os.path.join(venv, "lib", "python3*", "site-packages"))[0]
+    cublas = os.path.join(site, "nvidia", "cu13", "lib", "libcublas.so.13")
+    os.makedirs(os.path.dirname(cublas))
+    try:
+        with open(emulated, "rb") as f, open(cublas, "wb") as g:
+            g.write(f.read())
+        env = dict(os.environ, NEEDLE_CUDA_LIB=emulated)
+        checks = {c["name"]: c for c in json.loads(run(needle, "doctor", "--gpu", "--json", env=env))["checks"]}
+        if checks.get("cublas", {}).get("value") != cublas or checks.get("gpu 0", {}).get("status") != "ok":
+            raise RuntimeError(f"doctor --gpu: {checks.get('gpu 0')} {checks.get('cublas')}")
+        none = {c["name"]: c for c in json.loads(run(needle, "doctor", "--json"))["checks"]}["gpu"]
+        if "the CPU serves" not in none["why"]:
+            raise RuntimeError(f"without a driver: {none}")
+        return f"emulated driver + {os.path.relpath(cublas, venv)}: found; without a driver: {none['why']!r}"
+    finally:
+        os.remove(cublas)
 
 
 WEIGHTS_DRIVER = r"""
