@@ -34,7 +34,7 @@ done < <(find "$WORK/unpacked" -type f -exec sh -c 'head -c4 "$1" | grep -q ELF 
 
 # 2. The inputs: 2,000 WordNet passages and queries, MiniLM, the trainer's tests, offline wheels.
 go run ./tools/wordnet --limit 2000 --out "$WORK/data" >/dev/null
-cp -r "$NEEDLE_MODEL" "$WORK/data/model"
+cp -r "${NEEDLE_MODEL:-$CACHE/models/all-MiniLM-L6-v2}" "$WORK/data/model"
 cp build/native/testkit/cudaemu/libcudaemu_driver.so "$WORK/data/cudaemu.so"  # the emulated CUDA driver
 tar -C python --exclude __pycache__ -cf - tests | tar -C "$WORK/data" -xf -
 ROOTFS="$(bash "$WHEEL_DIR/root.sh")"

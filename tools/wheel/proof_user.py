@@ -224,7 +224,8 @@ def weights_round_trip(py, needle, home):
                               stdout=subprocess.DEVNULL, stderr=open(os.path.join(home, "wsend.log"), "w"))]
     try:
         wait_for(lambda: os.path.exists(os.path.join(sender_dir, "control.sock")), "the sender's control.sock")
-        procs.append(subprocess.Popen([needle, "weights", "recv", "--from", f"127.0.0.1:{port}", "--out", out],
+        http = free_port()
+        procs.append(subprocess.Popen([needle, "weights", "recv", "--from", f"127.0.0.1:{port}", "--out", out, "--http", f"127.0.0.1:{http}"],
                                       stdout=subprocess.DEVNULL, stderr=open(os.path.join(home, "wrecv.log"), "w")))
         for step in (1, 2):
             sent = os.path.join(home, f"w{step}")
@@ -239,7 +240,11 @@ def weights_round_trip(py, needle, home):
                 got = safetensors_tensors(out) if os.path.exists(out) else {}
                 return got.keys() == want.keys() and all(got[k] == v for k, v in want.items())
             wait_for(holds, f"version {version} in {out}")
-        return f"2 versions (full, then a delta) byte-identical in {out}"
+        with urllib.request.urlopen(f"http://127.0.0.1:{http}/metrics", timeout=10) as r:
+            kinds = [line for line in r.read().decode().splitlines() if line.startswith("needle_weights_receiver_versions_total")]
+        if len(kinds) != 2 or not all(line.endswith(" 1") for line in kinds):
+            raise RuntimeError(f"want one full and one delta version: {kinds}")
+        return f"2 versions byte-identical in {out}; the receiver's counts: {', '.join(kinds)}"
     finally:
         for p in procs:
             p.terminate()
