@@ -44,9 +44,11 @@ func dot(a, b []float32) float64 {
 
 // checkGolden compares e with sentence-transformers' fp32 embeddings (tools/bert_golden.py): every
 // cosine >= minCos, their mean >= minMean. The selected SIMD level (this CPU's best, or NEEDLE_SIMD)
-// encodes every text; the other levels, the scalar reference among them, encode goldenSubset's
-// texts: every kernel of every level is compared with the reference op by op in kernels/bert/nn,
-// so here each level needs only to run the whole model on short, long and truncated texts.
+// encodes every text; the other levels encode goldenSubset's texts: every kernel of every level
+// is compared with the reference op by op in kernels/bert/nn, so here each level needs only to
+// run the whole model on short, long and truncated texts. The scalar reference level, ~50x
+// slower than the others, runs the whole model on its first four short texts (truncation is the
+// tokenizer's, the same at every level).
 func checkGolden(t *testing.T, e *Encoder, minCos, minMean float64) {
 	texts := testenv.ReadJSONL[string](t, "testdata/golden_texts.jsonl")
 	raw, err := os.ReadFile(filepath.Join("testdata", "golden_emb.f32"))
@@ -77,6 +79,9 @@ func checkGolden(t *testing.T, e *Encoder, minCos, minMean float64) {
 			continue // bf16 at a level without its GEMM
 		}
 		rows := goldenSubset(len(texts), long)
+		if level == cpu.Ref {
+			rows = rows[:4]
+		}
 		if level == selected {
 			rows = nil // every text
 		}
@@ -98,7 +103,7 @@ func goldenSubset(n int, long []int) []int {
 }
 
 // checkGoldenRows encodes texts[rows] (every text when rows is nil) with e and checks their
-// cosines with want.
+// cosines with want: each one >= minCos and, over every text, their mean >= minMean.
 func checkGoldenRows(t *testing.T, e *Encoder, texts []string, want []float32, rows []int, minCos, minMean float64) {
 	if rows == nil {
 		rows = make([]int, len(texts))
@@ -127,7 +132,7 @@ func checkGoldenRows(t *testing.T, e *Encoder, texts []string, want []float32, r
 	if worst < minCos {
 		t.Errorf("%s %s: text %d %q: cosine %.8f < %g", e.opt.Precision, e.ops.Level(), at, texts[at], worst, minCos)
 	}
-	if mean < minMean {
+	if len(rows) == len(texts) && mean < minMean { // a mean over a subset of a few texts bounds nothing
 		t.Errorf("%s %s: mean cosine %.8f < %g", e.opt.Precision, e.ops.Level(), mean, minMean)
 	}
 }
