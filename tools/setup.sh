@@ -2,7 +2,7 @@
 # Idempotent machine setup for needle: system packages, Debian's faiss source (for the C API),
 # a pinned Python venv for reference/interop scripts, the MiniLM test model, the Milvus server and
 # NVIDIA's CUDA compiler (nvcc, from PyPI), and Debian's chromium, the headless browser the search page's test
-# drives (server/ui).
+# drives (server/ui), and debootstrap, which makes the clean root the wheel is proven in (tools/wheel).
 # Called by `make setup`; every step is skipped when its result is already present.
 set -euo pipefail
 
