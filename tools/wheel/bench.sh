@@ -40,17 +40,19 @@ fi
 one() {  # one case with one binary: its output into runs/CASE.BINARY.ROUND
   local case=$1 b=$2 r=$3 bin=${BIN[$2]} f="$OUT/runs/$1.$2.$3"
   case $case in
-    encode) nice -n 10 "$bin" bench encode --shape minilm --precision fp16,int8,bf16 --passages 128 --repeat 1 --queries 5 --json >"$f" 2>/dev/null ;;
+    encode) nice -n 10 "$bin" bench encode --model "$DATA/model" --shape minilm --precision fp16,int8,bf16 --passages 128 --repeat 1 --queries 5 --json >"$f" 2>"$f.err" ;;
     serve)
       local port=$((18000 + RANDOM % 1000))
       "$bin" serve --index "$OUT/dense" --model "$DATA/model" --port $port --cache-mb 0 >"$f.log" 2>&1 & local pid=$!
       until curl -sf "127.0.0.1:$port/ready" >/dev/null; do sleep 0.3; done
-      nice -n 10 bin/needle bench retrieve --url "http://127.0.0.1:$port/retrieve" --queries "$DATA/queries.jsonl" \
-        --concurrency 64 --duration 10s --server-pid $pid >"$f"
-      kill $pid; wait $pid 2>/dev/null || true ;;
-    flatscan) nice -n 10 "$bin" bench index --index "$OUT/flat/flat.index" --queries "$OUT/q.f32" --batch 64 --batches 10 >"$f" 2>/dev/null ;;
-    faiss) nice -n 10 "$bin" bench search --index "$OUT/flat/flat.index" --batch 64 >"$f" 2>/dev/null ;;
-    delta) nice -n 10 "$bin" bench kernels --only "delta encode" --min-time 1s --json >"$f" 2>/dev/null ;;
+      local rc=0
+      nice -n 10 bin/needle bench retrieve --url "http://127.0.0.1:$port" --queries "$DATA/queries.jsonl" \
+        --concurrency 64 --duration 10s --server-pid $pid >"$f" || rc=$?
+      kill $pid; wait $pid 2>/dev/null || true
+      return $rc ;;
+    flatscan) nice -n 10 "$bin" bench index --index "$OUT/flat/flat.index" --queries "$OUT/q.f32" --batch 64 --batches 10 >"$f" 2>"$f.err" ;;
+    faiss) nice -n 10 "$bin" bench search --index "$OUT/flat/flat.index" --batch 64 >"$f" 2>"$f.err" ;;
+    delta) nice -n 10 "$bin" bench kernels --only "delta encode" --min-time 1s --json >"$f" 2>"$f.err" ;;
   esac
 }
 for r in $(seq 1 "$rounds"); do

@@ -32,7 +32,7 @@ def main(runs):
     values, better = {}, {}
     for fn in sorted(os.listdir(runs)):
         parts = fn.split(".")
-        if len(parts) != 3:
+        if len(parts) != 3 or parts[-1] == "err":
             continue
         case, binary, _ = parts
         with open(os.path.join(runs, fn)) as f:
