@@ -1,4 +1,4 @@
-"""By hand (not in `make test`): recall@10 after exact re-ranking, for candidate codes of several
+"""By hand (not in `make test`): recall@10 after exact re-scoring, for candidate codes of several
 kinds, on a wiki-18-shaped set written by bench/wiki18_shape.py (e.g. its first 1,000,000 rows:
 `wiki18_shape.py OUT --n 1000000`). Python faiss (the pinned venv's): recall does not depend on
 the FAISS build, speed does (measure that with `needle convert` + `needle bench index`).
@@ -6,7 +6,7 @@ the FAISS build, speed does (measure that with `needle convert` + `needle bench 
 Usage: ~/.cache/needle/venv/bin/python bench/compact_codes.py DIR FACTORY...
        e.g. DIR=/work/scale/w1m "IVF1024,PQ64np" "OPQ64_256,IVF1024,PQ64np" "IVF1024,PQ192np"
 Prints, per factory and nprobe (16, 64): the codes' own recall@10 and the recall@10 after
-re-ranking the best R candidates exactly (R = 50, 100, 200, 400).
+re-scoring the best R candidates exactly (R = 50, 100, 200, 400).
 """
 import sys
 import time
@@ -27,7 +27,7 @@ def recall(ids):
     return np.mean([len(set(a[:10]) & set(b)) / 10 for a, b in zip(ids, gt)])
 
 
-def rerank(cand, r):
+def rescore(cand, r):
     out = []
     for i in range(len(q)):
         c = cand[i, :r]
@@ -46,5 +46,5 @@ for factory in sys.argv[2:]:
         faiss.ParameterSpace().set_index_parameter(index, "nprobe", nprobe)
         _, cand = index.search(q, 400)
         print(factory, "bytes/row", index.sa_code_size(), "build", round(built), "s nprobe", nprobe,
-              "codes", round(recall(cand), 3), " ".join(f"R{r}={recall(rerank(cand, r)):.3f}" for r in [50, 100, 200, 400]),
+              "codes", round(recall(cand), 3), " ".join(f"R{r}={recall(rescore(cand, r)):.3f}" for r in [50, 100, 200, 400]),
               flush=True)

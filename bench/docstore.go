@@ -12,6 +12,7 @@ import (
 
 	"needle/bench/synth"
 	"needle/docstore"
+	"needle/internal/option"
 )
 
 // DocstoreOptions are the flags of `needle bench docstore`.
@@ -27,8 +28,9 @@ type DocstoreOptions struct {
 // (the baseline), the offsets sidecar build, row lookups, validation, the url index and url
 // lookups, and RSS; the report goes to w.
 func Docstore(w io.Writer, opt DocstoreOptions) error {
-	if opt.Rows <= 0 || opt.Words <= 0 || opt.Rounds <= 0 || opt.Lookups <= 0 {
-		return errors.New("--rows, --words, --rounds and --lookups must be > 0")
+	if err := errors.Join(option.Positive("Rows", opt.Rows), option.Positive("Words", opt.Words),
+		option.Positive("Rounds", opt.Rounds), option.Positive("Lookups", opt.Lookups)); err != nil {
+		return err
 	}
 	if opt.Dir == "" {
 		dir, err := os.MkdirTemp("", "needle-bench-docstore")

@@ -32,7 +32,7 @@ func TestDocstoreReport(t *testing.T) {
 
 func TestDocstoreBadOptions(t *testing.T) {
 	err := Docstore(&bytes.Buffer{}, DocstoreOptions{Rows: 10, Words: 10, Rounds: 1})
-	if err == nil || !strings.Contains(err.Error(), "--lookups must be > 0") {
+	if err == nil || !strings.Contains(err.Error(), "Lookups: 0, want > 0") {
 		t.Fatalf("err = %v", err)
 	}
 }

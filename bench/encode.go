@@ -16,6 +16,7 @@ import (
 	"needle/encoder/bert"
 	"needle/encoder/wordpiece"
 	"needle/internal/atomicfile"
+	"needle/internal/option"
 	"needle/internal/procstat"
 	"needle/kernels/bert/nn"
 )
@@ -27,7 +28,7 @@ type EncodeOptions struct {
 	Passages  int    // passages per run
 	Queries   int    // single queries timed one by one
 	BatchSize int    // texts per forward pass
-	Threads   int    // OpenBLAS/OpenMP threads
+	Threads   int    // threads of a forward pass (bert.Options.Threads)
 	Repeat    int    // passage runs per model; the best counts
 	WordNet   string // WordNet noun data file the texts come from
 	Dump      string // if set, write the texts as JSON {passages, queries} here and stop
@@ -127,11 +128,14 @@ const wiki18Passages = 21_015_324
 // and an e5-base-shaped model of random weights, and writes passages/s and single-query
 // latency to w (or, with opt.Dump, only writes the texts).
 func Encode(w io.Writer, opt EncodeOptions) error {
-	if opt.Passages <= 0 || opt.Queries <= 0 || opt.BatchSize <= 0 || opt.Threads <= 0 || opt.Repeat <= 0 {
-		return errors.New("--passages, --queries, --batch-size, --threads and --repeat must be > 0")
+	if err := errors.Join(option.Positive("Passages", opt.Passages), option.Positive("Queries", opt.Queries),
+		option.Positive("BatchSize", opt.BatchSize), option.Positive("Threads", opt.Threads), option.Positive("Repeat", opt.Repeat)); err != nil {
+		return err
 	}
-	if opt.Model == "" && opt.Dump == "" {
-		return errors.New("--model is required (or set NEEDLE_MODEL)")
+	if opt.Dump == "" {
+		if err := option.Required("Model", opt.Model); err != nil {
+			return err
+		}
 	}
 	if opt.Plot != "" {
 		if err := plot.Check(opt.Plot); err != nil {
@@ -171,7 +175,7 @@ func Encode(w io.Writer, opt EncodeOptions) error {
 		})
 	}
 	if len(encoders) == 0 {
-		return fmt.Errorf("--shape %q: want both, minilm or e5", opt.Shape)
+		return option.Errorf("Shape", "%q, want both, minilm or e5", opt.Shape)
 	}
 	precisions := opt.Precisions
 	if len(precisions) == 0 {

@@ -89,8 +89,8 @@ func TestEncodeBadOptions(t *testing.T) {
 		opt  EncodeOptions
 		want string
 	}{
-		{EncodeOptions{Passages: 1, Queries: 1, BatchSize: 1, Threads: 1, Repeat: 0, Model: "m"}, "must be > 0"},
-		{EncodeOptions{Passages: 1, Queries: 1, BatchSize: 1, Threads: 1, Repeat: 1}, "--model is required"},
+		{EncodeOptions{Passages: 1, Queries: 1, BatchSize: 1, Threads: 1, Repeat: 0, Model: "m"}, "Repeat: 0, want > 0"},
+		{EncodeOptions{Passages: 1, Queries: 1, BatchSize: 1, Threads: 1, Repeat: 1}, "Model: required"},
 		{EncodeOptions{Passages: 1, Queries: 1, BatchSize: 1, Threads: 1, Repeat: 1, Model: "m", WordNet: "/nonexistent"}, "wordnet-base provides it"},
 	} {
 		if err := Encode(&bytes.Buffer{}, tc.opt); err == nil || !strings.Contains(err.Error(), tc.want) {

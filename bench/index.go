@@ -13,6 +13,7 @@ import (
 	"needle/engine"
 	"needle/faissgo"
 	"needle/internal/byteview"
+	"needle/internal/option"
 	"needle/internal/procstat"
 )
 
@@ -23,7 +24,7 @@ type IndexOptions struct {
 	Index   string
 	Backend string // engine.Options.Backend ("": auto, as serve picks)
 	Nprobe  int    // IVF lists visited (0: the form's or FAISS's default)
-	Rerank  int    // compact forms: candidates re-ranked per query (0: the form's; < 0: none)
+	Rescore int    // compact forms: candidates re-scored per query (0: the form's; < 0: none)
 	Mmap    bool   // map IVF lists instead of loading them
 	Queries string // raw little-endian float32 query vectors, rows of the index's dimension
 	GT      string // raw int64 exact ids, GTK per query, best first ("" = no recall)
@@ -61,15 +62,13 @@ type IndexReport struct {
 // each batch of queries, anonymous and file-backed memory, recall against exact ids, and with
 // opt.Faiss (flat files) the same searches through FAISS, answer for answer.
 func Index(w io.Writer, opt IndexOptions) error {
-	if opt.Index == "" || opt.Queries == "" {
-		return errors.New("--index and --queries are required (see --help)")
-	}
-	if opt.Batch <= 0 || opt.Batches <= 0 || opt.K <= 0 {
-		return errors.New("--batch, --batches and --k must be > 0")
+	if err := errors.Join(option.Required("Index", opt.Index), option.Required("Queries", opt.Queries),
+		option.Positive("Batch", opt.Batch), option.Positive("Batches", opt.Batches), option.Positive("K", opt.K)); err != nil {
+		return err
 	}
 	began := time.Now()
 	x, backend, closeIndex, err := engine.OpenIndex(engine.Options{Index: opt.Index, Backend: opt.Backend,
-		Threads: opt.Threads, Mmap: opt.Mmap, Nprobe: opt.Nprobe, Rerank: opt.Rerank})
+		Threads: opt.Threads, Mmap: opt.Mmap, Nprobe: opt.Nprobe, Rescore: opt.Rescore})
 	if err != nil {
 		return err
 	}
@@ -166,7 +165,7 @@ func compareFaiss(r *IndexReport, opt IndexOptions, q, dist []float32, labels []
 // query in file gt) among its first 10 labels.
 func recallAt10(gt string, gtk int, labels []int64, k, nq int) (float64, error) {
 	if gtk < 10 || k < 10 {
-		return 0, errors.New("recall@10 needs --k and --gt-k of at least 10")
+		return 0, fmt.Errorf("recall@10 needs K and GTK of at least 10: %w", errors.Join(option.Errorf("K", "%d", k), option.Errorf("GTK", "%d", gtk)))
 	}
 	b, err := os.ReadFile(gt)
 	if err != nil {

@@ -58,13 +58,13 @@ func TestIndexReportOfAFlatFile(t *testing.T) {
 		t.Error("queries file of another width: no error")
 	}
 
-	// A compact form of the file, opened as serve opens it: re-ranking every row is exact.
+	// A compact form of the file, opened as serve opens it: re-scoring every row is exact.
 	form := filepath.Join(dir, "form")
 	if _, err := compact.Convert(compact.Config{From: index, Out: form, Factory: "IVF4,PQ8x4np", Nprobe: 4}); err != nil {
 		t.Fatal(err)
 	}
 	out.Reset()
-	if err := Index(&out, IndexOptions{Index: form, Rerank: n, Queries: queries, GT: gt, GTK: gtk, K: 10, Batch: 7, Batches: 3}); err != nil {
+	if err := Index(&out, IndexOptions{Index: form, Rescore: n, Queries: queries, GT: gt, GTK: gtk, K: 10, Batch: 7, Batches: 3}); err != nil {
 		t.Fatal(err)
 	}
 	r = IndexReport{}

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"needle/cuda"
+	"needle/internal/option"
 	"needle/kernels/trainer/logprob"
 	"needle/platform/cpu"
 	"needle/platform/membw"
@@ -121,8 +123,8 @@ func Kernels(w io.Writer, opt KernelsOptions) error {
 }
 
 func runKernels(w io.Writer, opt KernelsOptions, cases []kernelCase) error {
-	if opt.Threads < 1 || opt.MembwMiB < 1 || opt.MinTime <= 0 {
-		return fmt.Errorf("--threads, --membw-mib and --min-time must be positive")
+	if err := errors.Join(option.Positive("Threads", opt.Threads), option.Positive("MembwMiB", opt.MembwMiB), option.Positive("MinTime", opt.MinTime)); err != nil {
+		return err
 	}
 	level, err := cpu.Selected()
 	if err != nil {

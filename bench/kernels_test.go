@@ -85,7 +85,7 @@ func TestKernelsBadOptions(t *testing.T) {
 		{Threads: 1, MinTime: 0, MembwMiB: 1},
 		{Threads: 1, MinTime: time.Second, MembwMiB: 0},
 	} {
-		if err := Kernels(&bytes.Buffer{}, opt); err == nil || !strings.Contains(err.Error(), "must be positive") {
+		if err := Kernels(&bytes.Buffer{}, opt); err == nil || !strings.Contains(err.Error(), ", want > 0") {
 			t.Errorf("%+v: err = %v", opt, err)
 		}
 	}

@@ -1,4 +1,4 @@
-"""ONNX Runtime baseline for needle's CPU encoder (issue 17): the BERT graph built by hand with
+"""ONNX Runtime baseline for needle's CPU encoder: the BERT graph built by hand with
 onnx.helper from the same model.safetensors (no torch, no exporter), run by ONNX Runtime in fp32
 and after onnxruntime.quantization.quantize_dynamic (int8 weights per tensor, the default,
 and per channel; uint8 activations), on the same texts and threads as `go test -bench Precisions ./encoder/bert`.

@@ -12,6 +12,7 @@ import (
 	"needle/faissgo"
 	"needle/index/indexdir"
 	"needle/index/milvusindex"
+	"needle/internal/option"
 )
 
 // RecallOptions are the flags of `needle bench recall`.
@@ -35,8 +36,8 @@ type RecallOptions struct {
 // recall@1, @5 and @10 against the gold rows to w as one JSON object. With a Milvus collection, the collection is searched
 // and its recall@10 against the index (exact for Flat) is added.
 func Recall(w io.Writer, opt RecallOptions) error {
-	if opt.Index == "" || opt.Queries == "" {
-		return errors.New("--index and --queries are required (see --help)")
+	if err := errors.Join(option.Required("Index", opt.Index), option.Required("Queries", opt.Queries)); err != nil {
+		return err
 	}
 	m, err := indexdir.ReadManifest(opt.Index)
 	if err != nil {

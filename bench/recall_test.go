@@ -80,7 +80,7 @@ func TestRecallReport(t *testing.T) {
 }
 
 func TestRecallBadInput(t *testing.T) {
-	if err := Recall(&bytes.Buffer{}, RecallOptions{Index: t.TempDir()}); err == nil || !strings.Contains(err.Error(), "--index and --queries are required") {
+	if err := Recall(&bytes.Buffer{}, RecallOptions{Index: t.TempDir()}); err == nil || !strings.Contains(err.Error(), "Queries: required") {
 		t.Errorf("no queries: err = %v", err)
 	}
 	queries := writeQueries(t, `{"query": "x", "gold": 0}`+"\n")

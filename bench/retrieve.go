@@ -15,6 +15,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"needle/bench/plot"
+	"needle/internal/option"
 )
 
 // RetrieveOptions are the flags of `needle bench retrieve`: one load test of Concurrency
@@ -60,14 +61,14 @@ func Retrieve(w io.Writer, opt RetrieveOptions) error {
 		path = opt.Trace
 	}
 	if (opt.QueriesFile == "") == (opt.Trace == "") {
-		return errors.New("give --queries or --trace (one of them)")
+		return fmt.Errorf("one of two: %w", errors.Join(option.Errorf("QueriesFile", "%q", opt.QueriesFile), option.Errorf("Trace", "%q", opt.Trace)))
 	}
-	if opt.Concurrency <= 0 || opt.Batch <= 0 || opt.Duration <= 0 {
-		return errors.New("--concurrency, --batch and --duration must be > 0")
+	if err := errors.Join(option.Positive("Concurrency", opt.Concurrency), option.Positive("Batch", opt.Batch), option.Positive("Duration", opt.Duration)); err != nil {
+		return err
 	}
 	if opt.Plot != "" {
 		if opt.Fairness != nil {
-			return errors.New("--plot draws load tests, not --fairness")
+			return option.Errorf("Plot", "draws load tests, not a Fairness run")
 		}
 		if err := plot.Check(opt.Plot); err != nil {
 			return err
@@ -79,7 +80,7 @@ func Retrieve(w io.Writer, opt RetrieveOptions) error {
 	}
 	if opt.Fairness != nil {
 		if opt.Trace != "" {
-			return errors.New("--fairness takes --queries, not --trace")
+			return option.Errorf("Trace", "a Fairness run takes QueriesFile, not a trace")
 		}
 		return opt.fairness(w, queries)
 	}
@@ -276,13 +277,13 @@ func serverCPU(pid int) (time.Duration, error) {
 	path := fmt.Sprintf("/proc/%d/stat", pid)
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return 0, fmt.Errorf("--server-pid: %w", err)
+		return 0, option.Wrap("ServerPID", err)
 	}
 	// Fields after the parenthesized command name; utime and stime are fields 14 and 15.
 	_, rest, ok := strings.Cut(string(b), ") ")
 	f := strings.Fields(rest)
 	if !ok || len(f) < 13 {
-		return 0, fmt.Errorf("--server-pid: cannot parse %s", path)
+		return 0, option.Errorf("ServerPID", "cannot parse %s", path)
 	}
 	var utime, stime int64
 	fmt.Sscan(f[11], &utime)

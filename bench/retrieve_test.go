@@ -107,8 +107,8 @@ func TestRetrieveBadInput(t *testing.T) {
 		opt  RetrieveOptions
 		want string
 	}{
-		{"no queries file", RetrieveOptions{Concurrency: 1, Batch: 1, Duration: time.Second}, "give --queries or --trace"},
-		{"zero batch", RetrieveOptions{QueriesFile: queries, Concurrency: 1, Duration: time.Second}, "must be > 0"},
+		{"no queries file", RetrieveOptions{Concurrency: 1, Batch: 1, Duration: time.Second}, "one of two: QueriesFile"},
+		{"zero batch", RetrieveOptions{QueriesFile: queries, Concurrency: 1, Duration: time.Second}, "Batch: 0, want > 0"},
 		{"empty file", RetrieveOptions{QueriesFile: writeQueries(t, "\n \n"), Concurrency: 1, Batch: 1, Duration: time.Second}, "no queries"},
 		{"bad JSON line", RetrieveOptions{QueriesFile: writeQueries(t, "a\n{\"query\": 1}\n"), Concurrency: 1, Batch: 1, Duration: time.Second}, "line 2"},
 		{"no /retrieve", RetrieveOptions{URL: notFound.URL, QueriesFile: queries, Concurrency: 1, Batch: 1, Duration: time.Second, Timeout: time.Second}, "status 404"},

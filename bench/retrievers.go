@@ -7,6 +7,7 @@ import (
 
 	"needle/engine"
 	"needle/index/bm25"
+	"needle/internal/option"
 )
 
 // denseText is the dense retriever as an engine.Searcher over query texts: the queries'
@@ -35,7 +36,7 @@ var recallKs = []int{1, 3, 10}
 func compareRetrievers(w io.Writer, dense Searcher, emb []float32, dim int, bm25Dir string, texts []string, gold []int64) (map[string][]float64, error) {
 	x, err := bm25.Open(bm25Dir)
 	if err != nil {
-		return nil, fmt.Errorf("--bm25: %w", err)
+		return nil, option.Wrap("BM25", err)
 	}
 	defer x.Close()
 	d := &denseText{idx: dense, emb: emb, dim: dim, index: make(map[string]int, len(texts))}

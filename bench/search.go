@@ -14,6 +14,7 @@ import (
 	"needle/engine"
 	"needle/faissgo"
 	"needle/index/flatgpu"
+	"needle/internal/option"
 	"needle/platform/membw"
 )
 
@@ -59,12 +60,12 @@ type searchReport struct {
 // GPU flat index with --gpu, each against its machine's own measured limits (CPU: read
 // bandwidth of all threads; GPU: read bandwidth and fp16 GEMM rate, in the same run).
 func Search(w io.Writer, opt SearchOptions) error {
-	if opt.Batch <= 0 || opt.K <= 0 || opt.Rounds <= 0 {
-		return fmt.Errorf("--batch, --k and --rounds must be positive, got %d, %d, %d", opt.Batch, opt.K, opt.Rounds)
+	if err := errors.Join(option.Positive("Batch", opt.Batch), option.Positive("K", opt.K), option.Positive("Rounds", opt.Rounds)); err != nil {
+		return err
 	}
 	metric, err := faissgo.ParseMetric(opt.Metric)
 	if err != nil {
-		return fmt.Errorf("--metric: %w", err)
+		return option.Wrap("Metric", err)
 	}
 	if opt.Plot != "" {
 		if err := plot.Check(opt.Plot); err != nil {
@@ -86,7 +87,7 @@ func Search(w io.Writer, opt SearchOptions) error {
 			x, err = flatgpu.Synthetic(opt.Rows, opt.Dim, metric, opt.Seed, flatgpu.Options{FP32: opt.FP32})
 		}
 		if err != nil {
-			return fmt.Errorf("--gpu: %w", err)
+			return option.Wrap("GPU", err)
 		}
 		idx, release, metric = x, x.Close, x.Metric()
 		rep.LoadSecs = time.Since(began).Seconds()
@@ -190,8 +191,8 @@ func cpuFlat(opt SearchOptions, metric faissgo.Metric) (*faissgo.Index, error) {
 		}
 		return faissgo.Read(file, false)
 	}
-	if opt.Rows <= 0 || opt.Dim <= 0 {
-		return nil, errors.New("--rows and --dim must be positive (or give --index)")
+	if err := errors.Join(option.Positive("Rows", opt.Rows), option.Positive("Dim", opt.Dim)); err != nil {
+		return nil, fmt.Errorf("synthetic vectors (no Index): %w", err)
 	}
 	x, err := faissgo.New(opt.Dim, "Flat", metric)
 	if err != nil {

@@ -45,9 +45,9 @@ func TestSearchErrors(t *testing.T) {
 		edit func(*SearchOptions)
 		want string
 	}{
-		{func(o *SearchOptions) { o.Batch = 0 }, "--batch, --k and --rounds must be positive"},
-		{func(o *SearchOptions) { o.Metric = "cosine" }, "--metric"},
-		{func(o *SearchOptions) { o.Rows = 0 }, "--rows and --dim must be positive"},
+		{func(o *SearchOptions) { o.Batch = 0 }, "Batch: 0, want > 0"},
+		{func(o *SearchOptions) { o.Metric = "cosine" }, "Metric: "},
+		{func(o *SearchOptions) { o.Rows = 0 }, "synthetic vectors (no Index): Rows: 0, want > 0"},
 		{func(o *SearchOptions) { o.Index = "/nonexistent/x.index" }, "no such file"},
 	} {
 		o := base
@@ -61,7 +61,7 @@ func TestSearchErrors(t *testing.T) {
 	}
 	o := base
 	o.GPU = true
-	if err := Search(&strings.Builder{}, o); !errors.Is(err, cuda.ErrNoDevice) || !strings.HasPrefix(err.Error(), "--gpu: ") {
+	if err := Search(&strings.Builder{}, o); !errors.Is(err, cuda.ErrNoDevice) || !strings.HasPrefix(err.Error(), "GPU: ") {
 		t.Errorf("--gpu without a GPU: %v", err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 
 	"needle/internal/atomicfile"
+	"needle/internal/option"
 )
 
 // TraceOptions are the flags of `needle bench trace`: the shape of one GRPO step of a
@@ -39,12 +40,12 @@ type traceLine struct {
 // queries, and so on, as rollouts that run in lockstep per turn but finish their reasoning
 // at different times. Texts are distinct lines of QueriesFile, drawn at random.
 func Trace(w io.Writer, opt TraceOptions) error {
-	if opt.QueriesFile == "" || opt.Out == "" {
-		return errors.New("--queries and --out are required")
+	if err := errors.Join(option.Required("QueriesFile", opt.QueriesFile), option.Required("Out", opt.Out),
+		option.Positive("Prompts", opt.Prompts), option.Positive("Rollouts", opt.Rollouts), option.Positive("Turns", opt.Turns)); err != nil {
+		return err
 	}
-	if opt.Prompts <= 0 || opt.Rollouts <= 0 || opt.Turns <= 0 || opt.Own < 0 || opt.Own > opt.Rollouts {
-		return fmt.Errorf("--prompts, --rollouts and --turns must be > 0 and --own in [0, --rollouts], got %d, %d, %d, %d",
-			opt.Prompts, opt.Rollouts, opt.Turns, opt.Own)
+	if opt.Own < 0 || opt.Own > opt.Rollouts {
+		return option.Errorf("Own", "%d, want 0 to Rollouts (%d)", opt.Own, opt.Rollouts)
 	}
 	texts, err := readQueryTexts(opt.QueriesFile)
 	if err != nil {
@@ -57,7 +58,7 @@ func Trace(w io.Writer, opt TraceOptions) error {
 	}
 	need := opt.Prompts * (1 + (opt.Turns-1)*perLater)
 	if need > len(texts) {
-		return fmt.Errorf("%s: the trace needs %d distinct queries, the file has %d (lower --prompts)", opt.QueriesFile, need, len(texts))
+		return option.Errorf("Prompts", "%d: the trace needs %d distinct queries, %s has %d", opt.Prompts, need, opt.QueriesFile, len(texts))
 	}
 	rng := rand.New(rand.NewPCG(opt.Seed, 0))
 	rng.Shuffle(len(texts), func(i, j int) { texts[i], texts[j] = texts[j], texts[i] })

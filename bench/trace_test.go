@@ -99,10 +99,10 @@ func TestTraceBadInput(t *testing.T) {
 		opt  TraceOptions
 		want string
 	}{
-		{TraceOptions{Out: out, Prompts: 1, Rollouts: 8, Turns: 3}, "--queries and --out are required"},
-		{TraceOptions{QueriesFile: queries, Out: out, Prompts: 1, Rollouts: 8, Turns: 3, Own: 9}, "--own in [0, --rollouts]"},
-		{TraceOptions{QueriesFile: queries, Out: out, Prompts: 0, Rollouts: 8, Turns: 3}, "must be > 0"},
-		{TraceOptions{QueriesFile: queries, Out: out, Prompts: 1, Rollouts: 8, Turns: 3, Own: 1}, "needs 5 distinct queries, the file has 3"},
+		{TraceOptions{Out: out, Prompts: 1, Rollouts: 8, Turns: 3}, "QueriesFile: required"},
+		{TraceOptions{QueriesFile: queries, Out: out, Prompts: 1, Rollouts: 8, Turns: 3, Own: 9}, "Own: 9, want 0 to Rollouts (8)"},
+		{TraceOptions{QueriesFile: queries, Out: out, Prompts: 0, Rollouts: 8, Turns: 3}, "Prompts: 0, want > 0"},
+		{TraceOptions{QueriesFile: queries, Out: out, Prompts: 1, Rollouts: 8, Turns: 3, Own: 1}, "Prompts: 1: the trace needs 5 distinct queries"},
 	} {
 		if err := Trace(&bytes.Buffer{}, tc.opt); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: err = %v, want %q", tc.opt, err, tc.want)

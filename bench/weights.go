@@ -7,18 +7,22 @@ import (
 	"io"
 	"log"
 	"net"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"sync"
+	"syscall"
 	"time"
 
 	"needle/internal/mapfile"
 	"needle/internal/prom"
 	"needle/platform/membw"
 	"needle/testkit/weightstest"
+	"needle/weights/feed"
 	"needle/weights/receiver"
 	"needle/weights/sender"
-	"needle/weights/server"
 	"needle/weights/store"
 	"needle/weights/wire"
 )
@@ -26,7 +30,7 @@ import (
 // WeightsOptions configures `needle bench weights`.
 type WeightsOptions struct {
 	Shape     string      // a key of WeightShapes
-	Changed   float64     // fraction of elements a step changes
+	Changed   float64     // fraction of elements a step changes (the optimizer's rate is calibrated to it)
 	Receivers int         // receivers on loopback
 	Tree      bool        // the first receiver re-serves and the others pull from it
 	Dir       string      // folder of the halves and the receivers' files (a tmpfs: /dev/shm)
@@ -36,6 +40,10 @@ type WeightsOptions struct {
 	Script    string      // bench/weights_astraflow.py
 	MembwMiB  int
 	Log       *log.Logger // the nodes' logs; nil: discarded
+	// Needle is the needle binary that runs each receiver as its own process (`needle weights
+	// recv`), as on a rollout host: their files' pages then count in their memory, not the
+	// benchmark's. Empty: receivers run in this process (tests).
+	Needle string
 }
 
 // qwen returns the tensors of a Qwen2.5 decoder (tied embeddings) in bf16.
@@ -70,7 +78,10 @@ var WeightShapes = map[string][]weightstest.Tensor{
 type weightsReport struct {
 	Shape         string       `json:"shape"`
 	Bytes         int64        `json:"bytes"`
-	ChangedFrac   float64      `json:"changed_fraction"` // measured: changed / compared elements
+	ChangedFrac   float64      `json:"changed_fraction"`   // measured: changed / compared elements
+	HighByteFrac  float64      `json:"high_byte_fraction"` // of the changed elements, those whose high byte changed (a 2^22-element sample)
+	LR            float32      `json:"lr"`                 // the optimizer step's rate (weightstest.Optimizer)
+	PeakRSS       int64        `json:"peak_rss_bytes"`     // of this process, file mappings of /dev/shm included
 	Threads       int          `json:"threads"`
 	ReadGBps      float64      `json:"read_gbps"` // memory read bandwidth, Threads goroutines
 	FillSeconds   float64      `json:"fill_seconds"`
@@ -112,6 +123,7 @@ func Weights(w io.Writer, o WeightsOptions) error {
 	}
 	rep.ReadGBps = buf.Bandwidth(o.Threads, 5) / 1e9
 	buf = nil
+	debug.FreeOSMemory()
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return err
 	}
@@ -131,8 +143,12 @@ func Weights(w io.Writer, o WeightsOptions) error {
 		return err
 	}
 	defer stopServer()
-	// Version 1: the model, written into its half; every receiver takes it in full.
-	slot1, err := publishInPlace(s, tensors, func(data []byte) { weightstest.Fill(data, 1) })
+	// Version 1: the model, written into its half; every receiver takes it in full. Version 2 is
+	// the same fp32 master after one optimizer step, both rounded to bf16 as a trainer publishes.
+	opt := weightstest.Calibrated(1, o.Changed)
+	rep.LR = opt.LR
+	_, rep.HighByteFrac = opt.Changed(0, 1<<22)
+	slot1, err := publishInPlace(s, tensors, func(data []byte) { opt.Version(data, 0, o.Threads) })
 	if err != nil {
 		return err
 	}
@@ -145,18 +161,14 @@ func Weights(w io.Writer, o WeightsOptions) error {
 	for range o.Receivers {
 		<-ready
 	}
-	// Version 2: a copy of version 1 with o.Changed of it changed, as a trainer's step writes it.
 	start := time.Now()
 	slot2, err := s.Begin(2, weightsTensors(tensors), map[string]string{"format": "pt"})
 	if err != nil {
 		return err
 	}
-	if err := withMapping(slot1.Path, false, func(old []byte) error {
-		return withMapping(slot2.Path, true, func(data []byte) error {
-			copy(data, old)
-			weightstest.Perturb(data, o.Changed, 2)
-			return nil
-		})
+	if err := withMapping(slot2.Path, true, func(data []byte) error {
+		opt.Version(data, 1, o.Threads)
+		return nil
 	}); err != nil {
 		return err
 	}
@@ -178,8 +190,13 @@ func Weights(w io.Writer, o WeightsOptions) error {
 	rep.WireRatio = float64(js.WireBytes) / float64(js.AstraFlowBytes)
 	rep.UplinkCopies = reg.Counter("needle_weights_sent_bytes_total", "", "kind", "delta").Get() / float64(js.WireBytes)
 	stopReceivers() // their files go: the comparisons below need the memory
+	s.Close()       // and so do the sender's mappings of the halves
 	if err := compareKernels(&rep, slot1.Path, slot2.Path, work, o); err != nil {
 		return err
+	}
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err == nil {
+		rep.PeakRSS = ru.Maxrss << 10 // KiB on Linux
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
@@ -224,7 +241,7 @@ func serveStore(st *store.Store, reg *prom.Registry, lg *log.Logger) (string, fu
 	if err != nil {
 		return "", nil, err
 	}
-	srv := server.New(st, reg)
+	srv := feed.New(st, reg)
 	srv.Log = lg
 	go srv.Serve(ln)
 	return ln.Addr().String(), srv.Close, nil
@@ -234,6 +251,9 @@ func serveStore(st *store.Store, reg *prom.Registry, lg *log.Logger) (string, fu
 // addr, or with o.Tree the first re-serving and the others pulling from it. Each version a
 // receiver publishes sends one value on ready. stop ends them and removes their files.
 func startReceivers(work, addr string, o WeightsOptions) (ready chan struct{}, stop func(), err error) {
+	if o.Needle != "" {
+		return startReceiverProcesses(work, addr, o)
+	}
 	ready = make(chan struct{}, 16*o.Receivers)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -278,4 +298,72 @@ func startReceivers(work, addr string, o WeightsOptions) (ready chan struct{}, s
 		go func() { defer wg.Done(); r.Run(ctx) }()
 	}
 	return ready, stop, nil
+}
+
+// startReceiverProcesses is startReceivers with each receiver a `needle weights recv` process.
+// A receiver tells the benchmark of each version through its notifier (a POST to a loopback
+// listener here), as it tells an inference engine.
+func startReceiverProcesses(work, addr string, o WeightsOptions) (ready chan struct{}, stop func(), err error) {
+	ready = make(chan struct{}, 16*o.Receivers)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, nil, err
+	}
+	notified := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		ready <- struct{}{}
+		io.WriteString(w, `{"success": true}`)
+	})}
+	go notified.Serve(ln)
+	var cmds []*exec.Cmd
+	stop = func() {
+		for _, c := range cmds {
+			c.Process.Signal(syscall.SIGTERM)
+			c.Wait()
+		}
+		cmds = nil
+		notified.Close()
+		for i := range o.Receivers {
+			os.RemoveAll(filepath.Join(work, fmt.Sprintf("r%d", i)))
+		}
+	}
+	logs := io.Discard
+	if o.Log != nil {
+		logs = o.Log.Writer()
+	}
+	up := addr
+	for i := range o.Receivers {
+		dir := filepath.Join(work, fmt.Sprintf("r%d", i))
+		args := []string{"weights", "recv", "--from", up, "--out", filepath.Join(dir, "model.safetensors"),
+			"--name", fmt.Sprintf("r%d", i), "--threads", fmt.Sprint(o.Threads), "--notify-url", "http://" + ln.Addr().String() + "/ready"}
+		if o.Tree && i == 0 {
+			if up, err = freePort(); err != nil {
+				stop()
+				return nil, nil, err
+			}
+			args = append(args, "--serve", up)
+		}
+		cmd := exec.Command(o.Needle, args...)
+		cmd.Stdout, cmd.Stderr = logs, logs
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			stop()
+			return nil, nil, err
+		}
+		if err := cmd.Start(); err != nil {
+			stop()
+			return nil, nil, err
+		}
+		cmds = append(cmds, cmd)
+	}
+	return ready, stop, nil
+}
+
+// freePort returns a loopback address that was free a moment ago.
+func freePort() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,22 +20,23 @@ import (
 // compareKernels measures, on the two versions' halves (old, cur), the sender's encode job
 // (records only, as receivers wait for them; best of 3 after a warm-up) and the receivers' apply of its records into a copy of old
 // (checked byte for byte against cur), then AstraFlow's NumPy encode and scatter on the same
-// files (bench/weights_astraflow.py).
+// files (bench/weights_astraflow.py). At most two files' pages are mapped at a time: both
+// versions while encoding, the copy while applying.
 func compareKernels(rep *weightsReport, oldPath, curPath, work string, o WeightsOptions) error {
-	return withMapping(oldPath, false, func(old []byte) error {
+	var frames [][]byte
+	var l, lo *wire.ChunkMap
+	err := withMapping(oldPath, false, func(old []byte) error {
 		return withMapping(curPath, false, func(cur []byte) error {
-			l, err := wire.LayoutOf(cur, wire.DefaultChunk)
-			if err != nil {
+			var err error
+			if l, err = wire.ChunkMapOf(cur, wire.DefaultChunk); err != nil {
 				return err
 			}
-			lo, err := wire.LayoutOf(old, wire.DefaultChunk)
-			if err != nil {
+			if lo, err = wire.ChunkMapOf(old, wire.DefaultChunk); err != nil {
 				return err
 			}
-			var frames [][]byte
 			encode := func(int) error { // as the sender's job runs it: into a store.Step
 				st := store.NewStep(1, 2, l)
-				_, err := wire.EncodeStep(wire.Image{Layout: lo, Data: old}, wire.Image{Layout: l, Data: cur}, o.Format, o.Threads, nil, func(frame []byte) error {
+				_, err := wire.EncodeStep(wire.Image{ChunkMap: lo, Data: old}, wire.Image{ChunkMap: l, Data: cur}, o.Format, o.Threads, nil, func(frame []byte) error {
 					st.Append(frame)
 					return nil
 				})
@@ -55,39 +57,78 @@ func compareKernels(rep *weightsReport, oldPath, curPath, work string, o Weights
 			}
 			rep.EncodeSeconds = wall.Seconds()
 			rep.EncodeOfBW = 2 * float64(l.Size) / wall.Seconds() / (rep.ReadGBps * 1e9)
-			scratch := filepath.Join(work, "apply.safetensors")
-			if err := os.WriteFile(scratch, old, 0o644); err != nil {
-				return err
-			}
-			defer os.Remove(scratch)
-			err = withMapping(scratch, true, func(base []byte) error {
-				t := wire.NewTarget(l, base, lo)
-				wall, _, err := bestRun(func(threads int) error { return applyFrames(t, frames, threads) }, o.Threads, 0)
-				if err != nil {
-					return err
-				}
-				rep.ApplySeconds = wall.Seconds()
-				if !bytes.Equal(base, cur) {
-					return fmt.Errorf("apply did not rebuild version 2")
-				}
-				return nil
-			})
-			if err != nil || o.Python == "" {
-				return err
-			}
-			np, err := runNumPy(o, oldPath, curPath, scratch, len(l.Header))
-			if err != nil {
-				return err
-			}
-			rep.NumPy = np
-			rep.EncodeSpeedup = np.EncodeSeconds / rep.EncodeSeconds
-			rep.ApplySpeedup = np.ApplySeconds / rep.ApplySeconds
-			if np.Bytes != rep.AstraFlow {
-				return fmt.Errorf("AstraFlow's layout: %d bytes in NumPy, %d counted by the sender", np.Bytes, rep.AstraFlow)
-			}
 			return nil
 		})
 	})
+	if err != nil {
+		return err
+	}
+	scratch := filepath.Join(work, "apply.safetensors")
+	if err := copyFile(scratch, oldPath); err != nil {
+		return err
+	}
+	defer os.Remove(scratch)
+	err = withMapping(scratch, true, func(base []byte) error {
+		t := wire.NewTarget(l, base, lo)
+		wall, _, err := bestRun(func(threads int) error { return applyFrames(t, frames, threads) }, o.Threads, 0)
+		if err != nil {
+			return err
+		}
+		rep.ApplySeconds = wall.Seconds()
+		return sameAsFile(base, curPath)
+	})
+	if err != nil || o.Python == "" {
+		return err
+	}
+	np, err := runNumPy(o, oldPath, curPath, scratch, len(l.Header))
+	if err != nil {
+		return err
+	}
+	rep.NumPy = np
+	rep.EncodeSpeedup = np.EncodeSeconds / rep.EncodeSeconds
+	rep.ApplySpeedup = np.ApplySeconds / rep.ApplySeconds
+	if np.Bytes != rep.AstraFlow {
+		return fmt.Errorf("AstraFlow's chunkMap: %d bytes in NumPy, %d counted by the sender", np.Bytes, rep.AstraFlow)
+	}
+	return nil
+}
+
+// copyFile copies src to dst in the kernel (no pages of either mapped here).
+func copyFile(dst, src string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.Create(dst)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// sameAsFile checks that data holds the bytes of the file at path, read in pieces.
+func sameAsFile(data []byte, path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	buf := make([]byte, 8<<20)
+	for off := 0; off < len(data); off += len(buf) {
+		n := min(len(buf), len(data)-off)
+		if _, err := io.ReadFull(f, buf[:n]); err != nil {
+			return err
+		}
+		if !bytes.Equal(buf[:n], data[off:off+n]) {
+			return fmt.Errorf("apply did not rebuild version 2 (bytes %d-%d differ)", off, off+n)
+		}
+	}
+	return nil
 }
 
 // applyFrames applies record frames to t on threads goroutines.

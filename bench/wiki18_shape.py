@@ -1,5 +1,5 @@
 """By hand (not in `make test`): a wiki-18-shaped vector set for the scale benchmarks of the
-mapped flat index and its compact forms (issue 15). Streams, never holds the set in RAM.
+mapped flat index and its compact forms. Streams, never holds the set in RAM.
 
 Writes, under OUT:
   flat.index   FAISS IndexFlatIP of N unit vectors of width D (byte for byte what

@@ -64,11 +64,11 @@ type DeviceIndex interface {
 	Err() error
 }
 
-// MetricsIndex is an Index with figures of its own for /metrics (index/flatgpu: devices,
+// TelemetryIndex is an Index with figures of its own for /metrics (index/flatgpu: devices,
 // memory, search time), written by the server's writer with its own.
-type MetricsIndex interface {
+type TelemetryIndex interface {
 	Index
-	Metrics() []prom.Metric
+	Telemetry() []prom.Metric
 }
 
 // Index is a vector index searched by inner product (or L2). Search reads n = len(x)/Dim()
@@ -260,6 +260,7 @@ func (r *Retriever) Retrieve(ctx context.Context, queries []string, k int) ([][]
 	if n == 0 || k <= 0 {
 		return out, nil
 	}
+	bulk := r.batcher != nil && r.batcher.inBulkLane(n) // this call's searches run in the bulk lane
 	// flights[q] answers query q unless the cache did; this call searches the led ones.
 	flights := make([]*flight, n)
 	var led []*flight
@@ -273,7 +274,7 @@ func (r *Retriever) Retrieve(ctx context.Context, queries []string, k int) ([][]
 			flights[q] = f
 			continue
 		}
-		hits, f, lead := r.cache.lookup(cacheKey{text, k})
+		hits, f, lead := r.cache.lookup(cacheKey{text, k}, bulk)
 		if f == nil {
 			out[q] = hits
 			continue
@@ -397,11 +398,11 @@ func (r *Retriever) IndexErr() error {
 	return nil
 }
 
-// IndexMetrics are the index's own figures for /metrics, for a MetricsIndex (the GPU index:
+// IndexTelemetry are the index's own figures for /metrics, for a TelemetryIndex (the GPU index:
 // devices, memory, search time); none for a CPU index.
-func (r *Retriever) IndexMetrics() []prom.Metric {
-	if m, ok := r.index.(MetricsIndex); ok {
-		return m.Metrics()
+func (r *Retriever) IndexTelemetry() []prom.Metric {
+	if m, ok := r.index.(TelemetryIndex); ok {
+		return m.Telemetry()
 	}
 	return nil
 }

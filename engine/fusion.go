@@ -1,10 +1,12 @@
 package engine
 
 import (
+	"cmp"
 	"context"
-	"fmt"
 	"slices"
 	"sync"
+
+	"needle/internal/option"
 )
 
 // FusionOptions say how Fusion merges a dense and a sparse ranking (`needle serve --bm25`).
@@ -16,7 +18,8 @@ type FusionOptions struct {
 	// RRFK is reciprocal rank fusion's constant (0: 60, the value of Cormack et al.).
 	RRFK float64
 	// Weight is the dense share of FusionWeighted's sum of min-max normalized scores (the
-	// sparse share is 1 - Weight); 0 means 0.5.
+	// sparse share is 1 - Weight), in (0, 1]; FusionRRF does not read it (0 there, or in
+	// range: a value out of range is a mistake whichever the method).
 	Weight float64
 }
 
@@ -38,20 +41,27 @@ type Fusion struct {
 
 // NewFusion fuses dense and sparse as opt says.
 func NewFusion(dense, sparse Searcher, opt FusionOptions) (*Fusion, error) {
-	switch opt.Method {
-	case "":
-		opt.Method = FusionRRF
-	case FusionRRF, FusionWeighted:
-	default:
-		return nil, fmt.Errorf("--fusion %q: want %q or %q", opt.Method, FusionRRF, FusionWeighted)
+	if err := opt.check(); err != nil {
+		return nil, err
 	}
+	opt.Method = cmp.Or(opt.Method, FusionRRF)
 	if opt.RRFK <= 0 {
 		opt.RRFK = 60
 	}
-	if opt.Weight <= 0 || opt.Weight > 1 {
-		opt.Weight = 0.5
-	}
 	return &Fusion{dense: dense, sparse: sparse, opt: opt}, nil
+}
+
+// check refuses an unknown method and a weight out of range.
+func (opt FusionOptions) check() error {
+	switch opt.Method {
+	case "", FusionRRF, FusionWeighted:
+	default:
+		return option.Errorf("Fusion.Method", "%q, want %q or %q", opt.Method, FusionRRF, FusionWeighted)
+	}
+	if inRange := opt.Weight > 0 && opt.Weight <= 1; !inRange && (opt.Weight != 0 || opt.Method == FusionWeighted) {
+		return option.Errorf("Fusion.Weight", "%g, want the dense share of the weighted sum, in (0, 1]", opt.Weight)
+	}
+	return nil
 }
 
 // Search implements Searcher.

@@ -2,8 +2,12 @@ package engine
 
 import (
 	"context"
+	"errors"
+	"math"
 	"slices"
 	"testing"
+
+	"needle/internal/option"
 )
 
 // ranked is a Searcher answering every query with the same ranking.
@@ -34,7 +38,7 @@ func TestFusion(t *testing.T) {
 		// RRF: row 3 is 3rd and 1st: 1/63 + 1/61 beats row 1's 1/61 alone; 2 (1/62) beats 4 (1/62, higher row).
 		{FusionOptions{Method: FusionRRF}, []int64{3, 1, 2, 4, -1}},
 		// weighted 0.5: 1: 0.5, 2: 0.5*0.875, 3: 0 + 0.5, 4: 0: ties go to the lower row.
-		{FusionOptions{Method: FusionWeighted}, []int64{1, 3, 2, 4, -1}},
+		{FusionOptions{Method: FusionWeighted, Weight: 0.5}, []int64{1, 3, 2, 4, -1}},
 		{FusionOptions{Method: FusionWeighted, Weight: 0.9}, []int64{1, 2, 3, 4, -1}},
 	} {
 		f, err := NewFusion(dense, sparse, c.opt)
@@ -49,7 +53,20 @@ func TestFusion(t *testing.T) {
 			t.Errorf("%+v: rows %v, want %v twice", c.opt, labels, c.want)
 		}
 	}
-	if _, err := NewFusion(dense, sparse, FusionOptions{Method: "max"}); err == nil {
-		t.Error("an unknown fusion method was accepted")
+	for _, c := range []struct {
+		opt   FusionOptions
+		field string
+	}{
+		{FusionOptions{Method: "max"}, "Fusion.Method"},
+		{FusionOptions{Method: FusionWeighted}, "Fusion.Weight"},
+		{FusionOptions{Method: FusionWeighted, Weight: -0.5}, "Fusion.Weight"},
+		{FusionOptions{Method: FusionWeighted, Weight: 1.5}, "Fusion.Weight"},
+		{FusionOptions{Method: FusionWeighted, Weight: math.NaN()}, "Fusion.Weight"},
+		{FusionOptions{Method: FusionRRF, Weight: 2}, "Fusion.Weight"},
+	} {
+		var oe *option.Error
+		if _, err := NewFusion(dense, sparse, c.opt); !errors.As(err, &oe) || oe.Field != c.field {
+			t.Errorf("%+v: error %v, want one of option %s", c.opt, err, c.field)
+		}
 	}
 }

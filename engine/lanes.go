@@ -7,9 +7,9 @@ import (
 )
 
 // laneSearcher gives a Searcher served without a Batcher (BM25 alone) the Batcher's two lanes
-// (docs/fair-batching.md): a request of at most maxInteractive queries is interactive, holds
-// the gate while it waits and runs once no bulk unit runs; a larger one is a bulk unit whose
-// Searcher pauses between its queries (gate.Wait) while interactive requests are held. So a
+// (docs/fair-batching.md, internal/gate): a request of at most maxInteractive queries is an
+// interactive job and runs as an interactive unit of the gate; a larger one is a bulk unit
+// whose Searcher pauses between its queries (gate.Wait) when interactive work is held. So a
 // rollout's single query beside a 2,000-query POST waits for one query of it, not all.
 type laneSearcher struct {
 	Searcher
@@ -21,9 +21,11 @@ func (l *laneSearcher) Search(ctx context.Context, queries []string, k int, dist
 	if len(queries) <= l.maxInteractive {
 		l.gate.Enter()
 		defer l.gate.Leave()
-		if err := l.gate.Clear(ctx); err != nil {
+		u, err := l.gate.Interactive(ctx)
+		if err != nil {
 			return err
 		}
+		defer u.End()
 		return l.Searcher.Search(ctx, queries, k, dist, labels)
 	}
 	u, err := l.gate.Begin(ctx, true)

@@ -19,6 +19,7 @@ import (
 	"needle/index/flatgpu"
 	"needle/index/indexdir"
 	"needle/index/milvusindex"
+	"needle/internal/option"
 	"needle/internal/writer"
 )
 
@@ -38,7 +39,7 @@ const (
 	// (index/milvusindex); Options.Milvus says which.
 	BackendMilvus = "milvus"
 	// BackendCompact serves a compact form folder made by `needle convert`
-	// (index/compact): FAISS codes in RAM, candidates re-ranked exactly from the mapped
+	// (index/compact): FAISS codes in RAM, candidates re-scored exactly from the mapped
 	// source's fp32 rows.
 	BackendCompact = "compact"
 )
@@ -52,8 +53,8 @@ const (
 // maxQueryTokens is the encoder's sequence length for queries, specials included.
 const maxQueryTokens = 256
 
-// Options say what Open serves. They mirror `needle serve`'s flags, and Open's errors name
-// those flags.
+// Options say what Open serves. They mirror `needle serve`'s flags; an error of one option
+// is an *option.Error naming its field.
 type Options struct {
 	// Index is a `needle build` output folder (with manifest.json), a `needle convert` form
 	// folder (with compact.json) or a bare index file; with BackendMilvus, an optional build
@@ -80,9 +81,9 @@ type Options struct {
 	Threads        int  // encoder and index threads (0 = all cores)
 	Mmap           bool // map IVF inverted lists from the index file instead of loading them
 	// Nprobe is the IVF lists visited per query of an IVF index or compact form (0: the
-	// form's, else FAISS's default of 1); Rerank the candidates a compact form re-ranks per
+	// form's, else FAISS's default of 1); Rescore the candidates a compact form re-scores per
 	// query (0: the form's; < 0: none).
-	Nprobe, Rerank int
+	Nprobe, Rescore int
 	// GPU asks for the GPU flat index (index/flatgpu) instead of FAISS on the CPU:
 	// "" no, GPUAuto when a GPU, cuBLAS and enough memory are there (else one line to Log
 	// says why and the CPU index serves), GPURequire the same but failing instead. The query
@@ -90,7 +91,7 @@ type Options struct {
 	GPU     string
 	GPUs    []int     // ordinals of the visible GPUs to shard rows over (nil: all)
 	GPUFP32 bool      // keep fp32 vectors on the GPU (twice the memory of fp16)
-	Log     io.Writer // one-line notices (the GPU fallback) and the GPU load's progress; nil: os.Stderr
+	Log     io.Writer // one-line notices (the GPU fallback) and the GPU load's progress; nil: discarded
 	// Batcher bounds the batches; its MaxBatch is also the encoder's batch size.
 	Batcher BatcherOptions
 	// CacheBytes is the result cache's budget (0: no cache; see Retriever.WithCache).
@@ -110,12 +111,18 @@ type Options struct {
 // becomes the index file, and the corpus, model and pooling the flags left out come from
 // the manifest; QueryPrefix is guessed when nil. A compact form folder stays the Index, and
 // its manifest is that of the build folder it was converted from, if any. It checks that a
-// bare index file comes with a corpus and a model. Resolving twice changes nothing.
+// bare index file comes with a corpus and a model, and the fusion options of a hybrid.
+// Resolving twice changes nothing.
 func Resolve(opts Options) (Options, error) {
+	if opts.BM25 != "" {
+		if err := opts.Fusion.check(); err != nil { // before anything loads
+			return opts, err
+		}
+	}
 	if servesBM25Alone(opts) { // no model: the corpus defaults to the one the index was built from
 		_, err := bm25.ReadMeta(opts.Index)
 		if err != nil {
-			return opts, fmt.Errorf("--index: %w", err)
+			return opts, option.Wrap("Index", err)
 		}
 		if opts.QueryPrefix == nil {
 			opts.QueryPrefix = new(string)
@@ -126,11 +133,11 @@ func Resolve(opts Options) (Options, error) {
 	if opts.Backend == BackendMilvus && opts.Index == "" {
 		// The collection is the index: corpus and model come from the flags.
 	} else if info, err := os.Stat(opts.Index); err != nil {
-		return opts, fmt.Errorf("--index: %w", err)
+		return opts, option.Wrap("Index", err)
 	} else if info.IsDir() && compact.IsForm(opts.Index) {
 		form, err := compact.ReadForm(opts.Index)
 		if err != nil {
-			return opts, fmt.Errorf("--index: %w", err)
+			return opts, option.Wrap("Index", err)
 		}
 		if m, err := indexdir.ReadManifest(filepath.Dir(form.Source.Path)); err == nil && m.IndexFile == filepath.Base(form.Source.Path) {
 			if manifest, err = fromManifest(&opts, m); err != nil {
@@ -140,7 +147,7 @@ func Resolve(opts Options) (Options, error) {
 	} else if info.IsDir() {
 		m, err := indexdir.ReadManifest(opts.Index)
 		if err != nil {
-			return opts, fmt.Errorf("--index: %w", err)
+			return opts, option.Wrap("Index", err)
 		}
 		opts.Index = filepath.Join(opts.Index, m.IndexFile)
 		if manifest, err = fromManifest(&opts, m); err != nil {
@@ -148,10 +155,10 @@ func Resolve(opts Options) (Options, error) {
 		}
 	}
 	if opts.Corpus == "" {
-		return opts, errors.New("--corpus (or --corpus_path) is required with a bare index file")
+		return opts, option.Errorf("Corpus", "required with a bare index file")
 	}
 	if opts.Model == "" {
-		return opts, errors.New("--model (or --retriever_model) is required: the index has no manifest naming its model")
+		return opts, option.Errorf("Model", "required: the index has no manifest naming its model")
 	}
 	if opts.QueryPrefix == nil {
 		prefix := ""
@@ -171,7 +178,7 @@ func fromManifest(opts *Options, m *indexdir.Manifest) (*indexdir.Manifest, erro
 	opts.Pooling = cmp.Or(opts.Pooling, m.Pooling)
 	var err error
 	if opts.Precision, err = m.QueryPrecision(opts.Precision, opts.ForcePrecision); err != nil {
-		return nil, fmt.Errorf("--index: %w", err)
+		return nil, option.Wrap("Index", err)
 	}
 	return m, nil
 }
@@ -187,7 +194,7 @@ func Open(opts Options) (*Retriever, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts.Log = &writer.Locked{W: logTo(opts.Log)} // the index and the encoder load in parallel
+	opts.Log = &writer.Locked{W: writer.OrDiscard(opts.Log)} // the index and the encoder load in parallel
 	var (
 		idx    Index
 		corpus *docstore.Corpus
@@ -196,42 +203,40 @@ func Open(opts Options) (*Retriever, error) {
 		wg     sync.WaitGroup
 	)
 	errs, closers := make([]error, 4), make([]func(), 4)
-	run := func(i int, what string, open func() (func(), error)) {
+	run := func(i int, field string, open func() (func(), error)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			closers[i], errs[i] = open()
-			if errs[i] != nil {
-				errs[i] = fmt.Errorf("%s: %w", what, errs[i])
-			}
+			errs[i] = option.Wrap(field, errs[i])
 		}()
 	}
 	var backend string
-	indexFlag := "--index"
+	indexField := "Index"
 	if opts.Backend == BackendMilvus {
-		indexFlag = "--milvus"
+		indexField = "Milvus"
 	}
-	run(0, indexFlag, func() (close func(), err error) {
+	run(0, indexField, func() (close func(), err error) {
 		idx, backend, close, err = OpenIndex(opts)
 		return close, err
 	})
-	run(1, "--corpus", func() (func(), error) {
+	run(1, "Corpus", func() (func(), error) {
 		c, err := docstore.OpenCorpus(opts.Corpus, docstore.Options{})
 		corpus = c
 		return closeFunc(c, err)
 	})
 	if opts.Pages != "" {
-		run(2, "--pages", func() (func(), error) {
+		run(2, "Pages", func() (func(), error) {
 			p, err := docstore.OpenPages(opts.Pages, docstore.Options{})
 			pages = p
 			return closeFunc(p, err)
 		})
 	}
-	run(3, "--model", func() (_ func(), err error) {
+	run(3, "Model", func() (_ func(), err error) {
 		// With GPU set, queries are encoded on the first of GPUs too (bert.LoadOn: same modes).
 		enc, err = bert.LoadOn(opts.Model, bert.Options{
 			MaxLength: maxQueryTokens, BatchSize: opts.Batcher.MaxBatch, Threads: opts.Threads, Pooling: opts.Pooling,
-			Precision: bert.Precision(opts.Precision)}, opts.GPU, firstOr(opts.GPUs, 0), logTo(opts.Log))
+			Precision: bert.Precision(opts.Precision)}, opts.GPU, firstOr(opts.GPUs, 0), opts.Log)
 		if err != nil {
 			return nil, err
 		}
@@ -316,7 +321,7 @@ func OpenIndex(opts Options) (Index, string, func(), error) {
 		}
 		return x, backend, x.Close, nil
 	case BackendCompact:
-		x, err := compact.Open(opts.Index, compact.Options{Threads: opts.Threads, Mmap: opts.Mmap, Rerank: opts.Rerank, Nprobe: opts.Nprobe})
+		x, err := compact.Open(opts.Index, compact.Options{Threads: opts.Threads, Mmap: opts.Mmap, Rescore: opts.Rescore, Nprobe: opts.Nprobe})
 		if err != nil {
 			return nil, "", nil, err
 		}
@@ -340,17 +345,14 @@ func OpenIndex(opts Options) (Index, string, func(), error) {
 // openGPU loads the GPU flat index, or returns nil, nil after one line to opts.Log saying why
 // the CPU index serves instead (GPUAuto), or an error (GPURequire).
 func openGPU(opts Options) (*flatgpu.Index, error) {
-	log := opts.Log
-	if log == nil {
-		log = os.Stderr
-	}
+	log := writer.OrDiscard(opts.Log)
 	x, err := flatgpu.Load(opts.Index, flatgpu.Options{Devices: opts.GPUs, FP32: opts.GPUFP32, Progress: log})
 	switch {
 	case err == nil:
 		fmt.Fprintf(log, "needle: GPU index: %d vectors on %v\n", x.Ntotal(), x.Stats().Devices)
 		return x, nil
 	case opts.GPU == GPURequire:
-		return nil, fmt.Errorf("--gpu=require: %w", err)
+		return nil, fmt.Errorf("GPU index required: %w", err)
 	}
 	fmt.Fprintf(log, "needle: not using a GPU, serving on the CPU: %v\n", err)
 	return nil, nil
@@ -362,14 +364,6 @@ func firstOr(xs []int, def int) int {
 		return def
 	}
 	return xs[0]
-}
-
-// logTo is w, or os.Stderr when nil (Options.Log).
-func logTo(w io.Writer) io.Writer {
-	if w == nil {
-		return os.Stderr
-	}
-	return w
 }
 
 // closeAll calls the closers that are set (the parts that opened when a load failed).

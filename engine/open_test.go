@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"needle/faissgo"
 	"needle/index/compact"
 	"needle/index/indexdir"
+	"needle/internal/option"
 	"needle/testkit/cudatest"
 	"needle/testkit/testenv"
 	"needle/testkit/testflat"
@@ -41,7 +43,7 @@ func ptr(s string) *string { return &s }
 func writeForm(t *testing.T, dir, source string) {
 	t.Helper()
 	data, _ := json.Marshal(compact.Form{Factory: "IVF4,PQ4np", IndexFile: compact.IndexFileName, Dimension: 4, Count: 1, Metric: "ip",
-		Source: compact.Source{Path: source}, Rerank: 10})
+		Source: compact.Source{Path: source}, Rescore: 10})
 	os.WriteFile(filepath.Join(dir, compact.FormName), data, 0o644)
 }
 
@@ -66,13 +68,15 @@ func TestResolve(t *testing.T) {
 		{"options win over the manifest", engine.Options{Index: plain, Corpus: "c.jsonl", Model: "/m/other", Pooling: "cls", RetrieverName: "intfloat/E5-base"},
 			filepath.Join(plain, "index.faiss"), "c.jsonl", "/m/other", "cls", "query: ", ""},
 		{"bare index, e5 name", engine.Options{Index: bare, Corpus: "c.jsonl", Model: "/m/e5-base-v2", RetrieverName: "e5"}, bare, "c.jsonl", "/m/e5-base-v2", "", "query: ", ""},
-		{"bare index needs corpus", engine.Options{Index: bare, Model: "m"}, "", "", "", "", "", "--corpus"},
-		{"bare index needs model", engine.Options{Index: bare, Corpus: "c"}, "", "", "", "", "", "--model"},
+		{"bare index needs corpus", engine.Options{Index: bare, Model: "m"}, "", "", "", "", "", "Corpus: required"},
+		{"bare index needs model", engine.Options{Index: bare, Corpus: "c"}, "", "", "", "", "", "Model: required"},
 		{"index not found", engine.Options{Index: "/nonexistent/x"}, "", "", "", "", "", "no such file"},
 		{"folder without manifest", engine.Options{Index: t.TempDir()}, "", "", "", "", "", "no manifest"},
 		{"form of a build: its manifest", engine.Options{Index: ofBuild}, ofBuild, "/data/corpus.jsonl", "/models/m", "mean", "query: ", ""},
 		{"form of a bare file", engine.Options{Index: ofBare, Corpus: "c.jsonl", Model: "/m/e5", RetrieverName: "e5"}, ofBare, "c.jsonl", "/m/e5", "", "query: ", ""},
-		{"form of a bare file needs corpus", engine.Options{Index: ofBare, Model: "m"}, "", "", "", "", "", "--corpus"},
+		{"form of a bare file needs corpus", engine.Options{Index: ofBare, Model: "m"}, "", "", "", "", "", "Corpus: required"},
+		{"hybrid: a fusion weight out of range", engine.Options{Index: plain, BM25: plain, Fusion: engine.FusionOptions{Method: engine.FusionWeighted, Weight: 1.5}},
+			"", "", "", "", "", "Fusion.Weight: 1.5, want"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := engine.Resolve(tc.opts)
@@ -113,8 +117,8 @@ func TestResolvePrecision(t *testing.T) {
 	if got, err := engine.Resolve(engine.Options{Index: dir}); err != nil || got.Precision != "int8" {
 		t.Errorf("default: precision %q, %v; want the manifest's int8", got.Precision, err)
 	}
-	if _, err := engine.Resolve(engine.Options{Index: dir, Precision: "fp16"}); err == nil || !strings.Contains(err.Error(), "--force-precision") {
-		t.Errorf("fp16 on an int8 build: %v, want an error naming --force-precision", err)
+	if _, err := engine.Resolve(engine.Options{Index: dir, Precision: "fp16"}); !option.FixedBy(err, "ForcePrecision") {
+		t.Errorf("fp16 on an int8 build: %v, want an error that ForcePrecision fixes", err)
 	}
 	if got, err := engine.Resolve(engine.Options{Index: dir, Precision: "fp16", ForcePrecision: true}); err != nil || got.Precision != "fp16" {
 		t.Errorf("forced fp16: precision %q, %v", got.Precision, err)
@@ -187,7 +191,7 @@ func TestOpenServesRealParts(t *testing.T) {
 		r.Close()
 	}
 
-	// A compact form of the flat file is served from its codes, re-ranked exactly from the file.
+	// A compact form of the flat file is served from its codes, re-scored exactly from the file.
 	form := filepath.Join(dir, "form")
 	if _, err := compact.Convert(compact.Config{From: indexPath, Out: form, Factory: "SQ8"}); err != nil {
 		t.Fatal(err)
@@ -211,17 +215,19 @@ func TestOpenServesRealParts(t *testing.T) {
 	short := filepath.Join(dir, "short.jsonl")
 	os.WriteFile(short, []byte(strings.SplitAfter(corpus, "\n")[0]), 0o644)
 	for _, tc := range []struct {
-		opts engine.Options
-		want string
+		opts        engine.Options
+		field, want string // the option an *option.Error names ("": none), a part of the message
 	}{
-		{engine.Options{Index: indexPath, Corpus: short, Model: model}, "corpus has 1 rows but the index has 3 vectors"},
-		{engine.Options{Index: corpusPath, Corpus: corpusPath, Model: model}, "--index: "},
-		{engine.Options{Index: indexPath, Corpus: corpusPath, Model: dir}, "--model: "},
-		{engine.Options{Index: indexPath, Corpus: filepath.Join(dir, "none.jsonl"), Model: model}, "--corpus: "},
-		{engine.Options{Index: indexPath, Corpus: corpusPath, Model: model, Backend: "qdrant"}, `--index: unknown index backend "qdrant"`},
+		{engine.Options{Index: indexPath, Corpus: short, Model: model}, "", "corpus has 1 rows but the index has 3 vectors"},
+		{engine.Options{Index: corpusPath, Corpus: corpusPath, Model: model}, "Index", "Index: "},
+		{engine.Options{Index: indexPath, Corpus: corpusPath, Model: dir}, "Model", "Model: "},
+		{engine.Options{Index: indexPath, Corpus: filepath.Join(dir, "none.jsonl"), Model: model}, "Corpus", "Corpus: "},
+		{engine.Options{Index: indexPath, Corpus: corpusPath, Model: model, Backend: "qdrant"}, "Index", `Index: unknown index backend "qdrant"`},
 	} {
-		if _, err := engine.Open(tc.opts); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("Open(%+v): %v, want an error mentioning %q", tc.opts, err, tc.want)
+		var oe *option.Error
+		_, err := engine.Open(tc.opts)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || (tc.field != "" && (!errors.As(err, &oe) || oe.Field != tc.field)) {
+			t.Errorf("Open(%+v): %v, want an error of option %q mentioning %q", tc.opts, err, tc.field, tc.want)
 		}
 	}
 }
@@ -264,7 +270,7 @@ func TestOpenWithoutGPUFallsBackToCPU(t *testing.T) {
 			t.Errorf("%s, --gpu: log %q, want a line for the encoder (no CUDA device) and one for the index (%q)", tc.index, log.String(), tc.why)
 		}
 		opts.GPU = engine.GPURequire
-		if _, err := engine.Open(opts); err == nil || !strings.Contains(err.Error(), "--gpu=require: ") || !strings.Contains(err.Error(), tc.why) {
+		if _, err := engine.Open(opts); err == nil || !strings.Contains(err.Error(), "GPU index required: ") || !strings.Contains(err.Error(), tc.why) {
 			t.Errorf("%s, --gpu=require: %v, want an error saying %q", tc.index, err, tc.why)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"needle/encoder/rerank"
+	"needle/internal/option"
 )
 
 // Ranked is one reranked passage: its index in the list given to Rerank and its score.
@@ -14,8 +15,8 @@ type Ranked struct {
 	Score float32
 }
 
-// ErrNoReranker is Rerank's error on a Retriever served without --rerank-model.
-var ErrNoReranker = errors.New("this server has no reranker (needle serve --rerank-model DIR)")
+// ErrNoReranker is Rerank's error on a Retriever opened without Options.RerankModel.
+var ErrNoReranker = errors.New("this server has no reranker")
 
 // HasReranker reports whether a cross-encoder was loaded (Options.RerankModel).
 func (r *Retriever) HasReranker() bool { return r.reranker != nil }
@@ -63,7 +64,7 @@ func (r *Retriever) Rerank(ctx context.Context, queries []string, passages [][]s
 func (r *Retriever) withReranker(opts Options) error {
 	c, err := rerank.Load(opts.RerankModel, rerank.Options{BatchSize: opts.RerankBatch, Threads: opts.Threads})
 	if err != nil {
-		return err
+		return option.Wrap("RerankModel", err)
 	}
 	r.WithReranker(c)
 	return nil

@@ -11,6 +11,7 @@ import (
 	"needle/docstore"
 	"needle/index/bm25"
 	"needle/index/indexdir"
+	"needle/internal/option"
 )
 
 // BackendBM25 is what IndexBackend reports for a BM25 index served alone (`needle build
@@ -39,18 +40,18 @@ func NewSearcherRetriever(s Searcher, ntotal int64, docs DocStore, pages PageSto
 	return &Retriever{searcher: s, docs: docs, pages: pages, ntotal: ntotal}, nil
 }
 
-// openBM25Alone opens the BM25 index folder opts.Index with its corpus (--corpus, else the
+// openBM25Alone opens the BM25 index folder opts.Index with its corpus (opts.Corpus, else the
 // one it was built from) and pages.
 func openBM25Alone(opts Options) (*Retriever, error) {
 	x, err := bm25.Open(opts.Index)
 	if err != nil {
-		return nil, fmt.Errorf("--index: %w", err)
+		return nil, option.Wrap("Index", err)
 	}
 	corpusPath := cmp.Or(opts.Corpus, x.Meta().Corpus.Path)
 	corpus, err := docstore.OpenCorpus(corpusPath, docstore.Options{})
 	if err != nil {
 		x.Close()
-		return nil, fmt.Errorf("--corpus: %w", err)
+		return nil, option.Wrap("Corpus", err)
 	}
 	closers := []func(){func() { corpus.Close() }, func() { x.Close() }}
 	var ps PageStore
@@ -58,7 +59,7 @@ func openBM25Alone(opts Options) (*Retriever, error) {
 		pages, err := docstore.OpenPages(opts.Pages, docstore.Options{})
 		if err != nil {
 			closeAll(closers)
-			return nil, fmt.Errorf("--pages: %w", err)
+			return nil, option.Wrap("Pages", err)
 		}
 		ps, closers = pages, append(closers, func() { pages.Close() })
 	}
@@ -77,11 +78,11 @@ func openBM25Alone(opts Options) (*Retriever, error) {
 func (r *Retriever) withBM25(opts Options) error {
 	x, err := bm25.Open(opts.BM25)
 	if err != nil {
-		return fmt.Errorf("--bm25: %w", err)
+		return option.Wrap("BM25", err)
 	}
 	if x.Ntotal() != r.ntotal {
 		x.Close()
-		return fmt.Errorf("--bm25 %s has %d rows, the dense index %d: build both from the same corpus", opts.BM25, x.Ntotal(), r.ntotal)
+		return option.Errorf("BM25", "%s has %d rows, the dense index %d: build both from the same corpus", opts.BM25, x.Ntotal(), r.ntotal)
 	}
 	f, err := NewFusion(r.batcher, x, opts.Fusion)
 	if err != nil {

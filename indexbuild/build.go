@@ -16,7 +16,9 @@ import (
 	"needle/index/indexdir"
 
 	"needle/internal/atomicfile"
+	"needle/internal/option"
 	"needle/internal/progress"
+	"needle/internal/writer"
 )
 
 // Encoder turns passages into embeddings (encoder/bert.Encoder): len(texts)*Dim() floats in
@@ -101,9 +103,7 @@ func (c *Config) setDefaults() {
 	if c.EncodeRows <= 0 {
 		c.EncodeRows = 512
 	}
-	if c.Log == nil {
-		c.Log = io.Discard
-	}
+	c.Log = writer.OrDiscard(c.Log)
 	// A headerless embeddings file written by `needle build --save-embeddings` has its
 	// width in the manifest beside it.
 	if c.Embeddings != "" && c.Dim == 0 && !strings.EqualFold(filepath.Ext(c.Embeddings), ".npy") {
@@ -412,7 +412,7 @@ func clearOldOutput(cfg Config) error {
 		return nil
 	}
 	if !cfg.Restart {
-		return fmt.Errorf("%s holds a build of other arguments (corpus, model or settings differ); use --restart to replace it, or another --out", cfg.Out)
+		return option.Fixf("Restart", "replaces it", "%s holds a build of other arguments (corpus, model or settings differ)", cfg.Out)
 	}
 	for _, name := range []string{indexdir.ManifestName, indexdir.IndexFileName, indexdir.EmbeddingsFileName} {
 		if err := os.Remove(filepath.Join(cfg.Out, name)); err != nil && !errors.Is(err, os.ErrNotExist) {

@@ -19,6 +19,7 @@ import (
 
 	"needle/faissgo"
 	"needle/internal/atomicfile"
+	"needle/internal/option"
 )
 
 // fakeCorpus rows are "passage i"; rows in bad are bad lines.
@@ -184,7 +185,7 @@ func TestBuildAndUpToDate(t *testing.T) {
 	}
 	// Other arguments on a finished folder: refused, then replaced with Restart.
 	f.cfg.Factory = "IVF4,Flat"
-	if _, err := f.run(); err == nil || !strings.Contains(err.Error(), "--restart") {
+	if _, err := f.run(); !option.FixedBy(err, "Restart") {
 		t.Fatalf("other factory on a finished folder: err %v", err)
 	}
 	f.cfg.Restart = true
@@ -240,8 +241,8 @@ func TestCorpusRewrittenInPlaceIsNotUpToDate(t *testing.T) {
 	if m, err := UpToDate(f.cfg); m != nil || err != nil {
 		t.Fatalf("UpToDate = %v, %v for a corpus of other bytes with the same size and mtime", m, err)
 	}
-	if _, err := f.run(); err == nil || !strings.Contains(err.Error(), "--restart") {
-		t.Fatalf("rerun on a changed corpus: %v, want the refusal naming --restart", err)
+	if _, err := f.run(); !option.FixedBy(err, "Restart") {
+		t.Fatalf("rerun on a changed corpus: %v, want the refusal that Restart fixes", err)
 	}
 }
 
@@ -350,7 +351,7 @@ func TestResumeRefusesChangedArguments(t *testing.T) {
 	f.enc.failAfter = 0
 	f.cfg.Prefix = ""
 	_, err := f.run()
-	if err == nil || !strings.Contains(err.Error(), `prefix: "passage: " -> ""`) || !strings.Contains(err.Error(), "--restart") {
+	if err == nil || !strings.Contains(err.Error(), `prefix: "passage: " -> ""`) || !option.FixedBy(err, "Restart") {
 		t.Fatalf("changed prefix: err %v", err)
 	}
 	f.cfg.Prefix = "passage: "
@@ -447,7 +448,7 @@ func TestBuildFromEmbeddings(t *testing.T) {
 	}
 	g = newFixture(t, 25)
 	g.cfg.Embeddings, g.cfg.Dim = npy, 4
-	if _, err := g.run(); err == nil || !strings.Contains(err.Error(), "--dim is 4") {
+	if _, err := g.run(); err == nil || !strings.Contains(err.Error(), "Dim: 4, but") {
 		t.Fatalf("dim mismatch: err %v", err)
 	}
 }

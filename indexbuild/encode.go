@@ -12,6 +12,7 @@ import (
 	"needle/index/indexdir"
 
 	"needle/internal/atomicfile"
+	"needle/internal/option"
 	"needle/internal/progress"
 )
 
@@ -99,14 +100,14 @@ func preparePartial(dir string, st encodeState, restart bool) error {
 	case err == nil:
 		var old encodeState
 		if err := json.Unmarshal(data, &old); err != nil {
-			return fmt.Errorf("%s: %w (remove the folder or use --restart)", path, err)
+			return &option.Fix{Err: fmt.Errorf("%s: %w (remove the folder)", path, err), Field: "Restart", Does: "discards it"}
 		}
 		diff := st.diff(old)
 		if len(diff) == 0 {
 			return nil
 		}
 		if !restart {
-			return fmt.Errorf("%s holds an interrupted build with other arguments (%s); rerun with the same arguments to resume, or use --restart",
+			return option.Fixf("Restart", "discards it", "%s holds an interrupted build with other arguments (%s); rerun with the same arguments to resume",
 				dir, strings.Join(diff, "; "))
 		}
 		if err := os.RemoveAll(dir); err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"needle/faissgo"
 	"needle/internal/progress"
+	"needle/internal/writer"
 )
 
 // InspectOptions say what `needle inspect` looks at.
@@ -19,7 +20,7 @@ type InspectOptions struct {
 	Corpus string    // the corpus whose line i is index row i ("": a build folder's)
 	Load   bool      // also load the index with FAISS and report its class
 	MaxBad int       // print at most this many bad corpus lines (0: all)
-	Log    io.Writer // progress bars
+	Log    io.Writer // progress bars; nil: discarded
 }
 
 // Inspect prints to w the index's FAISS type, dimension, vector count and metric, then the
@@ -63,7 +64,7 @@ func Inspect(w io.Writer, a InspectOptions) error {
 		}
 	}
 	if a.Corpus != "" {
-		rows, err := reportCorpus(w, a.Corpus, sidecarDir, a.MaxBad, a.Log)
+		rows, err := reportCorpus(w, a.Corpus, sidecarDir, a.MaxBad, writer.OrDiscard(a.Log))
 		if err != nil {
 			return err
 		}
@@ -114,7 +115,7 @@ func reportCorpus(w io.Writer, path, sidecarDir string, maxBad int, log io.Write
 	fmt.Fprintf(w, "bad rows:    %d\n", len(bad))
 	for i, b := range bad {
 		if maxBad > 0 && i == maxBad {
-			fmt.Fprintf(w, "  ... %d more (--max-bad 0 prints all)\n", len(bad)-maxBad)
+			fmt.Fprintf(w, "  ... %d more not printed (a limit of 0 prints all)\n", len(bad)-maxBad)
 			break
 		}
 		fmt.Fprintf(w, "  line %d: %s\n", b.Line, b.Reason)

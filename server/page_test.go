@@ -7,7 +7,8 @@ import (
 )
 
 // TestPage: GET and HEAD / answer the search page, with a policy that forbids fetching
-// anything from elsewhere; other methods get the JSON 405; paths near "/" stay 404 as before.
+// anything from elsewhere; other methods get the JSON 405; paths near "/" are the JSON 404 of
+// any unknown path.
 func TestPage(t *testing.T) {
 	s, _, _ := testServer(t, Config{AuthToken: "secret"}, false)
 	code, body, resp := do(s, "GET", "/", "")
@@ -51,7 +52,7 @@ func TestMetricsInfo(t *testing.T) {
 }
 
 // FuzzRoute: any method and path is answered without a 5xx; the page only at GET or HEAD of
-// "/", every other answer JSON as before the page existed.
+// "/", every other answer JSON (the API's answers are never the page).
 func FuzzRoute(f *testing.F) {
 	for _, seed := range []struct{ method, path string }{
 		{"GET", "/"}, {"HEAD", "/"}, {"POST", "/"}, {"GET", "/x"}, {"PUT", "/metrics"}, {"GET", "/%2F"}, {"GET", "/?a=b"}, {"OPTIONS", "*"},

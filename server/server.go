@@ -201,7 +201,7 @@ func (s *Server) route(ctx *fasthttp.RequestCtx) endpoint {
 		if r != nil {
 			g = gauges{info: s.cfg.Info, ready: !s.changed.Load() && r.IndexErr() == nil && r.Ready(ctx) == nil, queueQueries: r.Queued(), indexVectors: r.Ntotal(),
 				indexBackend: r.IndexBackend(), badRows: r.BadRowsSkipped(), cache: r.CacheStats()}
-			g.droppedQueries, g.bulkPauses, g.index = r.DroppedQueries(), r.BulkPauses(), r.IndexMetrics()
+			g.droppedQueries, g.bulkPauses, g.index = r.DroppedQueries(), r.BulkPauses(), r.IndexTelemetry()
 			g.pages = r.HasPages()
 		}
 		ctx.SetContentType("text/plain; version=0.0.4; charset=utf-8")
@@ -220,7 +220,7 @@ func (s *Server) route(ctx *fasthttp.RequestCtx) endpoint {
 		} else if ep == epRerank && r.HasReranker() {
 			s.rerank(ctx, r)
 		} else if ep == epRerank {
-			writeDetail(ctx, fasthttp.StatusNotFound, engine.ErrNoReranker.Error())
+			writeDetail(ctx, fasthttp.StatusNotFound, engine.ErrNoReranker.Error()+": start needle serve with --rerank-model DIR to use /rerank")
 		} else {
 			s.access(ctx, r)
 		}

@@ -18,9 +18,9 @@ import (
 	"time"
 
 	"needle/internal/prom"
+	"needle/weights/feed"
 	"needle/weights/receiver"
 	"needle/weights/sender"
-	"needle/weights/server"
 	"needle/weights/store"
 )
 
@@ -47,7 +47,7 @@ func RunSender(ctx context.Context, o SendOptions, ready func(tcp, http string))
 		return err
 	}
 	defer ctl.Close()
-	srv := server.New(s.Store, o.Sender.Metrics)
+	srv := feed.New(s.Store, o.Sender.Metrics)
 	srv.Log = o.Sender.Log
 	status := func() any { return s.Status() }
 	return serve(ctx, srv, o.Listen, o.HTTP, o.Sender.Metrics, status, ready)
@@ -67,10 +67,10 @@ func RunReceiver(ctx context.Context, o RecvOptions, ready func(tcp, http string
 	if o.Receiver.Metrics == nil {
 		o.Receiver.Metrics = prom.NewRegistry()
 	}
-	var srv *server.Server
+	var srv *feed.Feed
 	if o.Serve != "" {
 		o.Receiver.Store = store.New(o.Keep, o.Receiver.Threads)
-		srv = server.New(o.Receiver.Store, o.Receiver.Metrics)
+		srv = feed.New(o.Receiver.Store, o.Receiver.Metrics)
 		srv.Log = o.Receiver.Log
 	}
 	r, err := receiver.Open(o.Receiver)
@@ -95,7 +95,7 @@ func RunReceiver(ctx context.Context, o RecvOptions, ready func(tcp, http string
 }
 
 // serve runs srv on tcp (srv nil: none) and the HTTP endpoint until ctx ends.
-func serve(ctx context.Context, srv *server.Server, tcp, httpAddr string, reg *prom.Registry, status func() any, ready func(tcp, http string)) error {
+func serve(ctx context.Context, srv *feed.Feed, tcp, httpAddr string, reg *prom.Registry, status func() any, ready func(tcp, http string)) error {
 	var tcpAddr, hAddr string
 	errs := make(chan error, 2)
 	if srv != nil {

@@ -53,8 +53,8 @@ type DeltaStats struct {
 	TensorBytes, DeltaBytes       int64    // the new file's tensor bytes; the delta file's size
 }
 
-// describe fills the counts that follow from the two layouts.
-func (st *DeltaStats) describe(cur, old *wire.Layout) {
+// describe fills the counts that follow from the two chunk maps.
+func (st *DeltaStats) describe(cur, old *wire.ChunkMap) {
 	why, removed := cur.Unmatched(old)
 	st.Tensors, st.Removed = len(cur.Tensors), len(removed)
 	for i, t := range cur.Tensors {
@@ -81,12 +81,12 @@ func mapImage(path string, chunk int64, populate bool) (wire.Image, func(), erro
 	if err != nil {
 		return wire.Image{}, nil, err
 	}
-	l, err := wire.LayoutOf(data, chunk)
+	l, err := wire.ChunkMapOf(data, chunk)
 	if err != nil {
 		release()
 		return wire.Image{}, nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return wire.Image{Layout: l, Data: data}, release, nil
+	return wire.Image{ChunkMap: l, Data: data}, release, nil
 }
 
 // EncodeDelta writes the delta file that turns oldPath into newPath to outPath (atomically),
@@ -103,7 +103,7 @@ func EncodeDelta(oldPath, newPath, outPath string, f wire.Format, threads int) (
 		return st, err
 	}
 	defer releaseCur()
-	l := cur.Layout
+	l := cur.ChunkMap
 	manifest := make([]uint64, l.Chunks())
 	err = atomicfile.Create(outPath, func(out *os.File) error {
 		buf := bufio.NewWriterSize(out, 4<<20)
@@ -127,21 +127,21 @@ func EncodeDelta(oldPath, newPath, outPath string, f wire.Format, threads int) (
 	if err != nil {
 		return st, err
 	}
-	st.describe(l, old.Layout)
+	st.describe(l, old.ChunkMap)
 	return st, nil
 }
 
-// deltaFile is a delta file read and checked: the new file's layout, each chunk's record (Op 0:
+// deltaFile is a delta file read and checked: the new file's chunk map, each chunk's record (Op 0:
 // none) and the new file's manifest. Records view the file's bytes.
 type deltaFile struct {
-	layout   *wire.Layout
+	chunkMap *wire.ChunkMap
 	records  []wire.Record
 	count    int // records present
 	manifest []uint64
 }
 
 // readDelta checks b, a whole delta file: magic, every frame's check, the step, records in
-// increasing chunk order inside the layout, the end's count and manifest, nothing after it.
+// increasing chunk order inside the chunk map, the end's count and manifest, nothing after it.
 func readDelta(b []byte) (*deltaFile, error) {
 	switch {
 	case len(b) >= len(deltaMagicV1) && string(b[:len(deltaMagicV1)]) == deltaMagicV1:
@@ -172,11 +172,11 @@ func readDelta(b []byte) (*deltaFile, error) {
 	if step.StepInfo != deltaStep || step.First != 0 {
 		return nil, fmt.Errorf("step %d -> %d from record %d, a delta file holds step 1 -> 2 from record 0", step.From, step.To, step.First)
 	}
-	l, err := wire.NewLayout(step.Header, step.Size, step.Chunk)
+	l, err := wire.NewChunkMap(step.Header, step.Size, step.Chunk)
 	if err != nil {
-		return nil, fmt.Errorf("the new file's layout: %w", err)
+		return nil, fmt.Errorf("the new file's chunkMap: %w", err)
 	}
-	d := &deltaFile{layout: l, records: make([]wire.Record, l.Chunks())}
+	d := &deltaFile{chunkMap: l, records: make([]wire.Record, l.Chunks())}
 	last := -1
 	for {
 		if k, p, err = next(); err != nil {
@@ -228,17 +228,17 @@ func ApplyDelta(basePath, deltaPath, outPath string, threads int) (DeltaStats, e
 	if err != nil {
 		return st, fmt.Errorf("%s: %w", deltaPath, err)
 	}
-	l := d.layout
+	l := d.chunkMap
 	base, releaseBase, err := mapImage(basePath, l.Chunk, false) // read once, in chunks: faulted in as read
 	if err != nil {
 		return st, err
 	}
 	defer releaseBase()
-	match := l.Match(base.Layout)
-	if err := d.covers(base.Layout, match, basePath); err != nil {
+	match := l.Match(base.ChunkMap)
+	if err := d.covers(base.ChunkMap, match, basePath); err != nil {
 		return st, err
 	}
-	t := wire.NewTarget(l, nil, base.Layout)
+	t := wire.NewTarget(l, nil, base.ChunkMap)
 	err = atomicfile.Create(outPath, func(out *os.File) error {
 		if _, err := out.WriteAt(l.Header, 0); err != nil {
 			return err
@@ -251,7 +251,7 @@ func ApplyDelta(basePath, deltaPath, outPath string, threads int) (DeltaStats, e
 	if err != nil {
 		return st, err
 	}
-	st.describe(l, base.Layout)
+	st.describe(l, base.ChunkMap)
 	st.Changed, st.Records, st.DeltaBytes = t.Changed(), d.count, int64(len(raw))
 	return st, nil
 }
@@ -259,8 +259,8 @@ func ApplyDelta(basePath, deltaPath, outPath string, threads int) (DeltaStats, e
 // covers checks, before any byte is written, that every chunk of the new file has its bytes in
 // the base (a tensor of the same name, dtype and shape: match) or in a raw record of its
 // length: so the output is no larger than the base and the delta file together.
-func (d *deltaFile) covers(base *wire.Layout, match []int, basePath string) error {
-	l := d.layout
+func (d *deltaFile) covers(base *wire.ChunkMap, match []int, basePath string) error {
+	l := d.chunkMap
 	for i, rec := range d.records {
 		t, _, n := l.Span(i)
 		if _, ok := l.BaseOffset(base, match, i); !ok && (rec.Op != wire.OpRaw || int64(len(rec.Body)) != n) {
@@ -270,7 +270,7 @@ func (d *deltaFile) covers(base *wire.Layout, match []int, basePath string) erro
 	return nil
 }
 
-// rebuild writes every chunk of t's layout into out on threads goroutines (see ApplyDelta) and
+// rebuild writes every chunk of t's chunk map into out on threads goroutines (see ApplyDelta) and
 // returns the first error.
 func rebuild(out *os.File, t *wire.Target, base wire.Image, match []int, d *deltaFile, basePath string, threads int) error {
 	l := t.L
@@ -307,7 +307,7 @@ func rebuildChunk(out *os.File, buf []byte, t *wire.Target, base wire.Image, mat
 	l := t.L
 	tensor, off, n := l.Span(i)
 	chunk := buf[:n]
-	if boff, ok := l.BaseOffset(base.Layout, match, i); ok {
+	if boff, ok := l.BaseOffset(base.ChunkMap, match, i); ok {
 		copy(chunk, base.Data[boff:boff+n])
 	}
 	if rec := d.records[i]; rec.Op != 0 {

@@ -3,8 +3,6 @@
 package plot
 
 import (
-	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,6 +15,7 @@ import (
 	"gonum.org/v1/plot/vg/vgsvg"
 
 	"needle/internal/atomicfile"
+	"needle/internal/option"
 )
 
 // drawn: this build draws (gonum/plot and its fonts are linked in; see noplot.go).
@@ -49,7 +48,7 @@ func Write(path string, f Figure) error {
 		panels = append(panels, p)
 	}
 	if len(panels) == 0 {
-		return errors.New("--plot: the run measured nothing to plot")
+		return option.Errorf("Plot", "the run measured nothing to plot")
 	}
 	panels[0].Title.Text = strings.TrimSpace(f.Title + "\n" + panels[0].Title.Text)
 	w, h := panelWidth, panelHeight*vg.Length(len(panels))
@@ -60,7 +59,7 @@ func Write(path string, f Figure) error {
 	case ".png":
 		c = vgimg.PngCanvas{Canvas: vgimg.NewWith(vgimg.UseWH(w, h), vgimg.UseDPI(144))}
 	default:
-		return fmt.Errorf("--plot %s: want a .svg or .png file", path)
+		return option.Errorf("Plot", "%s, want a .svg or .png file", path)
 	}
 	tiles := draw.Tiles{Rows: len(panels), Cols: 1, PadX: vg.Millimeter, PadY: 3 * vg.Millimeter, PadTop: 2 * vg.Millimeter, PadBottom: 2 * vg.Millimeter, PadLeft: 2 * vg.Millimeter, PadRight: 4 * vg.Millimeter}
 	grid := make([][]*plot.Plot, len(panels))
@@ -72,7 +71,7 @@ func Write(path string, f Figure) error {
 		p.Draw(cells[i][0])
 	}
 	if err := atomicfile.Create(path, func(f *os.File) error { _, err := c.WriteTo(f); return err }); err != nil {
-		return fmt.Errorf("--plot: %w", err)
+		return option.Wrap("Plot", err)
 	}
 	return nil
 }

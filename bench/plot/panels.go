@@ -8,6 +8,8 @@ import (
 	"slices"
 	"time"
 
+	"needle/internal/option"
+
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
@@ -30,7 +32,7 @@ var barColor = color.RGBA{R: 0x29, G: 0x52, B: 0xcc, A: 0xff}
 // percentile.
 func histogram(l Latencies) (*plot.Plot, error) {
 	if len(l.D) == 0 {
-		return nil, fmt.Errorf("--plot: no %s latencies were measured", l.Of)
+		return nil, option.Errorf("Plot", "no %s latencies were measured", l.Of)
 	}
 	sorted := slices.Sorted(slices.Values(l.D))
 	values := make(plotter.Values, len(sorted))

@@ -6,12 +6,12 @@
 package plot
 
 import (
-	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"needle/internal/option"
 )
 
 // Figure is one run's measurements; each part present is one panel, top to bottom in this
@@ -59,7 +59,7 @@ func Percentile(sorted []time.Duration, p float64) time.Duration {
 }
 
 // errNotBuilt is Check's and Write's answer in the noplot build (noplot.go).
-var errNotBuilt = errors.New("--plot: this needle was built without plots (-tags noplot, the GPU check's build)")
+var errNotBuilt = option.Errorf("Plot", "this needle was built without plots (-tags noplot, the GPU check's build)")
 
 // Check says, before a run, whether Write could write path: its extension and its folder.
 // Targets call it first, so a typo does not cost a long run.
@@ -69,10 +69,10 @@ func Check(path string) error {
 	}
 	ext := strings.ToLower(filepath.Ext(path))
 	if ext != ".svg" && ext != ".png" {
-		return fmt.Errorf("--plot %s: want a .svg or .png file", path)
+		return option.Errorf("Plot", "%s, want a .svg or .png file", path)
 	}
 	if _, err := os.Stat(filepath.Dir(path)); err != nil {
-		return fmt.Errorf("--plot: %w", err)
+		return option.Wrap("Plot", err)
 	}
 	return nil
 }

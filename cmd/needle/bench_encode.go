@@ -27,7 +27,7 @@ func runBenchEncode(args []string) error {
 	fs.IntVar(&o.Passages, "passages", 512, "passages per run")
 	fs.IntVar(&o.Queries, "queries", 100, "single queries timed one by one")
 	fs.IntVar(&o.BatchSize, "batch-size", 64, "texts per forward pass")
-	fs.IntVar(&o.Threads, "threads", 2, "OpenBLAS/OpenMP threads (PyTorch: torch.set_num_threads)")
+	fs.IntVar(&o.Threads, "threads", 2, "threads of a forward pass (the Linears' own thread team and OpenMP's row-wise ops; give bench/encode_pytorch.py the same count)")
 	fs.IntVar(&o.Repeat, "repeat", 3, "passage runs per model; the best is reported")
 	fs.StringVar(&o.WordNet, "wordnet", "/usr/share/wordnet/data.noun", "WordNet noun data file the texts come from")
 	fs.StringVar(&o.Dump, "dump", "", "write the texts as JSON {passages, queries} to this file and exit")

@@ -20,7 +20,7 @@ func runBenchIndex(args []string) error {
 	fs.StringVar(&o.Index, "index", "", "index file or compact form folder (required)")
 	fs.StringVar(&o.Backend, "index-backend", "", "as serve's --index-backend (default auto)")
 	fs.IntVar(&o.Nprobe, "nprobe", 0, "IVF lists visited per query (0: the form's, else FAISS's default)")
-	fs.IntVar(&o.Rerank, "rerank", 0, "compact forms: candidates re-ranked per query (0: the form's; -1: none)")
+	fs.IntVar(&o.Rescore, "rescore", 0, "compact forms: candidates re-scored per query (0: the form's; -1: none)")
 	fs.BoolVar(&o.Mmap, "mmap", false, "map IVF lists instead of loading them")
 	fs.StringVar(&o.Queries, "queries", "", "raw little-endian float32 query vectors of the index dimension (required)")
 	fs.StringVar(&o.GT, "gt", "", "raw int64 exact ids, --gt-k per query, best first: reports recall@10")

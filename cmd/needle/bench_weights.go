@@ -28,6 +28,8 @@ func runBenchWeights(args []string) error {
 	fs.StringVar(&o.Python, "python", "", "Python with NumPy for the AstraFlow baseline (empty: skip it)")
 	fs.StringVar(&o.Script, "script", "bench/weights_astraflow.py", "the baseline script")
 	fs.IntVar(&o.MembwMiB, "membw-mib", 512, "buffer of the read-bandwidth measurement")
+	exe, _ := os.Executable()
+	fs.StringVar(&o.Needle, "needle", exe, "needle binary that runs each receiver as its own process (empty: receivers in this process)")
 	logs := fs.Bool("log", false, "the sender's and receivers' log lines on standard error")
 	if err := fs.Parse(args); err != nil {
 		return err

@@ -13,7 +13,7 @@ import (
 )
 
 func init() {
-	register(command{name: "convert", summary: "flat index or embeddings file -> compact form (IVF-PQ + exact re-ranking; resumable)", run: runConvert})
+	register(command{name: "convert", summary: "flat index or embeddings file -> compact form (IVF-PQ + exact re-scoring; resumable)", run: runConvert})
 }
 
 func runConvert(args []string) error {
@@ -22,7 +22,7 @@ func runConvert(args []string) error {
 		"memmap (emb_e5.memmap, with --dim) or a float32 .npy into a compact form in DIR: index.faiss (FAISS codes,\n"+
 		"Python faiss reads it) and compact.json. The source is read once and never held in RAM. Rerun the same\n"+
 		"command after a kill: it resumes from the last checkpoint and ends with the same bytes. Serve the form with\n"+
-		"`needle serve --index DIR`: candidates from the codes, re-ranked exactly from the source file, which must stay\n"+
+		"`needle serve --index DIR`: candidates from the codes, re-scored exactly from the source file, which must stay\n"+
 		"where it is (docs/convert.md).")
 	var cfg compact.Config
 	fs.StringVar(&cfg.From, "from", "", "the vectors: a FAISS flat index file, a headerless float32 memmap (with --dim) or a float32 .npy (required)")
@@ -32,7 +32,7 @@ func runConvert(args []string) error {
 	fs.StringVar(&cfg.Factory, "factory", compact.DefaultFactory, "FAISS index_factory string of the codes: OPQ64_256,IVF8192,PQ64np (a learned rotation to 256 dims, IVF lists, PQ bytes per vector), IVF4096,SQ8, SQfp16, HNSW32_SQ8, ...")
 	fs.Int64Var(&cfg.TrainSize, "train-size", compact.DefaultTrainSize, "rows sampled (with --seed) to train the codes")
 	fs.Int64Var(&cfg.Seed, "seed", 0, "seed of the --train-size sample")
-	fs.IntVar(&cfg.Rerank, "rerank", compact.DefaultRerank, "search default: candidates per query re-ranked exactly from --from (-1: none, serve the codes' approximate scores)")
+	fs.IntVar(&cfg.Rescore, "rescore", compact.DefaultRescore, "search default: candidates per query re-scored exactly from --from (-1: none, serve the codes' approximate scores)")
 	fs.IntVar(&cfg.Nprobe, "nprobe", compact.DefaultNprobe, "search default for IVF factories: lists visited per query")
 	fs.Int64Var(&cfg.CheckpointRows, "checkpoint-rows", compact.DefaultCheckpointRows, "rows between checkpoints: the most work a kill loses")
 	fs.BoolVar(&cfg.Restart, "restart", false, "discard a partial or finished conversion of other arguments in --out instead of refusing")

@@ -31,7 +31,7 @@ func runEncode(args []string) error {
 	batch := fs.Int("batch-size", 64, "texts per forward pass (texts are length-sorted within each chunk of 4096)")
 	pooling := fs.String("pooling", "", "mean or cls; default from the model's 1_Pooling/config.json, else mean")
 	noNorm := fs.Bool("no-normalize", false, "write pooled vectors without L2 normalization")
-	threads := fs.Int("threads", 0, "OpenBLAS/OpenMP threads; 0 = OpenBLAS default (all cores)")
+	threads := fs.Int("threads", 0, "threads of a forward pass (the Linears' own thread team and OpenMP's row-wise ops; no BLAS); 0 = all cores")
 	precision := fs.String("precision", "fp16", precisionUsage)
 	in := fs.String("in", "-", "input file of JSON Lines strings; - reads stdin")
 	npyPath := fs.String("npy", "", "write a .npy file here instead of JSON Lines on stdout")

@@ -96,7 +96,7 @@ func TestEncodeWithoutGPUFallsBack(t *testing.T) {
 		t.Errorf("--gpu without a GPU: %v, output differs from the CPU's: %v", err, got != want)
 	}
 	err = runEncode([]string{"--model", model, "--in", in, "--gpu=require"})
-	if err == nil || !strings.Contains(err.Error(), "--gpu=require: ") {
+	if err == nil || !strings.Contains(err.Error(), "GPU required: ") {
 		t.Errorf("--gpu=require without a GPU: %v, want an error", err)
 	}
 }

@@ -95,7 +95,7 @@ func runMain(args []string) int {
 		needle.usage(os.Stderr)
 		return 2
 	}
-	if err := c.run(args[1:]); err != nil {
+	if err := flagError(c.run(args[1:]), optionFlags); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}

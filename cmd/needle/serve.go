@@ -74,11 +74,11 @@ func parseServeFlags(args []string) (*serveFlags, error) {
 	fs.BoolVar(&f.engine.GPUFP32, "gpu-fp32", false, "keep the vectors in fp32 on the GPU (twice the memory of fp16, no fp16 rounding of scores)")
 	fs.BoolVar(&f.engine.Mmap, "mmap", false, "map IVF inverted lists from the index file instead of loading them (FAISS mmap; HNSW indexes load into RAM anyway)")
 	fs.IntVar(&f.engine.Nprobe, "nprobe", 0, "IVF lists visited per query of an IVF index or compact form (0: the form's compact.json, else FAISS's default of 1)")
-	fs.IntVar(&f.engine.Rerank, "rerank", 0, "compact forms: candidates per query re-scored exactly from the source's fp32 rows (0: the form's compact.json; -1: none, the codes' approximate scores)")
-	fs.StringVar(&f.engine.Backend, "index-backend", "", "auto (the default): compact for needle convert folders, mapped for flat index files (IndexFlatIP/L2, e.g. e5_Flat.index), faiss for the rest; compact: FAISS codes in RAM, candidates re-ranked from the source file; mapped: the flat file's vectors mapped in place, ready in seconds with memory independent of the index size, one exact pass over the file per batch (FAISS's answers); faiss: FAISS loads the index into RAM (a flat file needs RAM = its size)")
+	fs.IntVar(&f.engine.Rescore, "rescore", 0, "compact forms: candidates per query re-scored exactly from the source's fp32 rows (0: the form's compact.json; -1: none, the codes' approximate scores)")
+	fs.StringVar(&f.engine.Backend, "index-backend", "", "auto (the default): compact for needle convert folders, mapped for flat index files (IndexFlatIP/L2, e.g. e5_Flat.index), faiss for the rest; compact: FAISS codes in RAM, candidates re-scored from the source file; mapped: the flat file's vectors mapped in place, ready in seconds with memory independent of the index size, one exact pass over the file per batch (FAISS's answers); faiss: FAISS loads the index into RAM (a flat file needs RAM = its size)")
 	fs.IntVar(&f.engine.Batcher.MaxBatch, "max-batch", 64, "most queries in one encoder batch and FAISS search (the batcher coalesces concurrent requests up to this)")
 	fs.DurationVar(&f.engine.Batcher.MaxWait, "batch-wait", 0, "how long a batch that is not full waits for more queries (0: take what is queued when the encoder is free)")
-	fs.IntVar(&f.engine.Batcher.Encoders, "encoders", 1, "encoder batches run at the same time in each of the two lanes, requests of up to --max-batch queries and larger ones (each also uses --threads BLAS threads; on 2 cores 2 encoders cost 3x the CPU per query, measured)")
+	fs.IntVar(&f.engine.Batcher.Encoders, "encoders", 1, "encoder batches run at the same time in each of the two lanes, requests of up to --max-batch queries and larger ones (each runs a team of --threads threads: more encoders than cores make them wait on each other)")
 	fs.IntVar(&f.engine.Batcher.MaxQueued, "max-queued", 16384, "most queries waiting or in progress; beyond it requests get 503 + Retry-After")
 	fs.IntVar(&f.cfg.MaxQueries, "max-queries", 8192, "most queries (or URLs) in one request; more get 422")
 	fs.IntVar(&f.cfg.MaxTopK, "max-topk", 1000, "topk above this (or above the index size) is capped")
@@ -102,7 +102,7 @@ func parseServeFlags(args []string) (*serveFlags, error) {
 	fs.StringVar(&f.engine.BM25, "bm25", "", "a needle build --bm25 folder of the same corpus, served beside the dense --index: hybrid retrieval (docs/retrievers.md);\n"+
 		"an --index folder holding a BM25 index alone (or --retriever_name bm25) serves BM25 without a model")
 	fs.StringVar(&f.engine.Fusion.Method, "fusion", "", "with --bm25: rrf (the default: reciprocal rank fusion, k = 60) or weighted (--fusion-weight x dense + the rest x BM25, min-max normalized)")
-	fs.Float64Var(&f.engine.Fusion.Weight, "fusion-weight", 0, "with --fusion weighted: the dense share (0: 0.5)")
+	fs.Float64Var(&f.engine.Fusion.Weight, "fusion-weight", 0.5, "with --fusion weighted: the dense share, in (0, 1] (BM25 has the rest)")
 	fs.StringVar(&f.engine.RerankModel, "rerank-model", "", "a cross-encoder folder (HF BertForSequenceClassification, one logit, e.g. cross-encoder/ms-marco-MiniLM-L12-v2):\n"+
 		"/retrieve then takes Search-R1's retrieve-then-rerank request (topk_retrieval, topk_rerank) and POST /rerank is served (docs/retrievers.md)")
 	fs.IntVar(&f.engine.RerankBatch, "reranker_batch_size", 0, "with --rerank-model: pairs per cross-encoder pass (0: 32, the anchor's default)")
@@ -230,14 +230,18 @@ func runServe(args []string) error {
 	if err != nil {
 		return err
 	}
+	f.engine.Log = os.Stderr
 	opts, err := engine.Resolve(f.engine)
 	if err != nil {
-		return err
+		return flagError(err, serveOptionFlags)
 	}
 	f.cfg.Info = server.Info{Index: opts.IndexName(), Model: opts.Model, Precision: cmp.Or(opts.Precision, string(bert.FP16))}
 	srv := server.New(f.cfg)
 	opts.Batcher.OnBatch = srv.ObserveBatch
 	return lifecycle.Run(lifecycle.Options{Host: f.host, Port: f.port, SaveAddressTo: f.saveAddressTo, Replace: f.replace,
 		Drain: f.drain, IndexName: opts.IndexName(), QueryPrefix: *opts.QueryPrefix, Log: os.Stderr},
-		srv, func() (*engine.Retriever, error) { return engine.Open(opts) })
+		srv, func() (*engine.Retriever, error) {
+			r, err := engine.Open(opts)
+			return r, flagError(err, serveOptionFlags)
+		})
 }

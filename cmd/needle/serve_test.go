@@ -44,6 +44,7 @@ func TestServeFlags(t *testing.T) {
 			t.Errorf("%s: query prefix %v, want %v", tc.name, got.QueryPrefix, want.QueryPrefix)
 		}
 		got.QueryPrefix, want.QueryPrefix = nil, nil
+		want.Fusion.Weight = 0.5 // --fusion-weight's default, whatever the method
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("%s: options\n got %+v\nwant %+v", tc.name, got, want)
 		}

@@ -6,6 +6,8 @@ import (
 	"io"
 
 	"needle/cuda"
+	"needle/internal/option"
+	"needle/internal/writer"
 )
 
 // The GPU modes of LoadOn, as `--gpu` spells them (engine.GPUAuto and engine.GPURequire are
@@ -18,7 +20,7 @@ const (
 // LoadOn is Load on GPU number ordinal when gpu is GPUAuto or GPURequire ("" is Load). With
 // GPUAuto and no usable GPU (no driver or device, no cuBLAS, a shape the kernels do not take,
 // the PTX not built), one line to log says why and the encoder runs on the CPU; with
-// GPURequire that is an error. The encoder owns the device: Close releases it.
+// GPURequire that is an error (nil log: discarded). The encoder owns the device: Close releases it.
 func LoadOn(dir string, opt Options, gpu string, ordinal int, log io.Writer) (*Encoder, error) {
 	return On(gpu, ordinal, log, opt, func(o Options) (*Encoder, error) { return Load(dir, o) })
 }
@@ -29,8 +31,9 @@ func On(gpu string, ordinal int, log io.Writer, opt Options, build func(Options)
 	if gpu == "" {
 		return build(opt)
 	}
+	log = writer.OrDiscard(log)
 	if gpu != GPUAuto && gpu != GPURequire {
-		return nil, fmt.Errorf("--gpu takes %s, %s or off, not %q", GPUAuto, GPURequire, gpu)
+		return nil, option.Errorf("GPU", "%q, want \"\" (the CPU), %q or %q", gpu, GPUAuto, GPURequire)
 	}
 	dev, err := cuda.Open(ordinal)
 	if err == nil {
@@ -45,7 +48,7 @@ func On(gpu string, ordinal int, log io.Writer, opt Options, build func(Options)
 		err = errors.Join(err, dev.Close())
 	}
 	if gpu == GPURequire {
-		return nil, fmt.Errorf("--gpu=require: %w", err)
+		return nil, fmt.Errorf("GPU required: %w", err)
 	}
 	fmt.Fprintf(log, "needle: not using a GPU, encoding on the CPU: %v\n", err)
 	return build(opt)

@@ -44,9 +44,11 @@ func dot(a, b []float32) float64 {
 
 // checkGolden compares e with sentence-transformers' fp32 embeddings (tools/bert_golden.py): every
 // cosine >= minCos, their mean >= minMean. The selected SIMD level (this CPU's best, or NEEDLE_SIMD)
-// encodes every text; the other levels, the scalar reference among them, encode goldenSubset's
-// texts: every kernel of every level is compared with the reference op by op in kernels/bert/nn,
-// so here each level needs only to run the whole model on short, long and truncated texts.
+// encodes every text; the other levels encode goldenSubset's texts: every kernel of every level
+// is compared with the reference op by op in kernels/bert/nn, so here each level needs only to
+// run the whole model on short, long and truncated texts. The scalar reference level, ~50x
+// slower than the others, runs the whole model on its first four short texts (truncation is the
+// tokenizer's, the same at every level).
 func checkGolden(t *testing.T, e *Encoder, minCos, minMean float64) {
 	texts := testenv.ReadJSONL[string](t, "testdata/golden_texts.jsonl")
 	raw, err := os.ReadFile(filepath.Join("testdata", "golden_emb.f32"))
@@ -77,6 +79,9 @@ func checkGolden(t *testing.T, e *Encoder, minCos, minMean float64) {
 			continue // bf16 at a level without its GEMM
 		}
 		rows := goldenSubset(len(texts), long)
+		if level == cpu.Ref {
+			rows = rows[:4]
+		}
 		if level == selected {
 			rows = nil // every text
 		}
@@ -98,7 +103,7 @@ func goldenSubset(n int, long []int) []int {
 }
 
 // checkGoldenRows encodes texts[rows] (every text when rows is nil) with e and checks their
-// cosines with want.
+// cosines with want: each one >= minCos and, over every text, their mean >= minMean.
 func checkGoldenRows(t *testing.T, e *Encoder, texts []string, want []float32, rows []int, minCos, minMean float64) {
 	if rows == nil {
 		rows = make([]int, len(texts))
@@ -127,14 +132,14 @@ func checkGoldenRows(t *testing.T, e *Encoder, texts []string, want []float32, r
 	if worst < minCos {
 		t.Errorf("%s %s: text %d %q: cosine %.8f < %g", e.opt.Precision, e.ops.Level(), at, texts[at], worst, minCos)
 	}
-	if mean < minMean {
+	if len(rows) == len(texts) && mean < minMean { // a mean over a subset of a few texts bounds nothing
 		t.Errorf("%s %s: mean cosine %.8f < %g", e.opt.Precision, e.ops.Level(), mean, minMean)
 	}
 }
 
 func TestGoldenMiniLM(t *testing.T) { checkGolden(t, loadMiniLM(t), 0.99999, 0.99999) }
 
-// TestGoldenMiniLMInt8 bounds the int8 Linears' drift from fp32: issue 17 asks for every
+// TestGoldenMiniLMInt8 bounds the int8 Linears' drift from fp32: the goal is every
 // cosine >= 0.999 (weights per output and group of 32 inputs; per output alone gave 0.9965).
 func TestGoldenMiniLMInt8(t *testing.T) { checkGolden(t, loadMiniLMAt(t, Int8), 0.999, 0.9998) }
 
@@ -203,18 +208,18 @@ func TestWordNetTop10(t *testing.T) {
 }
 
 // TestWordNetTop10Int8 counts the queries whose int8 top-10 rows are the reference's (as a
-// set; the order is reported). Issue 17 asks for 95 of 100; measured: 83 with groups of 32
+// set; the order is reported). The goal is 95 of 100; measured: 83 with groups of 32
 // (73 per output channel; most misses swap rank 10 with 11, whose reference scores differ by
 // 1e-4 to 5e-4 in a dozen queries). The weights' rounding is the whole error: fp16 weights
 // rounded to these int8 values give the same 83; what was tried to close the gap is in
 // docs/measurements/2026-11-25-int8-alternatives.md. The bound sits just below that.
 func TestWordNetTop10Int8(t *testing.T) { checkSameTop10(t, Int8, 80) }
 
-// TestGoldenMiniLMBF16 bounds the bf16 Linears' drift from fp32: issue 17 asks for every cosine
+// TestGoldenMiniLMBF16 bounds the bf16 Linears' drift from fp32: the goal is every cosine
 // >= 0.9999.
 func TestGoldenMiniLMBF16(t *testing.T) { checkGolden(t, loadMiniLMAt(t, BF16), 0.9999, 0.99998) }
 
-// TestWordNetTop10BF16: issue 17 asks the bf16 encoder to keep the reference top-10 set for
+// TestWordNetTop10BF16: the goal is that the bf16 encoder keeps the reference top-10 set for
 // 95 of 100 queries.
 func TestWordNetTop10BF16(t *testing.T) { checkSameTop10(t, BF16, 95) }
 

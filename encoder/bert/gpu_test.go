@@ -1,12 +1,14 @@
 package bert
 
 import (
+	"errors"
 	"math"
 	"slices"
 	"strings"
 	"testing"
 
 	"needle/encoder/wordpiece"
+	"needle/internal/option"
 	"needle/testkit/cudatest"
 	"needle/testkit/testenv"
 )
@@ -39,7 +41,7 @@ func minCosine(a, b []float32, H int) (float64, int) {
 
 // TestGPUGolden holds the GPU encoder to sentence-transformers' fp32 embeddings of the golden
 // texts (empty, short, over-long: truncated as HF does) as the CPU encoder is held, and to the
-// CPU encoder itself: every cosine >= 0.9999 (issue 13's parity goal).
+// CPU encoder itself: every cosine >= 0.9999 (the GPU encoder's parity goal).
 func TestGPUGolden(t *testing.T) {
 	g := loadGPU(t, Options{})
 	checkGolden(t, g, 0.9999, 0.99995)
@@ -176,10 +178,11 @@ func TestLoadOnWithoutGPUFallsBack(t *testing.T) {
 	if err1 != nil || err2 != nil || !slices.Equal(got, want) {
 		t.Errorf("the fallback encoder differs from Load's: %v %v", err1, err2)
 	}
-	if _, err := LoadOn(dir, Options{}, GPURequire, 0, &log); err == nil || !strings.HasPrefix(err.Error(), "--gpu=require: ") || !strings.Contains(err.Error(), "no CUDA device") {
+	if _, err := LoadOn(dir, Options{}, GPURequire, 0, &log); err == nil || !strings.HasPrefix(err.Error(), "GPU required: ") || !strings.Contains(err.Error(), "no CUDA device") {
 		t.Errorf("require without a GPU: %v", err)
 	}
-	if _, err := LoadOn(dir, Options{}, "maybe", 0, &log); err == nil || !strings.Contains(err.Error(), `not "maybe"`) {
+	var oe *option.Error
+	if _, err := LoadOn(dir, Options{}, "maybe", 0, &log); !errors.As(err, &oe) || oe.Field != "GPU" || !strings.Contains(err.Error(), `"maybe"`) {
 		t.Errorf("mode maybe: %v", err)
 	}
 }

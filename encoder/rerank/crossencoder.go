@@ -65,17 +65,17 @@ func Load(dir string, opt Options) (*CrossEncoder, error) {
 		err = json.Unmarshal(b, &hc)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("--rerank-model: %w", err)
+		return nil, fmt.Errorf("cross-encoder: %w", err)
 	}
 	if !slices.Contains(hc.Architectures, "BertForSequenceClassification") {
-		return nil, fmt.Errorf("--rerank-model: %s: architectures %v, want BertForSequenceClassification (a cross-encoder such as cross-encoder/ms-marco-MiniLM-L12-v2)", cfgPath, hc.Architectures)
+		return nil, fmt.Errorf("cross-encoder: %s: architectures %v, want BertForSequenceClassification (a cross-encoder such as cross-encoder/ms-marco-MiniLM-L12-v2)", cfgPath, hc.Architectures)
 	}
 	labels := hc.NumLabels
 	if len(hc.ID2Label) > 0 {
 		labels = len(hc.ID2Label)
 	}
 	if labels != 1 {
-		return nil, fmt.Errorf("--rerank-model: %s: %d labels, want 1 (a relevance logit)", cfgPath, labels)
+		return nil, fmt.Errorf("cross-encoder: %s: %d labels, want 1 (a relevance logit)", cfgPath, labels)
 	}
 	c := &CrossEncoder{}
 	switch a := hc.Activation; {
@@ -83,7 +83,7 @@ func Load(dir string, opt Options) (*CrossEncoder, error) {
 		c.sigmoid = true
 	case strings.HasSuffix(a, ".Identity"):
 	default:
-		return nil, fmt.Errorf("--rerank-model: %s: sbert_ce_default_activation_function %q is not supported (Identity or Sigmoid)", cfgPath, a)
+		return nil, fmt.Errorf("cross-encoder: %s: sbert_ce_default_activation_function %q is not supported (Identity or Sigmoid)", cfgPath, a)
 	}
 	if c.maxLen, err = maxLength(dir, opt.MaxLength, hc.MaxPositions); err != nil {
 		return nil, err
@@ -92,11 +92,11 @@ func Load(dir string, opt Options) (*CrossEncoder, error) {
 	enc, err := bert.Load(dir, bert.Options{MaxLength: c.maxLen, Pooling: "cls", SkipNormalize: true, SegmentB: true,
 		BatchSize: batch, Threads: opt.Threads, Precision: opt.Precision, MaxBatchTokens: batch * c.maxLen})
 	if err != nil {
-		return nil, fmt.Errorf("--rerank-model: %w", err)
+		return nil, fmt.Errorf("cross-encoder: %w", err)
 	}
 	c.enc, c.tok, c.hidden = enc, enc.Tokenizer(), enc.Dim()
 	if err := c.loadHead(filepath.Join(dir, "model.safetensors")); err != nil {
-		return nil, fmt.Errorf("--rerank-model: %w", err)
+		return nil, fmt.Errorf("cross-encoder: %w", err)
 	}
 	return c, nil
 }
@@ -116,7 +116,7 @@ func maxLength(dir string, opt, positions int) (int, error) {
 		n = positions
 	}
 	if n < 4 {
-		return 0, fmt.Errorf("--rerank-model: max length %d leaves no room for a pair", n)
+		return 0, fmt.Errorf("cross-encoder: max length %d leaves no room for a pair", n)
 	}
 	return n, nil
 }

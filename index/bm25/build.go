@@ -20,7 +20,9 @@ import (
 
 	"needle/internal/atomicfile"
 	"needle/internal/jsonfile"
+	"needle/internal/option"
 	"needle/internal/progress"
+	"needle/internal/writer"
 )
 
 // BuildConfig says what Build indexes.
@@ -69,7 +71,7 @@ func Build(cfg BuildConfig) error {
 	}
 	f, err := os.Open(cfg.Corpus)
 	if err != nil {
-		return fmt.Errorf("--corpus: %w", err)
+		return option.Wrap("Corpus", err)
 	}
 	defer f.Close()
 	info, err := f.Stat()
@@ -83,11 +85,11 @@ func Build(cfg BuildConfig) error {
 	}
 	if m, err := ReadMeta(cfg.Out); err == nil {
 		if m.Corpus.Path == corpus.Path && m.Corpus.Size == corpus.Size && m.Corpus.Mtime == corpus.Mtime {
-			fmt.Fprintf(logOr(cfg.Log), "needle: %s already holds the BM25 index of %s\n", cfg.Out, cfg.Corpus)
+			fmt.Fprintf(writer.OrDiscard(cfg.Log), "needle: %s already holds the BM25 index of %s\n", cfg.Out, cfg.Corpus)
 			return nil
 		}
 		if !cfg.Restart {
-			return fmt.Errorf("%s holds the BM25 index of another corpus (%s): use --restart to replace it", cfg.Out, m.Corpus.Path)
+			return option.Fixf("Restart", "replaces it", "%s holds the BM25 index of another corpus (%s)", cfg.Out, m.Corpus.Path)
 		}
 		os.Remove(filepath.Join(cfg.Out, MetaName))
 	}
@@ -142,13 +144,6 @@ type termPostings struct {
 // termOverhead is the memory a new term costs besides its bytes (map entry, struct, slice).
 const termOverhead = 96
 
-func logOr(w io.Writer) io.Writer {
-	if w == nil {
-		return io.Discard
-	}
-	return w
-}
-
 // resume opens Out/bm25.partial, continuing the checkpoint there when it is of the same
 // corpus, else starting anew.
 func resume(cfg BuildConfig, corpus Corpus) (*builder, error) {
@@ -161,9 +156,9 @@ func resume(cfg BuildConfig, corpus Corpus) (*builder, error) {
 			return nil, fmt.Errorf("%s: %w", b.dir, err)
 		}
 		b.st = st
-		fmt.Fprintf(logOr(cfg.Log), "needle: resuming the BM25 build at row %d (%d runs)\n", st.Rows, len(st.Runs))
+		fmt.Fprintf(writer.OrDiscard(cfg.Log), "needle: resuming the BM25 build at row %d (%d runs)\n", st.Rows, len(st.Runs))
 	case err == nil && !cfg.Restart:
-		return nil, fmt.Errorf("%s holds a partial BM25 build of another corpus (%s): use --restart to discard it", b.dir, st.Corpus.Path)
+		return nil, option.Fixf("Restart", "discards it", "%s holds a partial BM25 build of another corpus (%s)", b.dir, st.Corpus.Path)
 	case err != nil && !errors.Is(err, os.ErrNotExist):
 		return nil, err
 	default:
@@ -224,7 +219,7 @@ type batch struct {
 
 // index reads the corpus from its checkpoint and adds every row, writing runs as memory fills.
 func (b *builder) index(r io.Reader) error {
-	b.bar = progress.Start(logOr(b.cfg.Log), progress.Options{Label: "corpus bytes", Total: b.st.Corpus.Size, Done: b.st.Offset})
+	b.bar = progress.Start(writer.OrDiscard(b.cfg.Log), progress.Options{Label: "corpus bytes", Total: b.st.Corpus.Size, Done: b.st.Offset})
 	defer b.bar.Finish()
 	jobs := make(chan *batch, 2*b.cfg.Threads)
 	ordered := make(chan *batch, 2*b.cfg.Threads)
@@ -280,7 +275,7 @@ func (b *builder) index(r io.Reader) error {
 		err = readErr
 	}
 	if err != nil {
-		return fmt.Errorf("--corpus %s: %w", b.cfg.Corpus, err)
+		return option.Wrap("Corpus", fmt.Errorf("%s: %w", b.cfg.Corpus, err))
 	}
 	return b.flush()
 }
@@ -472,7 +467,7 @@ func (b *builder) finish() error {
 	if err := jsonfile.Write(filepath.Join(b.cfg.Out, MetaName), m, m.validate); err != nil {
 		return err
 	}
-	fmt.Fprintf(logOr(b.cfg.Log), "needle: BM25 index of %d rows, %d terms in %s (merge %s)\n", m.Rows, m.Terms, b.cfg.Out, progress.Duration(time.Since(start)))
+	fmt.Fprintf(writer.OrDiscard(b.cfg.Log), "needle: BM25 index of %d rows, %d terms in %s (merge %s)\n", m.Rows, m.Terms, b.cfg.Out, progress.Duration(time.Since(start)))
 	return os.RemoveAll(b.dir)
 }
 

@@ -62,7 +62,7 @@ type Corpus struct {
 func (m *Meta) validate() error {
 	switch {
 	case m.Format != formatVersion:
-		return fmt.Errorf("format %d, this needle reads format %d (rebuild with needle build --bm25)", m.Format, formatVersion)
+		return fmt.Errorf("format %d, this needle reads format %d (build it again)", m.Format, formatVersion)
 	case m.Analyzer != AnalyzerName:
 		return fmt.Errorf("analyzer %q, this needle analyzes queries as %q", m.Analyzer, AnalyzerName)
 	case m.Rows < 0 || m.DocCount < 0 || m.DocCount > m.Rows || m.SumTotalTermFreq < m.DocCount || m.Terms < 0:

@@ -20,6 +20,7 @@ import (
 	"needle/index/indexdir"
 	"needle/internal/byteview"
 	"needle/internal/gate"
+	"needle/internal/option"
 	"needle/internal/procstat"
 	"needle/testkit/testctx"
 	"needle/testkit/testenv"
@@ -94,17 +95,17 @@ func recallAt10(got, want []int64, k int) float64 {
 	return float64(hits) / float64(10*nq)
 }
 
-// With every row a candidate (all lists probed, Rerank = rows), re-ranking is an exact
+// With every row a candidate (all lists probed, Rescore = rows), re-scoring is an exact
 // search: the ids and scores of FAISS's IndexFlat search, ties included (small-integer
 // vectors: exact scores, many ties), for IP and L2.
-func TestRerankingEveryRowIsExact(t *testing.T) {
+func TestRescoringEveryRowIsExact(t *testing.T) {
 	const n, dim, nq, k = 2000, 32, 50, 20
 	db, q := testvec.SmallInts(n, dim, 1), testvec.SmallInts(nq, dim, 2)
 	for _, m := range []faissgo.Metric{faissgo.IP, faissgo.L2} {
 		dir := t.TempDir()
 		src := writeFlat(t, dir, m, dim, n, fixed(db, dim))
 		out := filepath.Join(dir, "form")
-		rep := convert(t, Config{From: src, Out: out, Factory: "IVF16,PQ8x4np", TrainSize: n, Rerank: n, Nprobe: 16})
+		rep := convert(t, Config{From: src, Out: out, Factory: "IVF16,PQ8x4np", TrainSize: n, Rescore: n, Nprobe: 16})
 		if rep.Form.Metric != strings.ToLower(m.String()) || rep.Rows != n || rep.ResumedFrom != 0 {
 			t.Fatalf("%v: report %+v", m, rep)
 		}
@@ -120,22 +121,22 @@ func TestRerankingEveryRowIsExact(t *testing.T) {
 }
 
 // On clustered unit vectors (as text embeddings are), the default kind of form (OPQ, IVF-PQ,
-// re-ranking) finds the exact top 10 at recall >= 0.95 while scanning a fraction of the lists,
-// and re-ranking is what gets it there: the codes' own top 10 are worse.
+// re-scoring) finds the exact top 10 at recall >= 0.95 while scanning a fraction of the lists,
+// and re-scoring is what gets it there: the codes' own top 10 are worse.
 func TestRecallOnClusteredVectors(t *testing.T) {
 	const n, dim, nq, k = 20000, 64, 200, 10
 	dir := t.TempDir()
 	src := writeFlat(t, dir, faissgo.IP, dim, n, fixed(testvec.Clustered(n, dim, 1, 0), dim))
 	q := testvec.Clustered(nq, dim, 1, 1)
 	out := filepath.Join(dir, "form")
-	convert(t, Config{From: src, Out: out, Factory: "OPQ16_32,IVF64,PQ16np", TrainSize: 2000, Rerank: 100, Nprobe: 16})
+	convert(t, Config{From: src, Out: out, Factory: "OPQ16_32,IVF64,PQ16np", TrainSize: 2000, Rescore: 100, Nprobe: 16})
 	_, want := exact(t, src, q, dim, k)
-	gd, reranked := search(t, open(t, out, Options{Threads: 2}), q, dim, k)
-	_, codes := search(t, open(t, out, Options{Threads: 2, Rerank: -1}), q, dim, k)
-	withRerank, without := recallAt10(reranked, want, k), recallAt10(codes, want, k)
-	t.Logf("recall@10: %.3f re-ranked, %.3f from the codes alone", withRerank, without)
-	if withRerank < 0.95 || withRerank <= without {
-		t.Errorf("recall@10 %.3f re-ranked (want >= 0.95), %.3f from the codes alone (want less)", withRerank, without)
+	gd, rescored := search(t, open(t, out, Options{Threads: 2}), q, dim, k)
+	_, codes := search(t, open(t, out, Options{Threads: 2, Rescore: -1}), q, dim, k)
+	withRescore, without := recallAt10(rescored, want, k), recallAt10(codes, want, k)
+	t.Logf("recall@10: %.3f re-scored, %.3f from the codes alone", withRescore, without)
+	if withRescore < 0.95 || withRescore <= without {
+		t.Errorf("recall@10 %.3f re-scored (want >= 0.95), %.3f from the codes alone (want less)", withRescore, without)
 	}
 	for i := 1; i < len(gd); i++ { // exact scores, best first
 		if i%k != 0 && gd[i] > gd[i-1] {
@@ -154,7 +155,7 @@ func TestPythonFaissReadsTheForm(t *testing.T) {
 	out := filepath.Join(dir, "form")
 	convert(t, Config{From: src, Out: out, Factory: "OPQ8_16,IVF32,PQ8np", TrainSize: 2000, Nprobe: 4})
 	q := testvec.Clustered(nq, dim, 2, 1)
-	_, ours := search(t, open(t, out, Options{Threads: 2, Rerank: -1}), q, dim, k)
+	_, ours := search(t, open(t, out, Options{Threads: 2, Rescore: -1}), q, dim, k)
 	qpath, res := filepath.Join(dir, "q.f32"), filepath.Join(dir, "res.bin")
 	os.WriteFile(qpath, byteview.Float32s(q), 0o644)
 	cmd := exec.Command(py, "../../faissgo/testdata/interop.py", "search", filepath.Join(out, IndexFileName), "32", qpath, "10", "nprobe", "4", res)
@@ -176,7 +177,7 @@ func TestPythonFaissReadsTheForm(t *testing.T) {
 	}
 }
 
-// Serving a form holds the codes, not the source: searching with re-ranking reads only the
+// Serving a form holds the codes, not the source: searching with re-scoring reads only the
 // candidates' rows, so anonymous memory grows by about the codes' size, far under the
 // source's. (The conversion's own memory is checked on the needle binary: cmd/needle.)
 func TestServingMemoryStaysBounded(t *testing.T) {
@@ -192,7 +193,7 @@ func TestServingMemoryStaysBounded(t *testing.T) {
 	x := open(t, out, Options{Threads: 2})
 	search(t, x, testvec.Clustered(64, dim, 3, 1), dim, 10)
 	grew := procstat.KB("RssAnon")<<10 - before
-	t.Logf("source %d MB, codes %d MB: anonymous memory +%d MB after open and a re-ranked search", int64(n)*dim*4>>20, rep.IndexBytes>>20, grew>>20)
+	t.Logf("source %d MB, codes %d MB: anonymous memory +%d MB after open and a re-scored search", int64(n)*dim*4>>20, rep.IndexBytes>>20, grew>>20)
 	if grew > rep.IndexBytes+48<<20 {
 		t.Errorf("serving took %d MB of anonymous memory for %d MB of codes over a %d MB source", grew>>20, rep.IndexBytes>>20, int64(n)*dim*4>>20)
 	}
@@ -230,9 +231,9 @@ func TestConvertErrors(t *testing.T) {
 	}{
 		{"another FAISS class", Config{From: ivfPath}, "a FAISS IndexIVFFlat, not a flat index: embeddings are read from IndexFlatIP, IndexFlatL2"},
 		{"truncated", Config{From: truncated}, "file is 191945 bytes, a flat index of 3000 vectors of dimension 16 is 192045 bytes"},
-		{"memmap without --dim", Config{From: memmap}, "needs --dim"},
+		{"memmap without a dimension", Config{From: memmap}, "Dim: required"},
 		{"memmap of another width", Config{From: memmap, Dim: 7}, "not a whole number of float32 rows of dim 7"},
-		{"metric against the file's", Config{From: src, Metric: "l2"}, "--metric l2, but"},
+		{"metric against the file's", Config{From: src, Metric: "l2"}, "Metric: l2, but"},
 		{"unknown factory", Config{From: src, Factory: "IVF4,Nonsense"}, "Nonsense"},
 	} {
 		cfg := base
@@ -244,8 +245,8 @@ func TestConvertErrors(t *testing.T) {
 			t.Errorf("%s: %v, want an error containing %q", c.name, err, c.want)
 		}
 	}
-	// A memmap converts with --dim; its form is up to date on rerun, and another factory
-	// in the same folder is refused without --restart.
+	// A memmap converts with Dim; its form is up to date on rerun, and another factory
+	// in the same folder is refused without Restart.
 	cfg := base
 	cfg.From, cfg.Dim, cfg.Out = memmap, dim, out
 	if rep := convert(t, cfg); rep.Form.Source.Offset != 0 || rep.Form.Metric != "ip" {
@@ -256,20 +257,20 @@ func TestConvertErrors(t *testing.T) {
 	}
 	other := cfg
 	other.Factory = "IVF4,PQ8x4np"
-	if _, err := Convert(other); err == nil || !strings.Contains(err.Error(), "--restart") {
-		t.Errorf("another factory: %v, want an error naming --restart", err)
+	if _, err := Convert(other); !option.FixedBy(err, "Restart") {
+		t.Errorf("another factory: %v, want an error that Restart fixes", err)
 	}
 	other.Restart = true
 	if rep := convert(t, other); rep.UpToDate || rep.Form.Factory != "IVF4,PQ8x4np" {
 		t.Errorf("--restart: %+v", rep)
 	}
-	// A source changed after the conversion is not re-ranked from.
+	// A source changed after the conversion is not re-scored from.
 	os.WriteFile(memmap, b[faissgo.FlatHeaderBytes+4*dim:], 0o644)
 	if _, err := Open(out, Options{}); err == nil || !strings.Contains(err.Error(), "changed since the conversion") {
 		t.Errorf("open with a changed source: %v", err)
 	}
-	if x, err := Open(out, Options{Rerank: -1}); err != nil {
-		t.Errorf("open without re-ranking: %v", err)
+	if x, err := Open(out, Options{Rescore: -1}); err != nil {
+		t.Errorf("open without re-scoring: %v", err)
 	} else {
 		x.Close()
 	}
@@ -336,35 +337,35 @@ func FuzzReadForm(f *testing.F) {
 		os.WriteFile(filepath.Join(dir, FormName), data, 0o644)
 		form, err := ReadForm(dir)
 		if err == nil && (form.Dimension <= 0 || filepath.Base(form.IndexFile) != form.IndexFile || form.IndexFile == ".." ||
-			form.Rerank < 0 || (form.Rerank > 0 && !filepath.IsAbs(form.Source.Path))) {
+			form.Rescore < 0 || (form.Rescore > 0 && !filepath.IsAbs(form.Source.Path))) {
 			t.Fatalf("accepted an invalid form %+v", form)
 		}
 	})
 }
 
-// SearchContext answers as Search in units of rerankBatch queries (with and without
-// re-ranking): it checks ctx before each unit, and a search whose context carries a gate (the
+// SearchContext answers as Search in units of rescoreBatch queries (with and without
+// re-scoring): it checks ctx before each unit, and a search whose context carries a gate (the
 // server's bulk work) waits at it before each unit while a single query's search runs on the
 // same index, holding nothing that search needs.
 func TestSearchContextPausesBetweenUnits(t *testing.T) {
 	const n, dim, k = 2000, 32, 10
-	const nq = rerankBatch + 5 // two units
+	const nq = rescoreBatch + 5 // two units
 	db, q := testvec.SmallInts(n, dim, 1), testvec.SmallInts(nq, dim, 2)
 	dir := t.TempDir()
 	src := writeFlat(t, dir, faissgo.IP, dim, n, fixed(db, dim))
 	out := filepath.Join(dir, "form")
-	convert(t, Config{From: src, Out: out, Factory: "IVF16,PQ8x4np", TrainSize: n, Rerank: 50, Nprobe: 4})
-	for _, opt := range []Options{{Threads: 2}, {Threads: 2, Rerank: -1}} {
+	convert(t, Config{From: src, Out: out, Factory: "IVF16,PQ8x4np", TrainSize: n, Rescore: 50, Nprobe: 4})
+	for _, opt := range []Options{{Threads: 2}, {Threads: 2, Rescore: -1}} {
 		x := open(t, out, opt)
 		wantD, wantL := search(t, x, q, dim, k)
 		single := q[:dim]
 		_, singleL := search(t, x, single, dim, k)
 		d, l := make([]float32, nq*k), make([]int64, nq*k)
 		if err := x.SearchContext(testctx.LiveFor(2), q, k, d, l); err != nil || !slices.Equal(l, wantL) || !slices.Equal(d, wantD) {
-			t.Fatalf("rerank %d: SearchContext with a live context: %v, or other answers", opt.Rerank, err)
+			t.Fatalf("rescore %d: SearchContext with a live context: %v, or other answers", opt.Rescore, err)
 		}
 		if err := x.SearchContext(testctx.LiveFor(1), q, k, d, l); !errors.Is(err, context.Canceled) {
-			t.Fatalf("rerank %d: a context that ended after the first unit: %v, want context.Canceled", opt.Rerank, err)
+			t.Fatalf("rescore %d: a context that ended after the first unit: %v, want context.Canceled", opt.Rescore, err)
 		}
 
 		var g gate.Gate
@@ -380,7 +381,7 @@ func TestSearchContextPausesBetweenUnits(t *testing.T) {
 			runtime.Gosched()
 		}
 		if _, got := search(t, x, single, dim, k); !slices.Equal(got, singleL) {
-			t.Fatalf("rerank %d: the single query's search while the bulk one waits: %v, want %v", opt.Rerank, got, singleL)
+			t.Fatalf("rescore %d: the single query's search while the bulk one waits: %v, want %v", opt.Rescore, got, singleL)
 		}
 		g.Leave()
 		if err := <-done; err != nil {
@@ -388,7 +389,7 @@ func TestSearchContextPausesBetweenUnits(t *testing.T) {
 		}
 		u.End()
 		if !slices.Equal(l, wantL) || !slices.Equal(d, wantD) {
-			t.Fatalf("rerank %d: the bulk search after it waited gave other answers", opt.Rerank)
+			t.Fatalf("rescore %d: the bulk search after it waited gave other answers", opt.Rescore)
 		}
 	}
 }

@@ -14,16 +14,18 @@ import (
 	"needle/faissgo"
 	"needle/index/indexdir"
 	"needle/internal/atomicfile"
+	"needle/internal/option"
+	"needle/internal/writer"
 )
 
 // Defaults of a conversion (`needle convert`), chosen by measurement on the full 21M-row
 // wiki-18-shaped set (docs/measurements/2026-11-24-compact-form.md): OPQ keeps the fine score differences plain PQ
-// loses, and 32 lists with 200 candidates re-ranked gave recall@10 0.966 at 119 queries/s from a
+// loses, and 32 lists with 200 candidates re-scored gave recall@10 0.966 at 119 queries/s from a
 // cold page cache, where 64 lists with 100 candidates gave 0.937 at 96.
 const (
 	DefaultFactory        = "OPQ64_256,IVF8192,PQ64np"
 	DefaultTrainSize      = 327680 // 40 rows per IVF list at 8192 lists (FAISS warns under 39)
-	DefaultRerank         = 200
+	DefaultRescore        = 200
 	DefaultNprobe         = 32
 	DefaultCheckpointRows = 2 << 20
 )
@@ -39,9 +41,9 @@ type Config struct {
 	Factory   string // FAISS index_factory string ("": DefaultFactory)
 	TrainSize int64  // training sample rows, drawn with Seed (0: DefaultTrainSize; capped at the rows)
 	Seed      int64
-	// Rerank and Nprobe are the search defaults written into compact.json (serve flags
-	// override them); they do not change index.faiss. Rerank < 0 turns re-ranking off.
-	Rerank, Nprobe int
+	// Rescore and Nprobe are the search defaults written into compact.json (serve flags
+	// override them); they do not change index.faiss. Rescore < 0 turns re-scoring off.
+	Rescore, Nprobe int
 	// CheckpointRows is how often the index built so far is written to Out/partial, rounded
 	// up to whole chunks (0: DefaultCheckpointRows): a killed conversion loses at most this.
 	CheckpointRows int64
@@ -77,9 +79,7 @@ func Convert(cfg Config) (*Report, error) {
 	cfg.TrainSize = cmp.Or(cfg.TrainSize, DefaultTrainSize)
 	cfg.CheckpointRows = cmp.Or(cfg.CheckpointRows, DefaultCheckpointRows)
 	cfg.CheckpointRows = (cfg.CheckpointRows + indexdir.ChunkRows - 1) / indexdir.ChunkRows * indexdir.ChunkRows
-	if cfg.Log == nil {
-		cfg.Log = io.Discard
-	}
+	cfg.Log = writer.OrDiscard(cfg.Log)
 	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
 		return nil, fmt.Errorf("output folder: %w", err)
 	}
@@ -154,10 +154,10 @@ func sourceArgs(cfg Config, src *indexdir.Embeddings) (args, error) {
 	}
 	metric := cmp.Or(src.Metric(), cfg.Metric, "ip")
 	if cfg.Metric != "" && cfg.Metric != metric {
-		return args{}, fmt.Errorf("--metric %s, but %s is a FAISS flat index of metric %s", cfg.Metric, cfg.From, metric)
+		return args{}, option.Errorf("Metric", "%s, but %s is a FAISS flat index of metric %s", cfg.Metric, cfg.From, metric)
 	}
 	if _, err := faissgo.ParseMetric(metric); err != nil {
-		return args{}, fmt.Errorf("--metric: %w", err)
+		return args{}, option.Wrap("Metric", err)
 	}
 	if src.Len() == 0 {
 		return args{}, fmt.Errorf("%s holds no vectors", cfg.From)
@@ -179,8 +179,8 @@ func upToDate(cfg Config, a args) (*Report, error) {
 	}
 	same := form.ArgsHash == a.hash()
 	if _, err := os.Stat(filepath.Join(cfg.Out, form.IndexFile)); err == nil && same && !cfg.Restart {
-		if rerank, nprobe := searchDefaults(cfg, a.Factory); form.Rerank != rerank || form.Nprobe != nprobe {
-			form.Rerank, form.Nprobe = rerank, nprobe
+		if rescore, nprobe := searchDefaults(cfg, a.Factory); form.Rescore != rescore || form.Nprobe != nprobe {
+			form.Rescore, form.Nprobe = rescore, nprobe
 			if err := writeForm(cfg.Out, form); err != nil {
 				return nil, err
 			}
@@ -188,7 +188,7 @@ func upToDate(cfg Config, a args) (*Report, error) {
 		return &Report{UpToDate: true, Rows: form.Count, Form: form}, nil
 	}
 	if !same && !cfg.Restart {
-		return nil, fmt.Errorf("%s holds a compact form of other arguments (source, factory, training); use --restart to replace it, or another --out", cfg.Out)
+		return nil, option.Fixf("Restart", "replaces it", "%s holds a compact form of other arguments (source, factory, training)", cfg.Out)
 	}
 	// The form description goes first, so an interrupted removal never looks complete.
 	for _, name := range []string{FormName, IndexFileName} {
@@ -209,7 +209,7 @@ func startPartial(cfg Config, a args, partial string) error {
 			return nil
 		}
 		if !cfg.Restart {
-			return fmt.Errorf("%s holds a partial conversion of other arguments (%s); use --restart to discard it", partial, diffArgs(old, a))
+			return option.Fixf("Restart", "discards it", "%s holds a partial conversion of other arguments (%s)", partial, diffArgs(old, a))
 		}
 	}
 	if err := os.RemoveAll(partial); err != nil {
@@ -245,11 +245,11 @@ func resume(cfg Config, a args, src indexdir.Vectors, rep *Report) (*faissgo.Ind
 		}
 		idx, err := faissgo.Read(path, false)
 		if err != nil {
-			return nil, fmt.Errorf("resume from the checkpoint: %w (--restart discards it)", err)
+			return nil, &option.Fix{Err: fmt.Errorf("resume from the checkpoint: %w", err), Field: "Restart", Does: "discards it"}
 		}
 		if n := idx.Ntotal(); idx.Dim() != a.Dimension || n > a.Count || (n%indexdir.ChunkRows != 0 && n != a.Count) {
 			idx.Close()
-			return nil, fmt.Errorf("checkpoint %s holds %d rows of dimension %d: not a checkpoint of this conversion (--restart discards it)", path, n, idx.Dim())
+			return nil, option.Fixf("Restart", "discards it", "checkpoint %s holds %d rows of dimension %d: not a checkpoint of this conversion", path, n, idx.Dim())
 		}
 		rep.ResumedFrom = idx.Ntotal()
 		fmt.Fprintf(cfg.Log, "needle convert: resuming after %d rows (checkpoint %s)\n", rep.ResumedFrom, path)
@@ -286,10 +286,10 @@ func finish(cfg Config, a args, rep *Report) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	rerank, nprobe := searchDefaults(cfg, a.Factory)
+	rescore, nprobe := searchDefaults(cfg, a.Factory)
 	form := &Form{
 		Factory: a.Factory, IndexFile: IndexFileName, Dimension: a.Dimension, Count: a.Count, Metric: a.Metric,
-		Source: a.Source, Rerank: rerank, Nprobe: nprobe, TrainSize: a.TrainSize, Seed: a.Seed,
+		Source: a.Source, Rescore: rescore, Nprobe: nprobe, TrainSize: a.TrainSize, Seed: a.Seed,
 		ArgsHash: a.hash(), NeedleVersion: cfg.Version,
 	}
 	if err := writeForm(cfg.Out, form); err != nil {
@@ -302,12 +302,12 @@ func finish(cfg Config, a args, rep *Report) (*Report, error) {
 	return rep, nil
 }
 
-// searchDefaults are the Rerank and Nprobe cfg records in compact.json for an index made by
+// searchDefaults are the Rescore and Nprobe cfg records in compact.json for an index made by
 // factory (nprobe only for IVF indexes).
-func searchDefaults(cfg Config, factory string) (rerank, nprobe int) {
-	rerank = max(cmp.Or(cfg.Rerank, DefaultRerank), 0)
+func searchDefaults(cfg Config, factory string) (rescore, nprobe int) {
+	rescore = max(cmp.Or(cfg.Rescore, DefaultRescore), 0)
 	if strings.Contains(factory, "IVF") {
 		nprobe = cmp.Or(cfg.Nprobe, DefaultNprobe)
 	}
-	return rerank, nprobe
+	return rescore, nprobe
 }

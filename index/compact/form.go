@@ -4,9 +4,9 @@
 // is a FAISS index of compressed codes (IVF-PQ by default: about 1.5 GB for wiki-18) built by
 // streaming the flat file (or an embeddings memmap) once, never holding it in RAM, resumable
 // after a kill from its last checkpoint with the same bytes as an uninterrupted run. At
-// search time the codes give candidates and, with re-ranking, each query's candidates are
+// search time the codes give candidates and, with re-scoring, each query's candidates are
 // read back from the fp32 source file (by pread, rows only) and scored exactly
-// (flatscan.Rerank): the answers are exact inner products over the candidates, so recall is
+// (flatscan.Rescore): the answers are exact inner products over the candidates, so recall is
 // all that is approximate.
 //
 // A form is a folder: index.faiss (Python faiss reads it) and compact.json (Form), written
@@ -39,9 +39,10 @@ type Form struct {
 	Count     int64  `json:"count"`
 	Metric    string `json:"metric"` // "ip" or "l2"
 	Source    Source `json:"source"`
-	// Rerank is how many candidates per query the codes give and the source re-scores
-	// exactly (raised to k when smaller); 0 serves the codes' approximate scores.
-	Rerank int `json:"rerank"`
+	// Rescore is how many candidates per query the codes give and the source re-scores
+	// exactly (raised to k when smaller); 0 serves the codes' approximate scores. Its key
+	// stays "rerank" so that the forms already converted (hours for wiki-18) keep theirs.
+	Rescore int `json:"rerank"`
 	// Nprobe is the IVF lists visited per query (0: not an IVF index, or FAISS's default).
 	Nprobe        int    `json:"nprobe,omitempty"`
 	TrainSize     int64  `json:"train_size"`
@@ -51,7 +52,7 @@ type Form struct {
 }
 
 // Source is the fp32 vectors a form was converted from: row i is Dimension little-endian
-// float32s at byte Offset + 4*i*Dimension of Path. Re-ranking reads them; Size and Mtime
+// float32s at byte Offset + 4*i*Dimension of Path. Re-scoring reads them; Size and Mtime
 // say whether the file is still the one converted.
 type Source struct {
 	Path   string `json:"path"` // absolute
@@ -107,9 +108,9 @@ func (f *Form) validate() error {
 		return fmt.Errorf("field metric: %q, want \"ip\" or \"l2\"", f.Metric)
 	case !jsonfile.LocalName(f.IndexFile):
 		return fmt.Errorf("field index_file: %q, want a file name inside the folder", f.IndexFile)
-	case f.Rerank < 0 || f.Nprobe < 0:
-		return fmt.Errorf("fields rerank %d and nprobe %d: want >= 0", f.Rerank, f.Nprobe)
-	case f.Rerank > 0 && (!filepath.IsAbs(f.Source.Path) || f.Source.Offset < 0):
+	case f.Rescore < 0 || f.Nprobe < 0:
+		return fmt.Errorf("fields rerank %d and nprobe %d: want >= 0", f.Rescore, f.Nprobe)
+	case f.Rescore > 0 && (!filepath.IsAbs(f.Source.Path) || f.Source.Offset < 0):
 		return fmt.Errorf("field source: path %q offset %d, want an absolute path and an offset >= 0", f.Source.Path, f.Source.Offset)
 	}
 	return nil

@@ -17,39 +17,40 @@ import (
 	"needle/faissgo"
 	"needle/internal/byteview"
 	"needle/internal/gate"
+	"needle/internal/option"
 	"needle/kernels/search/flatscan"
 	"needle/platform/cpu"
 )
 
 // Options say how a form is served (`needle serve` flags).
 type Options struct {
-	Threads int  // FAISS and re-ranking threads (<= 0: one per core)
+	Threads int  // FAISS and re-scoring threads (<= 0: one per core)
 	Mmap    bool // map index.faiss's IVF lists instead of loading them (FAISS's mmap)
-	Rerank  int  // candidates re-ranked per query (0: the form's; < 0: none)
+	Rescore int  // candidates re-scored per query (0: the form's; < 0: none)
 	Nprobe  int  // IVF lists visited per query (0: the form's)
 }
 
 const (
-	// rerankBatch is the most queries searched at a time, one unit of a search that pauses
+	// rescoreBatch is the most queries searched at a time, one unit of a search that pauses
 	// (SearchContext): a single query waits for at most one unit of a bulk search, and the
-	// gathered rows are bounded (rerankBatch x Rerank x Dim floats: 9.8 MB at 16 x 200 x 768).
+	// gathered rows are bounded (rescoreBatch x Rescore x Dim floats: 9.8 MB at 16 x 200 x 768).
 	// 64-query units kept the singles' p99 during a slow POST at 144 ms, 16 brought it to 47
 	// (docs/measurements/2026-11-27-compact-pauses.md).
-	rerankBatch = 16
+	rescoreBatch = 16
 	// readers is the number of row reads in flight while gathering candidates: random
 	// reads of one row from a file that does not fit in RAM are disk reads, and this
 	// machine's disk does 16k random 4 KiB reads/s one at a time, 40k with 16+ in flight.
 	readers = 64
 )
 
-// Index serves a compact form: FAISS searches the codes for candidates and, with re-ranking,
+// Index serves a compact form: FAISS searches the codes for candidates and, with re-scoring,
 // the candidates are re-scored exactly from the source's fp32 rows. Safe for concurrent use
-// (re-ranking searches run one at a time).
+// (re-scoring searches run one at a time).
 type Index struct {
 	form    *Form
 	codes   *faissgo.Index
-	src     *os.File // the source, for re-ranking (nil without)
-	rerank  int
+	src     *os.File // the source, for re-scoring (nil without)
+	rescore int
 	threads int
 
 	mu   sync.Mutex // guards the scratch below (and src's closing), held by one unit of a search
@@ -60,7 +61,7 @@ type Index struct {
 }
 
 // Open loads the form in dir: index.faiss into RAM (its IVF lists mapped with Mmap), and,
-// when re-ranking, the source file, which must still be the one converted (size and mtime).
+// when re-scoring, the source file, which must still be the one converted (size and mtime).
 func Open(dir string, opt Options) (*Index, error) {
 	form, err := ReadForm(dir)
 	if err != nil {
@@ -75,7 +76,7 @@ func Open(dir string, opt Options) (*Index, error) {
 	if err != nil {
 		return nil, err
 	}
-	x := &Index{form: form, codes: codes, rerank: cmp.Or(opt.Rerank, form.Rerank), threads: threads}
+	x := &Index{form: form, codes: codes, rescore: cmp.Or(opt.Rescore, form.Rescore), threads: threads}
 	if err := x.open(opt); err != nil {
 		x.Close()
 		return nil, fmt.Errorf("compact form %s: %w", dir, err)
@@ -83,7 +84,7 @@ func Open(dir string, opt Options) (*Index, error) {
 	return x, nil
 }
 
-// open checks the codes against the form, sets nprobe and opens the source for re-ranking.
+// open checks the codes against the form, sets nprobe and opens the source for re-scoring.
 func (x *Index) open(opt Options) error {
 	f := x.form
 	if x.codes.Dim() != f.Dimension || x.codes.Ntotal() != f.Count {
@@ -95,13 +96,13 @@ func (x *Index) open(opt Options) error {
 			return err
 		}
 	}
-	if x.rerank <= 0 {
-		x.rerank = 0
+	if x.rescore <= 0 {
+		x.rescore = 0
 		return nil
 	}
 	src, err := os.Open(f.Source.Path)
 	if err != nil {
-		return fmt.Errorf("re-ranking reads the source it was converted from: %w (serve without re-ranking: --rerank -1)", err)
+		return &option.Fix{Err: fmt.Errorf("re-scoring reads the source it was converted from: %w", err), Field: "Rescore", Does: "-1 serves without re-scoring"}
 	}
 	x.src = src
 	st, err := src.Stat()
@@ -109,14 +110,14 @@ func (x *Index) open(opt Options) error {
 		return err
 	}
 	if st.Size() != f.Source.Size || st.ModTime().UnixNano() != f.Source.Mtime {
-		return fmt.Errorf("the source %s changed since the conversion (%d bytes, modified %v; converted: %d bytes, mtime %d): "+
-			"re-ranking would read other vectors; convert it again, or serve without re-ranking (--rerank -1)",
+		return option.Fixf("Rescore", "-1 serves without re-scoring", "the source %s changed since the conversion (%d bytes, modified %v; converted: %d bytes, mtime %d): "+
+			"re-scoring would read other vectors; convert it again",
 			f.Source.Path, st.Size(), st.ModTime(), f.Source.Size, f.Source.Mtime)
 	}
 	if need := f.Source.Offset + 4*f.Count*int64(f.Dimension); st.Size() < need {
 		return fmt.Errorf("the source %s is %d bytes, %d rows of dimension %d from byte %d need %d", f.Source.Path, st.Size(), f.Count, f.Dimension, f.Source.Offset, need)
 	}
-	// Re-ranking reads scattered rows: no readahead around them.
+	// Re-scoring reads scattered rows: no readahead around them.
 	_ = unix.Fadvise(int(src.Fd()), 0, 0, unix.FADV_RANDOM)
 	m, _ := faissgo.ParseMetric(f.Metric)
 	level, err := cpu.Selected()
@@ -133,20 +134,20 @@ func (x *Index) Ntotal() int64 { return x.form.Count }
 // Form is the description the index was opened from.
 func (x *Index) Form() Form { return *x.form }
 
-// Rerank is the number of candidates re-ranked per query (0: none).
-func (x *Index) Rerank() int { return x.rerank }
+// Rescore is the number of candidates re-scored per query (0: none).
+func (x *Index) Rescore() int { return x.rescore }
 
 // Search finds the k best rows of each query (len(q)/Dim queries) into dist and labels (nq x
-// k, best first; label -1: no hit). With re-ranking, FAISS gives max(Rerank, k) candidates per
+// k, best first; label -1: no hit). With re-scoring, FAISS gives max(Rescore, k) candidates per
 // query and the answer is their exact top k (scores and ties as the mapped flat index gives
 // them over those rows); without, the codes' approximate scores.
 func (x *Index) Search(q []float32, k int, dist []float32, labels []int64) error {
 	return x.SearchContext(context.Background(), q, k, dist, labels)
 }
 
-// SearchContext is Search in units of at most rerankBatch queries, each begun with
+// SearchContext is Search in units of at most rescoreBatch queries, each begun with
 // gate.Wait(ctx) and a check of ctx: the server's bulk work pauses there for single queries
-// (internal/gate), and a search whose clients all went away stops. A unit holds the re-ranking
+// (internal/gate), and a search whose clients all went away stops. A unit holds the re-scoring
 // scratch only while it runs, so a single query's search runs between two units of a bulk one
 // (each query's answer depends on that query alone: faissgo searches one query per call).
 func (x *Index) SearchContext(ctx context.Context, q []float32, k int, dist []float32, labels []int64) error {
@@ -155,20 +156,20 @@ func (x *Index) SearchContext(ctx context.Context, q []float32, k int, dist []fl
 	if len(q)%d != 0 || k <= 0 || len(dist) < nq*k || len(labels) < nq*k {
 		return fmt.Errorf("compact: search of %d floats for dimension %d, k %d, into %d distances and %d labels", len(q), d, k, len(dist), len(labels))
 	}
-	for lo := 0; lo < nq; lo += rerankBatch {
+	for lo := 0; lo < nq; lo += rescoreBatch {
 		if err := gate.Wait(ctx); err != nil {
 			return err
 		}
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		hi := min(lo+rerankBatch, nq)
+		hi := min(lo+rescoreBatch, nq)
 		qs, ds, ls := q[lo*d:hi*d], dist[lo*k:hi*k], labels[lo*k:hi*k]
 		var err error
-		if x.rerank == 0 {
+		if x.rescore == 0 {
 			err = x.codes.Search(qs, k, ds, ls)
 		} else {
-			err = x.rerankBatch(qs, k, ds, ls)
+			err = x.rescoreBatch(qs, k, ds, ls)
 		}
 		if err != nil {
 			return err
@@ -177,16 +178,16 @@ func (x *Index) SearchContext(ctx context.Context, q []float32, k int, dist []fl
 	return nil
 }
 
-// rerankBatch answers up to rerankBatch queries: candidates from the codes, their rows
+// rescoreBatch answers up to rescoreBatch queries: candidates from the codes, their rows
 // gathered from the source, exact scores and heaps in flatscan.
-func (x *Index) rerankBatch(q []float32, k int, dist []float32, labels []int64) error {
+func (x *Index) rescoreBatch(q []float32, k int, dist []float32, labels []int64) error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if x.src == nil {
 		return errors.New("compact: search on a closed index")
 	}
 	d := x.form.Dimension
-	nq, r := len(q)/d, max(x.rerank, k)
+	nq, r := len(q)/d, max(x.rescore, k)
 	// Scratch reused from batch to batch (slices.Grow keeps a large enough one).
 	x.cd, x.cl = slices.Grow(x.cd[:0], nq*r)[:nq*r], slices.Grow(x.cl[:0], nq*r)[:nq*r]
 	x.rows = slices.Grow(x.rows[:0], nq*r*d)[:nq*r*d]
@@ -203,7 +204,7 @@ func (x *Index) rerankBatch(q []float32, k int, dist []float32, labels []int64) 
 	if err := x.scan.Start(q, k, dist, labels); err != nil {
 		return err
 	}
-	if err := x.scan.Rerank(x.rows, x.cl, r); err != nil {
+	if err := x.scan.Rescore(x.rows, x.cl, r); err != nil {
 		return err
 	}
 	x.scan.Finish()

@@ -504,8 +504,8 @@ func (x *Index) Stats() Stats {
 	return st
 }
 
-// Metrics are the index's figures for /metrics (engine.MetricsIndex).
-func (x *Index) Metrics() []prom.Metric {
+// Telemetry is the index's figures for /metrics (engine.TelemetryIndex).
+func (x *Index) Telemetry() []prom.Metric {
 	st := x.Stats()
 	devices := prom.Metric{Name: "needle_gpu_device", Type: "gauge", Help: "GPUs the index is sharded over (one per shard)."}
 	for _, d := range st.Devices {

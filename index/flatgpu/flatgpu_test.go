@@ -170,7 +170,7 @@ func TestMetrics(t *testing.T) {
 	x.searches.Add(3)
 	x.nanos.Add(1_500_000_000)
 	var b strings.Builder
-	prom.NewWriter(&b).Write(x.Metrics()...)
+	prom.NewWriter(&b).Write(x.Telemetry()...)
 	for _, want := range []string{"needle_gpu_searches_total 3\n", "needle_gpu_search_seconds_total 1.5\n", "needle_gpu_memory_bytes 0\n", "needle_gpu_healthy 1\n"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("metrics lack %q:\n%s", want, b.String())

@@ -12,6 +12,7 @@ import (
 
 	"needle/faissgo"
 	"needle/internal/byteview"
+	"needle/internal/option"
 	"needle/internal/pagecache"
 )
 
@@ -62,7 +63,7 @@ func describeEmbeddings(f *os.File, path string, dim int) (*Embeddings, error) {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 		if dim > 0 && h.cols != dim {
-			return nil, fmt.Errorf("%s: shape (%d, %d), but --dim is %d", path, h.rows, h.cols, dim)
+			return nil, option.Errorf("Dim", "%d, but %s has shape (%d, %d)", dim, path, h.rows, h.cols)
 		}
 		e.dataStart, e.rows, e.dim = h.dataStart, h.rows, h.cols
 		if want := h.dataStart + 4*h.rows*int64(h.cols); st.Size() != want {
@@ -74,13 +75,13 @@ func describeEmbeddings(f *os.File, path string, dim int) (*Embeddings, error) {
 		return nil, err
 	} else if flat {
 		if dim > 0 && v.Dim != dim {
-			return nil, fmt.Errorf("%s: a FAISS %s of dimension %d, but --dim is %d", path, v.TypeName(), v.Dim, dim)
+			return nil, option.Errorf("Dim", "%d, but %s is a FAISS %s of dimension %d", dim, path, v.TypeName(), v.Dim)
 		}
 		e.dataStart, e.rows, e.dim, e.metric = v.Offset, v.Ntotal, v.Dim, strings.ToLower(v.Metric.String())
 		return e, nil
 	}
 	if dim <= 0 {
-		return nil, fmt.Errorf("%s: a headerless float32 file needs --dim (or a manifest.json beside it)", path)
+		return nil, option.Errorf("Dim", "required: %s is a headerless float32 file (or give it a manifest.json beside it)", path)
 	}
 	if st.Size()%(4*int64(dim)) != 0 {
 		return nil, fmt.Errorf("%s: %d bytes is not a whole number of float32 rows of dim %d", path, st.Size(), dim)

@@ -16,7 +16,7 @@ import (
 )
 
 // A FAISS flat index file serves as --embeddings: its rows are read in place; a truncated
-// one is refused, and --dim must agree with it.
+// one is refused, and a dimension given must agree with it.
 func TestEmbeddingsFromFlatIndex(t *testing.T) {
 	const n, dim = 37, 8
 	want := testvec.Unit(n, dim, 7)
@@ -41,7 +41,7 @@ func TestEmbeddingsFromFlatIndex(t *testing.T) {
 	if err := e.Read(30, got); err != nil || e.Len() != n || e.Dim() != dim || !slices.Equal(got, want[30*dim:35*dim]) {
 		t.Fatalf("rows %d dim %d err %v; rows 30..34 equal: %v", e.Len(), e.Dim(), err, slices.Equal(got, want[30*dim:35*dim]))
 	}
-	if _, err := OpenEmbeddings(path, 16); err == nil || !strings.Contains(err.Error(), "--dim is 16") {
+	if _, err := OpenEmbeddings(path, 16); err == nil || !strings.Contains(err.Error(), "Dim: 16, but") {
 		t.Fatalf("--dim 16 over a dim 8 index: %v", err)
 	}
 	if err := os.WriteFile(path, buf.Bytes()[:buf.Len()-4], 0o644); err != nil {

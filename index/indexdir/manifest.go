@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"needle/internal/jsonfile"
+	"needle/internal/option"
 )
 
 // ManifestName is the file `needle build` writes last into its output folder; its presence
@@ -118,8 +119,9 @@ func (m *Manifest) QueryPrecision(asked string, force bool) (string, error) {
 	case built == "" || asked == built || force:
 		return asked, nil
 	}
-	return "", fmt.Errorf("--precision %s: the index was built with %s passage embeddings, and queries encoded at another precision drift from them; drop --precision, rebuild with --precision %s, or pass --force-precision",
-		asked, built, asked)
+	return "", option.Wrap("Precision", option.Fixf("ForcePrecision", "serves it anyway",
+		"%s: the index was built with %s passage embeddings, and queries encoded at another precision drift from them; leave it out, or rebuild at %s",
+		asked, built, asked))
 }
 
 // IndexFile is the index file of path: path itself when it is a file, else the index file the

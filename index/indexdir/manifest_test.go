@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"needle/internal/jsonfile"
+	"needle/internal/option"
 )
 
 func sampleManifest() *Manifest {
@@ -128,7 +129,7 @@ func TestQueryPrecision(t *testing.T) {
 		if got != c.want || (err == nil) != (c.want != "") {
 			t.Errorf("%+v: got %q, %v", c, got, err)
 		}
-		if err != nil && !strings.Contains(err.Error(), "--force-precision") {
+		if err != nil && !option.FixedBy(err, "ForcePrecision") {
 			t.Errorf("%+v: error %q does not say how to force", c, err)
 		}
 	}

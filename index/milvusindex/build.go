@@ -19,7 +19,9 @@ import (
 	"github.com/milvus-io/milvus-sdk-go/v2/entity"
 
 	"needle/internal/npy"
+	"needle/internal/option"
 	"needle/internal/progress"
+	"needle/internal/writer"
 )
 
 // Vectors are the rows a collection is built from (indexdir.Vectors): row i is
@@ -98,9 +100,7 @@ func (o *BuildOptions) setDefaults() error {
 	if o.Inserts <= 0 {
 		o.Inserts = 4
 	}
-	if o.Log == nil {
-		o.Log = io.Discard
-	}
+	o.Log = writer.OrDiscard(o.Log)
 	return nil
 }
 
@@ -186,12 +186,14 @@ func (b *builder) prepare(ctx context.Context) (created bool, err error) {
 		return false, fmt.Errorf("milvus at %s: %w", b.opt.URI, err)
 	}
 	if exists {
-		if why := b.other(ctx); why == "" {
+		why := b.other(ctx)
+		if why == "" {
 			return false, b.load(ctx)
-		} else if !b.opt.Restart {
-			return false, fmt.Errorf("milvus collection %q holds another build (%s); use --restart to replace it, or another --collection", coll, why)
 		}
-		fmt.Fprintf(b.opt.Log, "needle build: dropping milvus collection %q (--restart)\n", coll)
+		if !b.opt.Restart {
+			return false, option.Fixf("Restart", "replaces it", "milvus collection %q holds another build (%s)", coll, why)
+		}
+		fmt.Fprintf(b.opt.Log, "needle build: dropping milvus collection %q: it holds another build (%s)\n", coll, why)
 		if err := b.c.DropCollection(ctx, coll); err != nil {
 			return false, fmt.Errorf("drop milvus collection %q: %w", coll, err)
 		}

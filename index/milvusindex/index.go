@@ -72,7 +72,7 @@ func open(ctx context.Context, c client.Client, opt Options) (*Index, error) {
 	}
 	idx, err := c.DescribeIndex(ctx, opt.Collection, vectorField)
 	if err != nil || len(idx) == 0 {
-		return nil, fmt.Errorf("milvus collection %q has no vector index (needle build --milvus creates one): %v", opt.Collection, err)
+		return nil, fmt.Errorf("milvus collection %q has no vector index (a finished build creates one): %v", opt.Collection, err)
 	}
 	params := idx[0].Params()
 	x := &Index{c: c, svc: c.(*client.GrpcClient).Service, opt: opt, dim: info.dim,
@@ -87,7 +87,7 @@ func open(ctx context.Context, c client.Client, opt Options) (*Index, error) {
 		return nil, fmt.Errorf("count milvus collection %q: %w", opt.Collection, err)
 	}
 	if info.desc != nil && info.desc.Rows != x.ntotal {
-		return nil, fmt.Errorf("milvus collection %q holds %d of the %d rows it was built for: an unfinished build (rerun needle build --milvus to resume it)",
+		return nil, fmt.Errorf("milvus collection %q holds %d of the %d rows it was built for: an unfinished build (run the build again to resume it)",
 			opt.Collection, x.ntotal, info.desc.Rows)
 	}
 	return x, nil

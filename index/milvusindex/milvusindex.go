@@ -80,7 +80,7 @@ func describe(ctx context.Context, c client.Client, uri, coll string) (collectio
 		return collectionInfo{}, fmt.Errorf("milvus at %s: %w", uri, err)
 	}
 	if !ok {
-		return collectionInfo{}, fmt.Errorf("milvus at %s has no collection %q (build it with needle build --milvus %s --collection %s)", uri, coll, uri, coll)
+		return collectionInfo{}, fmt.Errorf("milvus at %s has no collection %q (a build into it makes it)", uri, coll)
 	}
 	col, err := c.DescribeCollection(ctx, coll)
 	if err != nil {

@@ -1,11 +1,21 @@
 // Package writer holds the io.Writer wrappers several packages need: Locked (one log written
-// by several goroutines) and Counting (the bytes a writer took, and its first error).
+// by several goroutines), Counting (the bytes a writer took, and its first error) and
+// OrDiscard (the rule of every package's log and progress writers: nil discards).
 package writer
 
 import (
 	"io"
 	"sync"
 )
+
+// OrDiscard is w, or io.Discard when w is nil: a nil log or progress writer in any Options
+// means silence (a command passes os.Stderr for what its user should see).
+func OrDiscard(w io.Writer) io.Writer {
+	if w == nil {
+		return io.Discard
+	}
+	return w
+}
 
 // Locked serializes writes to W. Its mutex is exported so that whoever reads what W collects
 // (a test's strings.Builder) can hold it and see whole writes only.

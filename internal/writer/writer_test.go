@@ -2,6 +2,7 @@ package writer
 
 import (
 	"errors"
+	"io"
 	"strings"
 	"sync"
 	"testing"
@@ -63,5 +64,12 @@ func TestCounting(t *testing.T) {
 	}
 	if c.N != 10 || c.Err == nil {
 		t.Fatalf("N %d, Err %v", c.N, c.Err)
+	}
+}
+
+func TestOrDiscard(t *testing.T) {
+	var b strings.Builder
+	if OrDiscard(&b) != &b || OrDiscard(nil) != io.Discard {
+		t.Error("OrDiscard: not w itself, or not io.Discard for nil")
 	}
 }

@@ -48,7 +48,7 @@ func TestThreadedReadCoversBuffer(t *testing.T) {
 }
 
 // BenchmarkRead: one thread reading 256 MiB (far above the L3) at each level; MB/s is the
-// read bandwidth each loop measures (the reference is the plain C sum the yardstick used to be).
+// read bandwidth each loop measures (the reference level is a plain C sum, the baseline the vector loops are read against).
 func BenchmarkRead(b *testing.B) {
 	buf, err := NewBuffer(256 << 20)
 	if err != nil {

@@ -84,8 +84,8 @@ class Publisher:
         the sender has it: receivers can pull it in full at once, the delta follows."""
         items = list(tensors.items())
         meta = {"format": "pt"} if metadata is None else dict(metadata)
-        layout = [{"name": n, "dtype": _safetensors_dtype(x, n), "shape": list(x.shape)} for n, x in items]
-        slot = self._call(op="begin", version=version, tensors=layout, metadata=meta)["slot"]
+        header = [{"name": n, "dtype": _safetensors_dtype(x, n), "shape": list(x.shape)} for n, x in items]
+        slot = self._call(op="begin", version=version, tensors=header, metadata=meta)["slot"]
         try:
             self._fill(slot, items)
         except BaseException:

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"needle/internal/atomicfile"
+	"needle/internal/option"
 )
 
 // The --save-address-to file, as ASearcher's client (AReaL's AsyncSearchBrowserClient) reads
@@ -67,16 +68,16 @@ type addressFile struct {
 // another server. It returns what it did for the log.
 func writeAddress(dir, hostPort, host string, port int) (*addressFile, []string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, nil, fmt.Errorf("--save-address-to: %w", err)
+		return nil, nil, option.Wrap("SaveAddressTo", err)
 	}
 	defer lockFolder(dir)()
 	a := &addressFile{path: filepath.Join(dir, fmt.Sprintf("Host%s_IP%d.txt", host, port)), content: []byte(hostPort)}
 	if err := atomicfile.Write(a.path, a.content); err != nil {
-		return nil, nil, fmt.Errorf("--save-address-to: %w", err)
+		return nil, nil, option.Wrap("SaveAddressTo", err)
 	}
 	info, err := os.Stat(a.path)
 	if err != nil {
-		return nil, nil, fmt.Errorf("--save-address-to: %w", err)
+		return nil, nil, option.Wrap("SaveAddressTo", err)
 	}
 	a.info = info
 	log := []string{"wrote " + a.path}
@@ -110,13 +111,13 @@ func (a *addressFile) withdraw() (string, error) {
 	if len(others) <= 1 {
 		marker := filepath.Join(filepath.Dir(a.path), leftPrefix+filepath.Base(a.path))
 		if err := atomicfile.Write(marker, a.content); err != nil {
-			return "", fmt.Errorf("--save-address-to: %w", err)
+			return "", option.Wrap("SaveAddressTo", err)
 		}
 		return "kept " + a.path + ": it is the folder's last address file, and clients that find the folder empty crash " +
 			"(IndexError); the next needle that writes into the folder removes it", nil
 	}
 	if err := os.Remove(a.path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return "", fmt.Errorf("--save-address-to: %w", err)
+		return "", option.Wrap("SaveAddressTo", err)
 	}
 	return "removed " + a.path, nil
 }

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"time"
 
+	"needle/internal/option"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -48,6 +50,7 @@ type handover struct {
 	ready    atomic.Bool // the process serves (a loading one refuses to be replaced)
 	busy     atomic.Bool // a replacement is loading
 	replaced chan int    // the pid of the replacement that is serving (once)
+	log      func(format string, a ...any)
 }
 
 // listenControl opens the control socket of the needle serving addr. addr is the address
@@ -57,9 +60,10 @@ func listenControl(addr *net.TCPAddr) (*net.UnixListener, error) {
 	return net.ListenUnix("unix", &net.UnixAddr{Name: controlName(addr), Net: "unix"})
 }
 
-// serveHandover answers replacement requests on ctl for tcp until ctl is closed.
-func serveHandover(tcp *net.TCPListener, ctl *net.UnixListener) *handover {
-	h := &handover{tcp: tcp, ctl: ctl, replaced: make(chan int, 1)}
+// serveHandover answers replacement requests on ctl for tcp until ctl is closed, with a line
+// to log for each replacement's steps.
+func serveHandover(tcp *net.TCPListener, ctl *net.UnixListener, log func(format string, a ...any)) *handover {
+	h := &handover{tcp: tcp, ctl: ctl, replaced: make(chan int, 1), log: log}
 	go func() {
 		for {
 			c, err := ctl.AcceptUnix()
@@ -95,14 +99,14 @@ func (h *handover) answer(c *net.UnixConn) {
 		return
 	}
 	if err := sendListeners(c, fmt.Sprintf("ok %d\n", os.Getpid()), h.tcp, h.ctl); err != nil {
-		fmt.Fprintf(os.Stderr, "needle serve: handing the socket to pid %d: %v\n", pid, err)
+		h.log("handing the socket to pid %d: %v", pid, err)
 		h.busy.Store(false)
 		return
 	}
-	fmt.Fprintf(os.Stderr, "needle serve: pid %d took a copy of the listening socket to replace this server; serving until it is ready\n", pid)
+	h.log("pid %d took a copy of the listening socket to replace this server; serving until it is ready", pid)
 	c.SetReadDeadline(time.Time{}) // its load may take minutes
 	if line, err := r.ReadString('\n'); err != nil || strings.TrimSpace(line) != "ready" {
-		fmt.Fprintf(os.Stderr, "needle serve: pid %d left before it was ready; still serving\n", pid)
+		h.log("pid %d left before it was ready; still serving", pid)
 		h.busy.Store(false)
 		return
 	}
@@ -173,12 +177,12 @@ func takeOver(addr *net.TCPAddr) (*takeover, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("--replace: %w", err)
+		return nil, option.Wrap("Replace", err)
 	}
 	t, err := receiveListeners(c)
 	if err != nil {
 		c.Close()
-		return nil, fmt.Errorf("--replace: the needle serving %s: %w", addr, err)
+		return nil, option.Wrap("Replace", fmt.Errorf("the needle serving %s: %w", addr, err))
 	}
 	return t, nil
 }

@@ -21,7 +21,7 @@ func startHandover(t *testing.T) (*net.TCPAddr, *handover) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close(); ctl.Close() })
-	return ln.Addr().(*net.TCPAddr), serveHandover(ln, ctl)
+	return ln.Addr().(*net.TCPAddr), serveHandover(ln, ctl, t.Logf)
 }
 
 // take is takeOver that must succeed; the replacement's sockets close with the test.
@@ -75,7 +75,7 @@ func TestHandoverPassesTheSocket(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the old side never heard ready")
 	}
-	next := serveHandover(r.tcp, r.ctl) // as runServe does once ready
+	next := serveHandover(r.tcp, r.ctl, t.Logf) // as runServe does once ready
 	next.ready.Store(true)
 	take(t, addr)
 }

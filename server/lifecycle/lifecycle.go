@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"needle/engine"
+	"needle/internal/writer"
 	"needle/server"
 )
 
@@ -33,7 +34,7 @@ type Options struct {
 	Drain         time.Duration // how long in-flight requests may finish at the end
 	IndexName     string        // what is loading, for the log
 	QueryPrefix   string        // for the log's curl example
-	Log           io.Writer     // progress lines (needle serve: stderr)
+	Log           io.Writer     // progress lines (needle serve: stderr); nil: discarded
 	// Stop delivers the signals that end the process (nil: SIGINT and SIGTERM); a second one
 	// during the drain exits at once.
 	Stop <-chan os.Signal
@@ -43,7 +44,8 @@ type Options struct {
 // and returns why it stopped (nil after a drain that completed). srv is ready (SetRetriever)
 // once open returns.
 func Run(opt Options, srv *server.Server, open func() (*engine.Retriever, error)) error {
-	log := func(format string, a ...any) { fmt.Fprintf(opt.Log, "needle serve: "+format+"\n", a...) }
+	out := &writer.Locked{W: writer.OrDiscard(opt.Log)} // the handover's goroutines log too
+	log := func(format string, a ...any) { fmt.Fprintf(out, "needle serve: "+format+"\n", a...) }
 	stop := opt.Stop
 	if stop == nil {
 		c := make(chan os.Signal, 2)
@@ -114,7 +116,7 @@ func Run(opt Options, srv *server.Server, open func() (*engine.Retriever, error)
 		if err := handed.ready(); err != nil { // it exited meanwhile: the socket is this process's alone
 			log("telling pid %d to drain: %v", handed.pid, err)
 		}
-		h = serveHandover(ln.(*net.TCPListener), handed.ctl)
+		h = serveHandover(ln.(*net.TCPListener), handed.ctl, log)
 	}
 	var replaced <-chan int
 	if h != nil {
@@ -171,7 +173,7 @@ func listen(opt Options, log func(string, ...any)) (net.Listener, *takeover, err
 		if handed != nil {
 			return handed.tcp, handed, nil
 		}
-		log("--replace: no needle serves %s; starting as the first", addr)
+		log("no needle serves %s to take over from; starting as the first", addr)
 	}
 	ln, err := net.Listen("tcp", net.JoinHostPort(opt.Host, strconv.Itoa(opt.Port)))
 	return ln, nil, err
@@ -182,8 +184,9 @@ func serveAddr(host string, port int) (*net.TCPAddr, error) {
 	return net.ResolveTCPAddr("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
 }
 
-// handoverFor answers --replace requests for the socket ln this process bound (nil, with a
-// log line, when its control socket cannot be opened: the server runs without).
+// handoverFor answers the take-over requests of a successor (Options.Replace) for the socket ln
+// this process bound (nil, with a log line, when its control socket cannot be opened: the
+// server runs without).
 func handoverFor(opt Options, ln net.Listener, log func(string, ...any)) *handover {
 	addr, err := serveAddr(opt.Host, ln.Addr().(*net.TCPAddr).Port)
 	var ctl *net.UnixListener
@@ -191,10 +194,10 @@ func handoverFor(opt Options, ln net.Listener, log func(string, ...any)) *handov
 		ctl, err = listenControl(addr)
 	}
 	if err != nil {
-		log("--replace will not find this server: %v", err)
+		log("a successor cannot take over from this server (no control socket): %v", err)
 		return nil
 	}
-	return serveHandover(ln.(*net.TCPListener), ctl)
+	return serveHandover(ln.(*net.TCPListener), ctl, log)
 }
 
 // announce checks that the server answers GET /health through its socket, then writes the

@@ -112,7 +112,8 @@ func TestLinksResolve(t *testing.T) {
 	}
 }
 
-// The README stays short (issue 29): what needle is, the two commands, examples, layout, links.
+// The README stays short, a page a newcomer reads in minutes: what needle is, the two
+// commands, examples, layout, links.
 func TestReadmeIsShort(t *testing.T) {
 	text, err := os.ReadFile(filepath.Join(root, "README.md"))
 	if err != nil {

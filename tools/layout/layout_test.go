@@ -4,7 +4,9 @@
 package layout
 
 import (
+	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -22,7 +24,7 @@ var floors = []struct {
 	// weight transfer: the parts (wire: the protocol and the delta codec; store; server), then
 	// the nodes that compose them (sender, receiver) and the entry that runs them (weights: the
 	// daemons, /metrics, the delta file of `needle delta`)
-	{"needle/weights/wire", 3}, {"needle/weights/store", 3}, {"needle/weights/server", 3},
+	{"needle/weights/wire", 3}, {"needle/weights/store", 3}, {"needle/weights/feed", 3},
 	{"needle/weights/sender", 4}, {"needle/weights/receiver", 4}, {"needle/weights", 4},
 	{"needle/indexbuild", 4},                      // the offline build job: corpus -> encoder -> index folder
 	{"needle/engine", 4},                          // serving: Open composes the parts; the Retriever, the Batcher, the cache
@@ -33,6 +35,96 @@ var floors = []struct {
 	{"needle/tools/doctor", 9}, // reads every floor below (platform, cuda, engine) and changes nothing
 	{"needle/tools/", 9}, {"needle/cmd/", 9}, {"needle/e2e", 9}, {"needle/examples", 9},
 	{"needle/python", 9},
+}
+
+// packages lists needle's Go packages, as paths from the repository root ("" for the root).
+func packages(t *testing.T) []string {
+	out, err := exec.Command("go", "list", "needle/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	var pkgs []string
+	for _, p := range strings.Fields(string(out)) {
+		pkgs = append(pkgs, strings.TrimPrefix(strings.TrimPrefix(p, "needle"), "/"))
+	}
+	return pkgs
+}
+
+// unlisted returns the packages that the code block of a layout page (docs/layout.md) does
+// not name. An entry is a line whose first field is a folder ("kernels/bert/nn/"), with the
+// indented lines below it; it names that folder's package, and the packages of its
+// subfolders that begin one of its items ("internal/  atomicfile (...), npy, ...": items
+// start the text or follow a comma, a semicolon or an opening parenthesis).
+func unlisted(page string, pkgs []string) []string {
+	entries := map[string]string{} // folder -> its entry's text
+	folder, inBlock := "", false
+	for _, line := range strings.Split(page, "\n") {
+		switch {
+		case strings.HasPrefix(line, "```"):
+			inBlock, folder = !inBlock, ""
+		case !inBlock || strings.TrimSpace(line) == "":
+		case line[0] == ' ' && folder != "":
+			entries[folder] += " " + line
+		default:
+			first := strings.Fields(line)[0]
+			folder = strings.TrimSuffix(first, "/")
+			entries[folder] += " " + strings.TrimPrefix(line, first)
+		}
+	}
+	var missing []string
+	for _, p := range pkgs {
+		if _, ok := entries[p]; ok {
+			continue
+		}
+		i := strings.LastIndex(p, "/")
+		if i >= 0 && slices.Contains(itemNames(entries[p[:i]]), p[i+1:]) {
+			continue
+		}
+		missing = append(missing, p)
+	}
+	return missing
+}
+
+// itemNames are the first words of an entry's items ("wordnet/ (corpus)" -> "wordnet").
+func itemNames(text string) []string {
+	var names []string
+	for _, item := range strings.FieldsFunc(text, func(r rune) bool { return r == ',' || r == ';' || r == '(' }) {
+		item = strings.TrimLeft(item, " `")
+		end := strings.IndexFunc(item, func(r rune) bool {
+			return !(r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z')
+		})
+		if end < 0 {
+			end = len(item)
+		}
+		names = append(names, item[:end])
+	}
+	return names
+}
+
+// TestEveryPackageIsListed: docs/layout.md names every package, so the page is the whole map.
+func TestEveryPackageIsListed(t *testing.T) {
+	page, err := os.ReadFile("../../docs/layout.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkgs := packages(t)
+	if len(pkgs) < 50 {
+		t.Fatalf("go list found only %d packages: %v", len(pkgs), pkgs)
+	}
+	for _, p := range unlisted(string(page), pkgs) {
+		t.Errorf("%s is not in docs/layout.md: add a line for it (folder, what it is)", p)
+	}
+}
+
+// TestUnlisted: the check finds a package that the page leaves out (or names outside the code
+// block, or only as a word inside an item), and accepts one named by its own line, or as an
+// item of its parent's line or of a continuation of that line.
+func TestUnlisted(t *testing.T) {
+	page := "intro internal/gone\n```\nengine/   the engine\ninternal/ lru (cache), the text writer;\n          npy\ntools/    wordnet/ (corpus)\n```\nkernels/bert/nn/ after the block\n"
+	pkgs := []string{"engine", "internal/lru", "internal/npy", "tools/wordnet", "tools", "internal/gone", "internal/writer", "kernels/bert/nn", "engine/sub"}
+	if got, want := unlisted(page, pkgs), []string{"internal/gone", "internal/writer", "kernels/bert/nn", "engine/sub"}; !slices.Equal(got, want) {
+		t.Errorf("unlisted: %v, want %v", got, want)
+	}
 }
 
 func floorOf(pkg string) (int, bool) {

@@ -16,9 +16,6 @@ import argparse
 import json
 import os
 import shutil
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -30,31 +27,7 @@ import transformers
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python"))
 import needle_trainer as nt  # noqa: E402
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Proc:
-    """A needle daemon that can be killed and started again with the same arguments."""
-
-    def __init__(self, args, log):
-        self.args, self.log, self.p = args, log, None
-        self.start()
-
-    def start(self):
-        self.p = subprocess.Popen(self.args, stdout=self.log, stderr=self.log)
-
-    def kill(self):
-        self.p.send_signal(signal.SIGKILL)
-        self.p.wait()
-
-    def stop(self):
-        self.p.terminate()
-        self.p.wait()
+from procs import Proc, finish, free_port, newest_half  # noqa: E402  (this folder)
 
 
 def status(port):
@@ -156,10 +129,7 @@ def main():
                     time.sleep(0.05)
     for proc, port in zip(recv, ports):
         wait_ready(port, a.versions, proc)
-    halves = [os.path.join(send_dir, f"half{i}.safetensors") for i in range(2)]
-    newest = json.load(open(os.path.join(send_dir, "sender.json")))["newest"]
-    half = halves[json.load(open(os.path.join(send_dir, "sender.json")))["halves"].index(newest)]
-    want = open(half, "rb").read()
+    want = open(newest_half(send_dir), "rb").read()
     model_bf16 = transformers.BertModel.from_pretrained(a.model, torch_dtype=torch.float32)
     model_bf16.load_state_dict({k: t.float() for k, t in prev.items()})
     model_bf16 = model_bf16.to(torch.bfloat16).eval()
@@ -190,11 +160,7 @@ def main():
     }
     print(json.dumps(summary, indent=2, default=float))
     ok = all(r["bytes_identical"] and r["outputs_equal"] for r in results)
-    if ok:
-        shutil.rmtree(work)
-    else:
-        print(f"kept {work} for inspection", file=sys.stderr)
-    sys.exit(0 if ok else 1)
+    finish(ok, work)
 
 
 if __name__ == "__main__":

@@ -20,8 +20,8 @@ import (
 	"needle/internal/prom"
 	"needle/internal/writer"
 	"needle/testkit/weightstest"
+	"needle/weights/feed"
 	"needle/weights/sender"
-	"needle/weights/server"
 	"needle/weights/wire"
 )
 
@@ -390,12 +390,12 @@ func TestNeverAnswering(t *testing.T) {
 }
 
 // serveAt serves s's store on addr (a restarted sender comes back on its address).
-func serveAt(t *testing.T, s *sender.Sender, addr string) *server.Server {
+func serveAt(t *testing.T, s *sender.Sender, addr string) *feed.Feed {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := server.New(s.Store, prom.NewRegistry())
+	srv := feed.New(s.Store, prom.NewRegistry())
 	srv.Log = testLog(t)
 	go srv.Serve(ln)
 	return srv

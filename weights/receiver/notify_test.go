@@ -10,6 +10,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"needle/internal/prom"
+	"needle/testkit/weightstest"
+	"needle/weights/wire"
 )
 
 var update = Update{Path: `/dev/shm/m "x"/model.safetensors`, Dir: `/dev/shm/m "x"`, Run: "r1", Version: 42}
@@ -74,5 +78,31 @@ func TestNewNotifier(t *testing.T) {
 	}
 	if n, _ := NewNotifier("", "", nil); n != nil {
 		t.Errorf("no settings gave notifier %v", n)
+	}
+}
+
+// TestNotifiedVersionGauge: needle_weights_receiver_notified_version follows the versions the
+// engine took, not those that arrived: a failed notification leaves it where it was.
+func TestNotifiedVersionGauge(t *testing.T) {
+	dir := t.TempDir()
+	_, snd, pub := startSender(t, filepath.Join(dir, "send"), wire.Compact)
+	reg := prom.NewRegistry()
+	engine := &CommandNotifier{Argv: []string{"sh", "-c", `test "$NEEDLE_WEIGHTS_VERSION" != 2`}} // down for version 2
+	r := startReceiverWith(t, filepath.Join(dir, "r", "model.safetensors"), false, func(o *Options) {
+		o.Notifier, o.Metrics = engine, reg
+	}, snd.addr)
+	gauge := reg.Gauge("needle_weights_receiver_notified_version", "")
+	img, _ := weightstest.Image(model, 1)
+	for v, want := range []float64{1, 1, 3} {
+		if v > 0 {
+			img = weightstest.Step(img, 0.01, uint64(v))
+		}
+		if _, err := pub.PublishImage(img, 0); err != nil {
+			t.Fatal(err)
+		}
+		r.waitFor(t, uint64(v+1))
+		if got := gauge.Get(); got != want {
+			t.Fatalf("after version %d the gauge is %v, want %v", v+1, got, want)
+		}
 	}
 }

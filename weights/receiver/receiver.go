@@ -51,19 +51,19 @@ type Options struct {
 
 // Receiver keeps Out up to date. Run it once; Close releases the folder.
 type Receiver struct {
-	opt       Options
-	f         files
-	lock      *os.File
-	st        state
-	verified  bool         // Out is st.Version, checked against its manifest or built here
-	outLayout *wire.Layout // Out's layout once verified
-	forceFull bool         // the last delta failed a check: take the next version in full
-	sinceFull int          // versions taken as deltas since the last full one
-	up        *upstream
-	upIdx     int
-	build     *build          // the version being built in next, nil when none
-	snap      *store.Snapshot // Out as re-served
-	m         counters
+	opt         Options
+	f           files
+	lock        *os.File
+	st          state
+	verified    bool           // Out is st.Version, checked against its manifest or built here
+	outChunkMap *wire.ChunkMap // Out's chunk map once verified
+	forceFull   bool           // the last delta failed a check: take the next version in full
+	sinceFull   int            // versions taken as deltas since the last full one
+	up          *upstream
+	upIdx       int
+	build       *build          // the version being built in next, nil when none
+	snap        *store.Snapshot // Out as re-served
+	m           counters
 }
 
 // Open takes the folder of opt.Out and recovers it from a crash (see files.recover).
@@ -250,7 +250,7 @@ func (r *Receiver) verify(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	l, err := wire.NewLayout(m.Header, m.Size, m.Chunk)
+	l, err := wire.NewChunkMap(m.Header, m.Size, m.Chunk)
 	if err != nil || len(m.Hashes) != l.Chunks() {
 		return dataError{fmt.Errorf("manifest of version %d: %v (%d hashes)", m.Version, err, len(m.Hashes))}
 	}
@@ -263,14 +263,14 @@ func (r *Receiver) verify(ctx context.Context) error {
 		r.m.errors("base").Add(1)
 		return r.dropClaim(fmt.Sprintf("%s is not version %d as its state says: %s", r.f.out, r.st.Version, why))
 	}
-	r.verified, r.outLayout = true, l
+	r.verified, r.outChunkMap = true, l
 	r.serve(m.Hashes)
 	r.logf("needle weights recv: %s verified as version %d of run %s", r.f.out, r.st.Version, r.st.Run)
 	return nil
 }
 
-// differs says how data (a whole file) differs from layout l and its manifest, or "".
-func differs(data []byte, l *wire.Layout, hashes []uint64, threads int) string {
+// differs says how data (a whole file) differs from chunk map l and its manifest, or "".
+func differs(data []byte, l *wire.ChunkMap, hashes []uint64, threads int) string {
 	if int64(len(data)) != l.Size {
 		return fmt.Sprintf("%d bytes, the version has %d", len(data), l.Size)
 	}
@@ -312,7 +312,7 @@ func (r *Receiver) commit(ctx context.Context, plan wire.Plan, n int64, took tim
 			}
 			b.manifest = m.Hashes
 		}
-		if why := differs(b.m.Data, b.layout, b.manifest, r.opt.Threads); why != "" {
+		if why := differs(b.m.Data, b.chunkMap, b.manifest, r.opt.Threads); why != "" {
 			return dataError{fmt.Errorf("version %d as built: %s", plan.Target, why)}
 		}
 	}
@@ -334,7 +334,7 @@ func (r *Receiver) commit(ctx context.Context, plan wire.Plan, n int64, took tim
 	if err := r.save(); err != nil {
 		return err
 	}
-	r.build, r.verified, r.outLayout = nil, true, b.layout
+	r.build, r.verified, r.outChunkMap = nil, true, b.chunkMap
 	kind := "delta"
 	if plan.Steps[0].Full() {
 		kind, r.sinceFull, r.forceFull = "full", 0, false
@@ -368,7 +368,7 @@ func (r *Receiver) serve(manifest []uint64) {
 		r.logf("needle weights recv: not re-serving %s: %v", r.f.out, err)
 		return
 	}
-	snap := store.NewSnapshot(r.st.Run, r.st.Version, r.outLayout, data, release)
+	snap := store.NewSnapshot(r.st.Run, r.st.Version, r.outChunkMap, data, release)
 	if manifest != nil {
 		snap.SetManifest(manifest)
 	}
@@ -391,6 +391,7 @@ func (r *Receiver) notify(ctx context.Context) {
 		}
 	}
 	r.st.Notified = r.st.Version
+	r.m.notified.Set(float64(r.st.Notified))
 	if err := r.save(); err != nil {
 		r.logf("needle weights recv: %v", err)
 	}
@@ -414,16 +415,17 @@ func (r *Receiver) makeSpare() error {
 
 // counters are the receiver's metrics.
 type counters struct {
-	version, seconds *prom.Value
-	received         func(kind string) *prom.Value
-	versions         func(kind string) *prom.Value
-	errors           func(cause string) *prom.Value
+	version, notified, seconds *prom.Value
+	received                   func(kind string) *prom.Value
+	versions                   func(kind string) *prom.Value
+	errors                     func(cause string) *prom.Value
 }
 
 func newCounters(reg *prom.Registry) counters {
 	return counters{
-		version: reg.Gauge("needle_weights_receiver_version", "version of the receiver's file"),
-		seconds: reg.Gauge("needle_weights_receiver_update_seconds", "time of the last update, from its plan to the file published"),
+		version:  reg.Gauge("needle_weights_receiver_version", "version of the receiver's file"),
+		notified: reg.Gauge("needle_weights_receiver_notified_version", "the last version the engine was told of and took (its notifier succeeded)"),
+		seconds:  reg.Gauge("needle_weights_receiver_update_seconds", "time of the last update, from its plan to the file published"),
 		received: func(kind string) *prom.Value {
 			return reg.Counter("needle_weights_received_bytes_total", "frame bytes received, by step kind", "kind", kind)
 		},

@@ -12,8 +12,8 @@ import (
 
 	"needle/internal/prom"
 	"needle/testkit/weightstest"
+	"needle/weights/feed"
 	"needle/weights/sender"
-	"needle/weights/server"
 	"needle/weights/store"
 	"needle/weights/wire"
 )
@@ -31,7 +31,7 @@ func (w tWriter) Write(p []byte) (int, error) {
 // node is a sender or a re-serving receiver listening on loopback.
 type node struct {
 	addr string
-	srv  *server.Server
+	srv  *feed.Feed
 	reg  *prom.Registry
 }
 
@@ -41,7 +41,7 @@ func listen(t *testing.T, st *store.Store) node {
 		t.Fatal(err)
 	}
 	reg := prom.NewRegistry()
-	srv := server.New(st, reg)
+	srv := feed.New(st, reg)
 	srv.Log = testLog(t)
 	go srv.Serve(ln)
 	t.Cleanup(srv.Close)

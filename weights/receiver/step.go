@@ -18,7 +18,7 @@ import (
 type build struct {
 	run      string
 	version  uint64         // the version next holds whole (0: none yet)
-	layout   *wire.Layout   // next's layout (of version, or of the open step once it is open)
+	chunkMap *wire.ChunkMap // next's chunk map (of version, or of the open step once it is open)
 	m        *mapped        // next, mapped; nil after a restart until the resumed step reopens it
 	open     *wire.StepInfo // the step being received, nil between steps
 	target   *wire.Target   // the open step's target
@@ -63,7 +63,7 @@ func (r *Receiver) step(ctx context.Context, run string, info wire.StepInfo, res
 	if s.StepInfo != info {
 		return 0, dataError{fmt.Errorf("step %d -> %d came for planned step %d -> %d", s.From, s.To, info.From, info.To)}
 	}
-	l, err := wire.NewLayout(s.Header, s.Size, s.Chunk)
+	l, err := wire.NewChunkMap(s.Header, s.Size, s.Chunk)
 	if err != nil {
 		return 0, dataError{fmt.Errorf("step %d -> %d: %w", s.From, s.To, err)}
 	}
@@ -88,15 +88,15 @@ func (r *Receiver) step(ctx context.Context, run string, info wire.StepInfo, res
 	if b.relay != nil {
 		r.opt.Store.FinishStep(b.relay, end.Manifest, nil)
 	}
-	b.version, b.layout, b.manifest = info.To, l, end.Manifest
+	b.version, b.chunkMap, b.manifest = info.To, l, end.Manifest
 	b.open, b.target, b.relay, b.record, b.full = nil, nil, nil, 0, false
 	return n, nil
 }
 
 // openStep prepares next for a new step: the whole file's space for a full step; for a delta
 // step, the base version's bytes (from the spare, a copy of Out, or next itself in a chain),
-// rebased when the step changes the layout.
-func (r *Receiver) openStep(run string, l *wire.Layout, info wire.StepInfo) error {
+// rebased when the step changes the chunk map.
+func (r *Receiver) openStep(run string, l *wire.ChunkMap, info wire.StepInfo) error {
 	if info.Full() {
 		r.dropBuild(errors.New("a full step replaces it"))
 		if r.st.Spare != 0 { // a full step has no use for it: give its space back first
@@ -112,19 +112,19 @@ func (r *Receiver) openStep(run string, l *wire.Layout, info wire.StepInfo) erro
 			return localError{err}
 		}
 		copy(m.Data, l.Header)
-		r.build = &build{run: run, layout: l, m: m, full: true}
+		r.build = &build{run: run, chunkMap: l, m: m, full: true}
 		r.build.target = wire.NewTarget(l, m.Data, nil)
 	} else {
 		if err := r.baseForDelta(run, info); err != nil {
 			return err
 		}
 		b := r.build
-		if !l.Same(b.layout) {
+		if !l.Same(b.chunkMap) {
 			if err := r.rebase(l); err != nil {
 				return err
 			}
 		}
-		b.target = wire.NewTarget(l, b.m.Data, b.layout)
+		b.target = wire.NewTarget(l, b.m.Data, b.chunkMap)
 		if r.opt.Store != nil {
 			b.relay = store.NewStep(info.From, info.To, l)
 			r.opt.Store.AddStep(b.relay)
@@ -157,24 +157,24 @@ func (r *Receiver) baseForDelta(run string, info wire.StepInfo) error {
 	} else if err := copyFile(r.f.next, r.f.out); err != nil {
 		return localError{err}
 	}
-	m, err := openMapped(r.f.next, r.outLayout.Size)
+	m, err := openMapped(r.f.next, r.outChunkMap.Size)
 	if err != nil {
 		return localError{err}
 	}
-	r.build = &build{run: run, version: info.From, layout: r.outLayout, m: m}
+	r.build = &build{run: run, version: info.From, chunkMap: r.outChunkMap, m: m}
 	return nil
 }
 
-// rebase rewrites next in layout l: the step changes a tensor's dtype or shape, adds or
+// rebase rewrites next in chunk map l: the step changes a tensor's dtype or shape, adds or
 // removes tensors, so every offset may move.
-func (r *Receiver) rebase(l *wire.Layout) error {
+func (r *Receiver) rebase(l *wire.ChunkMap) error {
 	b := r.build
 	tmp := r.f.next + ".rebase"
 	nm, err := allocate(tmp, l.Size)
 	if err != nil {
 		return localError{err}
 	}
-	wire.Rebase(nm.Data, l, b.m.Data, b.layout)
+	wire.Rebase(nm.Data, l, b.m.Data, b.chunkMap)
 	b.m.close(false)
 	if err := os.Rename(tmp, r.f.next); err != nil {
 		nm.close(false)
@@ -186,7 +186,7 @@ func (r *Receiver) rebase(l *wire.Layout) error {
 
 // resumeStep continues the open step at record first: in the same process the build is
 // still open; after a restart only a full step's file is, reopened here.
-func (r *Receiver) resumeStep(l *wire.Layout, info wire.StepInfo, first int) error {
+func (r *Receiver) resumeStep(l *wire.ChunkMap, info wire.StepInfo, first int) error {
 	b := r.build
 	if b == nil || b.open == nil || *b.open != info || first != b.record {
 		return dataError{fmt.Errorf("step %d -> %d resumed at record %d, which is not what was asked", info.From, info.To, first)}
@@ -196,7 +196,7 @@ func (r *Receiver) resumeStep(l *wire.Layout, info wire.StepInfo, first int) err
 		if err != nil {
 			return localError{err}
 		}
-		b.m, b.layout = m, l
+		b.m, b.chunkMap = m, l
 		copy(m.Data, l.Header) // a crash may have come between allocating next and writing it
 		b.target = wire.NewTarget(l, m.Data, nil)
 		b.target.ReceivedBefore(first)

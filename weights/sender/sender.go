@@ -182,7 +182,7 @@ func (s *Sender) mapHalf(i int, v uint64) (*store.Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	l, err := wire.LayoutOf(data, s.opt.Chunk)
+	l, err := wire.ChunkMapOf(data, s.opt.Chunk)
 	if err != nil {
 		release()
 		return nil, fmt.Errorf("%s: %w", s.half(i), err)
@@ -313,7 +313,7 @@ func (s *Sender) Commit(slot *Slot) error {
 func (s *Sender) startJob(prev, cur *store.Snapshot) {
 	var step *store.Step
 	if prev != nil && prev.Acquire() {
-		step = store.NewStep(prev.Version, cur.Version, cur.Layout)
+		step = store.NewStep(prev.Version, cur.Version, cur.ChunkMap)
 		s.Store.AddStep(step)
 	} else {
 		prev = nil
@@ -397,16 +397,24 @@ func (s *Sender) Status() Status {
 	return st
 }
 
-// Close waits for running jobs and releases the folder (the halves stay for a restart).
+// Close waits for running jobs, stops serving the halves and unmaps them (once their readers
+// have stopped), and releases the folder (the halves stay for a restart).
 func (s *Sender) Close() {
 	s.mu.Lock()
 	jobs := make([]chan struct{}, 0, len(s.jobs))
 	for _, d := range s.jobs {
 		jobs = append(jobs, d)
 	}
+	snaps := s.snaps
+	s.snaps = [2]*store.Snapshot{}
 	s.mu.Unlock()
 	for _, d := range jobs {
 		<-d
+	}
+	for _, snap := range snaps {
+		if snap != nil {
+			<-s.Store.Retire(snap, true)
+		}
 	}
 	s.lock.Close()
 }
@@ -424,7 +432,7 @@ func newCounters(reg *prom.Registry) counters {
 		changed:  reg.Gauge("needle_weights_changed_elements", "elements changed in the last version (of those compared as deltas)"),
 		elements: reg.Gauge("needle_weights_compared_elements", "elements compared as deltas in the last version"),
 		wire:     reg.Gauge("needle_weights_delta_bytes", "bytes of the last version's delta step on the wire"),
-		astra:    reg.Gauge("needle_weights_astraflow_bytes", "bytes AstraFlow's layout needs for the same changes"),
+		astra:    reg.Gauge("needle_weights_astraflow_bytes", "bytes AstraFlow's format needs for the same changes"),
 		reg:      reg,
 	}
 }

@@ -18,7 +18,7 @@ import (
 type Snapshot struct {
 	Run        string
 	Version    uint64
-	wire.Image // Layout and Data, the whole file: valid while a reference is held
+	wire.Image // ChunkMap and Data, the whole file: valid while a reference is held
 
 	release func() // the owner's cleanup (munmap), run once retired and unreferenced
 
@@ -33,8 +33,8 @@ type Snapshot struct {
 
 // NewSnapshot wraps a mapped version; release (may be nil) runs when it is retired and no
 // reader holds it.
-func NewSnapshot(run string, version uint64, l *wire.Layout, data []byte, release func()) *Snapshot {
-	return &Snapshot{Run: run, Version: version, Image: wire.Image{Layout: l, Data: data}, release: release,
+func NewSnapshot(run string, version uint64, l *wire.ChunkMap, data []byte, release func()) *Snapshot {
+	return &Snapshot{Run: run, Version: version, Image: wire.Image{ChunkMap: l, Data: data}, release: release,
 		gone: make(chan struct{}), idle: make(chan struct{})}
 }
 
@@ -109,7 +109,7 @@ func (s *Snapshot) Manifest(threads int) []uint64 {
 	if m := s.KnownManifest(); m != nil {
 		return m
 	}
-	m := s.Layout.Hash(s.Data, threads)
+	m := s.ChunkMap.Hash(s.Data, threads)
 	s.SetManifest(m)
 	return m
 }

@@ -12,7 +12,7 @@ import (
 // them, each at its own pace. Frames are immutable once appended.
 type Step struct {
 	From, To uint64
-	Layout   *wire.Layout // version To's
+	ChunkMap *wire.ChunkMap // version To's
 
 	mu       sync.Mutex
 	more     chan struct{} // closed and replaced at every Append and at Finish
@@ -24,8 +24,8 @@ type Step struct {
 }
 
 // NewStep starts an empty step; its producer Appends and then finishes it (Store.FinishStep).
-func NewStep(from, to uint64, l *wire.Layout) *Step {
-	return &Step{From: from, To: to, Layout: l, more: make(chan struct{})}
+func NewStep(from, to uint64, l *wire.ChunkMap) *Step {
+	return &Step{From: from, To: to, ChunkMap: l, more: make(chan struct{})}
 }
 
 // Append adds the next frame.

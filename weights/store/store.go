@@ -73,7 +73,7 @@ func (s *Store) Retire(snap *Snapshot, abort bool) <-chan struct{} {
 	s.mu.Lock()
 	s.snaps = slices.DeleteFunc(s.snaps, func(x *Snapshot) bool { return x == snap })
 	if m := snap.KnownManifest(); m != nil && snap.Run == s.run {
-		s.known = append(s.known, manifestOf(snap.Run, snap.Version, snap.Layout, m))
+		s.known = append(s.known, manifestOf(snap.Run, snap.Version, snap.ChunkMap, m))
 		if len(s.known) > s.keep+2 {
 			s.known = s.known[len(s.known)-s.keep-2:]
 		}
@@ -213,7 +213,7 @@ func (s *Store) chain(have uint64, full *Snapshot) []*Step {
 		bytes += b
 		cur = s.steps[i].To
 	}
-	if len(chain) == 0 || full != nil && (full.Version > chain[len(chain)-1].To || len(chain) > 1 && 2*bytes > full.Layout.Size) {
+	if len(chain) == 0 || full != nil && (full.Version > chain[len(chain)-1].To || len(chain) > 1 && 2*bytes > full.ChunkMap.Size) {
 		return nil
 	}
 	return chain
@@ -262,11 +262,11 @@ func (s *Store) Manifest(run string, version uint64) (wire.Manifest, bool) {
 	s.mu.Unlock()
 	if snap != nil {
 		defer snap.Release()
-		return manifestOf(run, version, snap.Layout, snap.Manifest(s.threads)), true
+		return manifestOf(run, version, snap.ChunkMap, snap.Manifest(s.threads)), true
 	}
 	for _, st := range steps {
 		if m := st.Manifest(); st.To == version && m != nil {
-			return manifestOf(run, version, st.Layout, m), true
+			return manifestOf(run, version, st.ChunkMap, m), true
 		}
 	}
 	for _, m := range known {
@@ -277,6 +277,6 @@ func (s *Store) Manifest(run string, version uint64) (wire.Manifest, bool) {
 	return wire.Manifest{}, false
 }
 
-func manifestOf(run string, version uint64, l *wire.Layout, hashes []uint64) wire.Manifest {
+func manifestOf(run string, version uint64, l *wire.ChunkMap, hashes []uint64) wire.Manifest {
 	return wire.Manifest{Run: run, Version: version, Size: l.Size, Chunk: l.Chunk, Header: l.Header, Hashes: hashes}
 }

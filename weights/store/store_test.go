@@ -10,22 +10,22 @@ import (
 	"needle/weights/wire"
 )
 
-// testLayout is a 4 KiB file in 1 KiB chunks.
-func testLayout(t *testing.T) (*wire.Layout, []byte) {
+// testChunkMap is a 4 KiB file in 1 KiB chunks.
+func testChunkMap(t *testing.T) (*wire.ChunkMap, []byte) {
 	img, hdr := weightstest.Image([]weightstest.Tensor{weightstest.T("w", "BF16", 2048)}, 1)
-	l, err := wire.NewLayout(img[:hdr], int64(len(img)), 1024)
+	l, err := wire.NewChunkMap(img[:hdr], int64(len(img)), 1024)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return l, img
 }
 
-func snapshot(l *wire.Layout, img []byte, v uint64) *Snapshot {
+func snapshot(l *wire.ChunkMap, img []byte, v uint64) *Snapshot {
 	return NewSnapshot("run", v, l, img, nil)
 }
 
 // step returns a finished step from -> to of frames frames of size bytes each.
-func step(s *Store, l *wire.Layout, from, to uint64, frames, size int) *Step {
+func step(s *Store, l *wire.ChunkMap, from, to uint64, frames, size int) *Step {
 	st := NewStep(from, to, l)
 	for range frames {
 		st.Append(make([]byte, size))
@@ -48,7 +48,7 @@ func plan(t *testing.T, s *Store, h wire.Hello) *Transfer {
 func steps(tr *Transfer) []wire.StepInfo { return tr.Plan.Steps }
 
 func TestPlanChoices(t *testing.T) {
-	l, img := testLayout(t)
+	l, img := testChunkMap(t)
 	s := New(8, 1)
 	s.SetRun("run")
 	if tr := plan(t, s, wire.Hello{}); len(steps(tr)) != 0 {
@@ -106,7 +106,7 @@ func TestPlanChoices(t *testing.T) {
 }
 
 func TestResume(t *testing.T) {
-	l, img := testLayout(t)
+	l, img := testChunkMap(t)
 	s := New(8, 1)
 	s.SetRun("run")
 	s.AddSnapshot(snapshot(l, img, 2))
@@ -128,7 +128,7 @@ func TestResume(t *testing.T) {
 // TestWaitAndRetire: a waiting plan returns when a version appears; a retired snapshot is
 // not planned, Gone closes on an abort and the idle channel once the last reader leaves.
 func TestWaitAndRetire(t *testing.T) {
-	l, img := testLayout(t)
+	l, img := testChunkMap(t)
 	s := New(8, 1)
 	s.SetRun("run")
 	got := make(chan *Transfer)
@@ -170,7 +170,7 @@ func TestWaitAndRetire(t *testing.T) {
 }
 
 func TestStepStreaming(t *testing.T) {
-	l, _ := testLayout(t)
+	l, _ := testChunkMap(t)
 	st := NewStep(1, 2, l)
 	got := make(chan []byte)
 	go func() {
@@ -188,7 +188,7 @@ func TestStepStreaming(t *testing.T) {
 }
 
 func TestManifest(t *testing.T) {
-	l, img := testLayout(t)
+	l, img := testChunkMap(t)
 	s := New(8, 2)
 	s.SetRun("run")
 	s.AddSnapshot(snapshot(l, img, 4))

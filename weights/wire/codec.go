@@ -5,27 +5,28 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"unsafe"
 
 	"github.com/klauspost/compress/zstd"
 
 	"needle/kernels/trainer/delta"
 )
 
-// The record codec: the one layout of the delta of a chunk of a tensor, for the weights
+// The record codec: the one format of the delta of a chunk of a tensor, for the weights
 // protocol and for delta files alike. The kernels of kernels/trainer/delta find the changed
 // elements (delta.Encode) and scatter them (delta.Apply); this file turns their entries into
 // record bytes and back, and checks every field of a record before it touches a tensor.
 
-// Format is the layout of one delta record.
+// Format is how one delta record is laid out.
 type Format int
 
 const (
-	// AstraFlow is AstraFlow's delta layout (docs/en/architecture/delta-weight-transfer.md,
+	// AstraFlow is AstraFlow's delta format (docs/en/architecture/delta-weight-transfer.md,
 	// struct "<QHHi"): little-endian header {u64 nnz, u16 elem_size, u16 flags, i32 reserved=0},
 	// then nnz indices (u32, or u64 when flags bit 0 is set: tensors over 2^32-1
 	// elements), then nnz raw new values.
 	AstraFlow Format = iota
-	// Compact is needle's layout: gap-coded indices narrowed to 1, 2 or 4 bytes and the
+	// Compact is needle's chunkMap: gap-coded indices narrowed to 1, 2 or 4 bytes and the
 	// values split into byte planes, zstd-compressed; or the raw new tensor ("dense")
 	// when that is smaller. See compactHeader.
 	Compact
@@ -148,7 +149,7 @@ func ApplyRecord(base []byte, elemSize int, f Format, rec []byte, scratch *delta
 	return nnz, nil
 }
 
-// Compact record layout, little-endian:
+// Compact record format, little-endian:
 //
 //	0  magic "NDLC"
 //	4  u8 version: 2 (written), 1 (read: what senders without version 2 write)
@@ -203,16 +204,34 @@ func lowBytes(version, elemSize int) int {
 
 // gapBytes returns the gap-stream size of s for widths 1, 2 and 4.
 func gapBytes(s *delta.Sparse) [3]uint64 {
+	if s.IndexSize == 4 {
+		return gapCosts(indexView[uint32](s))
+	}
+	return gapCosts(indexView[uint64](s))
+}
+
+func gapCosts[T uint32 | uint64](idx []T) [3]uint64 {
 	var words [3]uint64
 	prev := int64(-1)
-	for k := range s.Count() {
-		g := uint64(int64(s.Index(k)) - prev - 1)
-		prev = int64(s.Index(k))
+	for _, i := range idx {
+		g := uint64(int64(i) - prev - 1)
+		prev = int64(i)
 		words[0] += g/gapMax(1) + 1
 		words[1] += g/gapMax(2) + 1
 		words[2] += g/gapMax(4) + 1
 	}
 	return [3]uint64{words[0], 2 * words[1], 4 * words[2]}
+}
+
+// indexView is s's indices as integers, without Sparse.Index's width test and byte decoding per
+// entry: the record's passes run once per changed element of every step (an optimizer's step
+// changes 1-2.5% of a model), and read the indices several times. Indices are little-endian,
+// as the machines needle builds for (x86-64, arm64) store integers.
+func indexView[T uint32 | uint64](s *delta.Sparse) []T {
+	if s.Count() == 0 {
+		return nil
+	}
+	return unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(s.Indices))), s.Count())
 }
 
 func putCompactHeader(dst []byte, version, kind, w, elemSize int, n, nnz, raw uint64) []byte {
@@ -258,10 +277,17 @@ func appendCompact(dst []byte, s *delta.Sparse, oldBits, newBits []byte) ([]byte
 // appendGaps appends the gap words of s with width w (appended as u64 and cut to w bytes, so
 // dst needs 8 spare bytes of capacity to avoid growing).
 func appendGaps(dst []byte, s *delta.Sparse, w int) []byte {
+	if s.IndexSize == 4 {
+		return appendGapWords(dst, indexView[uint32](s), w)
+	}
+	return appendGapWords(dst, indexView[uint64](s), w)
+}
+
+func appendGapWords[T uint32 | uint64](dst []byte, idx []T, w int) []byte {
 	prev, m := int64(-1), gapMax(w)
-	for k := range s.Count() {
-		g := uint64(int64(s.Index(k)) - prev - 1)
-		prev = int64(s.Index(k))
+	for _, i := range idx {
+		g := uint64(int64(i) - prev - 1)
+		prev = int64(i)
 		for ; g >= m; g -= m {
 			dst = binary.LittleEndian.AppendUint64(dst, m)[:len(dst)+w]
 		}
@@ -283,26 +309,46 @@ func appendPlanes(dst []byte, s *delta.Sparse, planes int) []byte {
 // appendExceptions appends the exceptions of a version-2 record: the entries of s whose bytes
 // from low on differ from oldBits' at their index.
 func appendExceptions(dst []byte, s *delta.Sparse, oldBits []byte, low int) []byte {
-	es := int64(s.ElemSize)
-	var entries []int64
-	for k := range s.Count() {
-		i := int64(s.Index(k)) * es
-		v, o := s.Values[k*es:(k+1)*es], oldBits[i:i+es]
-		for j := int64(low); j < es; j++ { // a loop, not bytes.Equal: 1 or 2 bytes, a call cost more
+	var entries []int
+	if s.IndexSize == 4 {
+		entries = exceptions(indexView[uint32](s), s.Values, oldBits, s.ElemSize, low)
+	} else {
+		entries = exceptions(indexView[uint64](s), s.Values, oldBits, s.ElemSize, low)
+	}
+	es := s.ElemSize
+	dst = binary.AppendUvarint(dst, uint64(len(entries)))
+	prev := -1
+	for _, k := range entries {
+		dst = binary.AppendUvarint(dst, uint64(k-prev-1))
+		dst = append(dst, s.Values[k*es+low:(k+1)*es]...)
+		prev = k
+	}
+	return dst
+}
+
+// exceptions returns the entries whose new value (vals, es bytes each) differs from oldBits'
+// value at its index in bytes low and up. bf16 and fp16 (es 2, low 1) compare one byte.
+func exceptions[T uint32 | uint64](idx []T, vals, oldBits []byte, es, low int) []int {
+	var entries []int
+	if es == 2 && low == 1 {
+		vals = vals[:2*len(idx)]
+		for k, i := range idx {
+			if vals[2*k+1] != oldBits[2*int(i)+1] {
+				entries = append(entries, k)
+			}
+		}
+		return entries
+	}
+	for k, i := range idx {
+		v, o := vals[k*es:(k+1)*es], oldBits[int(i)*es:(int(i)+1)*es]
+		for j := low; j < es; j++ { // a loop, not bytes.Equal: 1 or 2 bytes, a call cost more
 			if v[j] != o[j] {
 				entries = append(entries, k)
 				break
 			}
 		}
 	}
-	dst = binary.AppendUvarint(dst, uint64(len(entries)))
-	prev := int64(-1)
-	for _, k := range entries {
-		dst = binary.AppendUvarint(dst, uint64(k-prev-1))
-		dst = append(dst, s.Values[k*es+int64(low):(k+1)*es]...)
-		prev = k
-	}
-	return dst
+	return entries
 }
 
 // decodeCompact checks a compact record for a tensor of n elements of elemSize bytes and returns

@@ -80,8 +80,8 @@ func TestAstraFlowWideIndices(t *testing.T) {
 	}
 }
 
-// TestAstraFlowLayout pins the header bytes to AstraFlow's struct.pack("<QHHi", nnz, 2, 0, 0).
-func TestAstraFlowLayout(t *testing.T) {
+// TestAstraFlowFormat pins the header bytes to AstraFlow's struct.pack("<QHHi", nnz, 2, 0, 0).
+func TestAstraFlowFormat(t *testing.T) {
 	_, rec := encodeRecord(t, AstraFlow, []byte{1, 0, 2, 0, 3, 0}, []byte{1, 0, 9, 0, 3, 0}, 2)
 	want := []byte{1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 9, 0}
 	if !bytes.Equal(rec, want) {

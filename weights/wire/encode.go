@@ -10,10 +10,10 @@ import (
 	"needle/kernels/trainer/delta"
 )
 
-// Image is one version of a safetensors file: its layout and the whole file's bytes.
+// Image is one version of a safetensors file: its chunk map and the whole file's bytes.
 type Image struct {
-	Layout *Layout
-	Data   []byte
+	ChunkMap *ChunkMap
+	Data     []byte
 }
 
 // StepStats describes the encoding of one step.
@@ -22,7 +22,7 @@ type StepStats struct {
 	Elements, Changed int64   // elements compared as deltas, and how many of them changed
 	RawBytes          int64   // chunk bytes sent raw (no base, or a 1-byte dtype that changed)
 	WireBytes         int64   // bytes of the step's frames
-	AstraFlowBytes    int64   // AstraFlow's layout for the same changes: one 16-byte header, u32 index + raw value per change
+	AstraFlowBytes    int64   // AstraFlow's format for the same changes: one 16-byte header, u32 index + raw value per change
 	Seconds           float64 // wall time of the encoding
 }
 
@@ -38,7 +38,7 @@ type job struct {
 }
 
 // EncodeStep encodes the step from old to cur in format f on threads goroutines: each chunk of
-// cur against the same tensor's bytes in old (Layout.Match), with the native kernels of
+// cur against the same tensor's bytes in old (ChunkMap.Match), with the native kernels of
 // kernels/trainer/delta; raw bytes for a tensor old lacks or holds with another dtype or shape,
 // and for a changed chunk of 1-byte elements; no record for an unchanged chunk. emit gets each
 // record's frame (KindRecord) in chunk order as soon as it and the ones before it are ready, so
@@ -49,12 +49,12 @@ type job struct {
 // waits for the whole step anyway, hashes here.
 func EncodeStep(old, cur Image, f Format, threads int, hashes []uint64, emit func(frame []byte) error) (StepStats, error) {
 	start := time.Now()
-	l := cur.Layout
+	l := cur.ChunkMap
 	st := StepStats{Chunks: l.Chunks()}
 	if hashes != nil && len(hashes) != l.Chunks() {
 		return st, fmt.Errorf("%d manifest hashes for %d chunks", len(hashes), l.Chunks())
 	}
-	match := l.Match(old.Layout)
+	match := l.Match(old.ChunkMap)
 	jobs := make(chan *job, threads)
 	order := make(chan *job, window)
 	go func() {
@@ -70,7 +70,7 @@ func EncodeStep(old, cur Image, f Format, threads int, hashes []uint64, emit fun
 		go func() {
 			var w worker
 			for j := range jobs {
-				if off, ok := l.BaseOffset(old.Layout, match, j.i); ok {
+				if off, ok := l.BaseOffset(old.ChunkMap, match, j.i); ok {
 					j.frame, j.st, j.err = w.encode(old.Data[off:], cur, j.i, f)
 				} else {
 					j.frame, j.st = raw(cur, j.i)
@@ -121,7 +121,7 @@ type worker struct {
 // encode returns the record of chunk i of cur against base (the chunk's bytes in the old
 // version start at base[0]), or nil when the chunk did not change.
 func (w *worker) encode(base []byte, cur Image, i int, f Format) ([]byte, StepStats, error) {
-	l := cur.Layout
+	l := cur.ChunkMap
 	t, off, n := l.Span(i)
 	nb, ob := cur.Data[off:off+n], base[:n]
 	es := l.DeltaElem(t)
@@ -151,7 +151,7 @@ func (w *worker) encode(base []byte, cur Image, i int, f Format) ([]byte, StepSt
 
 // raw returns the record of chunk i as its raw bytes.
 func raw(cur Image, i int) ([]byte, StepStats) {
-	_, off, n := cur.Layout.Span(i)
+	_, off, n := cur.ChunkMap.Span(i)
 	fr := make([]byte, HeaderLen, HeaderLen+RecordHeaderLen+int(n))
 	fr = append(AppendRecordHeader(fr, i, OpRaw, 0), cur.Data[off:off+n]...)
 	PutHeader(fr[:HeaderLen], KindRecord, fr[HeaderLen:])

@@ -1,39 +1,58 @@
 package wire
 
 import (
+	"bytes"
 	"testing"
 
 	"needle/testkit/weightstest"
 )
 
-// BenchmarkEncodeStep: a sender's step on a 64 MiB bf16 model at 1% changed, in 1 MiB chunks
-// (bytes: both versions, as read), without and with the manifest hashed inside.
+// BenchmarkEncodeStep: a sender's step on a 64 MiB bf16 model in 1 MiB chunks (bytes: both
+// versions, as read), without and with the manifest hashed inside. The step changes 1% of the
+// elements in their lowest bits ("lowbits"), or is an optimizer's step from an fp32 master that
+// changes 1% or 2.4% of them, some in their high byte ("adam").
 func BenchmarkEncodeStep(b *testing.B) {
+	img, _ := weightstest.Image([]weightstest.Tensor{weightstest.T("w", "BF16", 8192, 4096)}, 1)
+	type step struct {
+		name     string
+		old, cur []byte
+	}
+	steps := []step{{"lowbits1%", img, weightstest.Step(img, 0.01, 2)}}
+	for _, s := range []struct {
+		name string
+		frac float64
+	}{{"adam1%", 0.01}, {"adam2.4%", 0.024}} {
+		o := weightstest.Calibrated(3, s.frac)
+		old, cur := bytes.Clone(img), bytes.Clone(img)
+		o.Version(old, 0, 2)
+		o.Version(cur, 1, 2)
+		steps = append(steps, step{s.name, old, cur})
+	}
+	l, err := ChunkMapOf(img, DefaultChunk)
+	if err != nil {
+		b.Fatal(err)
+	}
 	for _, f := range []Format{Compact, AstraFlow} {
-		for _, hash := range []bool{false, true} {
-			name := f.String()
-			if hash {
-				name += "/hashed"
-			}
-			b.Run(name, func(b *testing.B) {
-				img, _ := weightstest.Image([]weightstest.Tensor{weightstest.T("w", "BF16", 8192, 4096)}, 1)
-				cur := weightstest.Step(img, 0.01, 2)
-				l, err := LayoutOf(img, DefaultChunk)
-				if err != nil {
-					b.Fatal(err)
-				}
-				var hashes []uint64
+		for _, s := range steps {
+			for _, hash := range []bool{false, true} {
+				name := f.String() + "/" + s.name
 				if hash {
-					hashes = make([]uint64, l.Chunks())
+					name += "/hashed"
 				}
-				b.SetBytes(2 * int64(len(img)))
-				b.ReportAllocs()
-				for b.Loop() {
-					if _, err := EncodeStep(Image{l, img}, Image{l, cur}, f, 1, hashes, func([]byte) error { return nil }); err != nil {
-						b.Fatal(err)
+				b.Run(name, func(b *testing.B) {
+					var hashes []uint64
+					if hash {
+						hashes = make([]uint64, l.Chunks())
 					}
-				}
-			})
+					b.SetBytes(2 * int64(len(img)))
+					b.ReportAllocs()
+					for b.Loop() {
+						if _, err := EncodeStep(Image{l, s.old}, Image{l, s.cur}, f, 1, hashes, func([]byte) error { return nil }); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+			}
 		}
 	}
 }

@@ -20,7 +20,7 @@ var tensors = []weightstest.Tensor{
 func image(t testing.TB, img []byte) Image {
 	t.Helper()
 	hdr := 8 + int(binary.LittleEndian.Uint64(img))
-	l, err := NewLayout(img[:hdr], int64(len(img)), 4096)
+	l, err := NewChunkMap(img[:hdr], int64(len(img)), 4096)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,12 +41,12 @@ func encodeFrames(t testing.TB, old, cur Image, f Format, threads int, hashes []
 	return frames, st
 }
 
-// rebuild applies frames to old (rebased onto the new layout) and returns the file.
+// rebuild applies frames to old (rebased onto the new chunk map) and returns the file.
 func rebuild(t *testing.T, old, cur Image, frames [][]byte) []byte {
 	t.Helper()
-	out := make([]byte, cur.Layout.Size)
-	Rebase(out, cur.Layout, old.Data, old.Layout)
-	target := NewTarget(cur.Layout, out, old.Layout)
+	out := make([]byte, cur.ChunkMap.Size)
+	Rebase(out, cur.ChunkMap, old.Data, old.ChunkMap)
+	target := NewTarget(cur.ChunkMap, out, old.ChunkMap)
 	var scratch delta.Sparse
 	for i, f := range frames {
 		k, p, n, err := ParseFrame(f)
@@ -69,7 +69,7 @@ func rebuild(t *testing.T, old, cur Image, frames [][]byte) []byte {
 
 // TestEncodeStep: a step rebuilds the new version from the old for every format, with a
 // change of dtype, of shape, a tensor added and one removed, and no change at all; the
-// manifest it fills is the layout's hash of the new version.
+// manifest it fills is the chunk map's hash of the new version.
 func TestEncodeStep(t *testing.T) {
 	v1, _ := weightstest.Image(tensors, 1)
 	v2 := weightstest.Step(v1, 0.01, 2)
@@ -81,14 +81,14 @@ func TestEncodeStep(t *testing.T) {
 		for _, c := range []struct {
 			name     string
 			old, cur []byte
-		}{{"step", v1, v2}, {"layout change", v2, v3}, {"no change", v2, v2}} {
+		}{{"step", v1, v2}, {"chunk map change", v2, v3}, {"no change", v2, v2}} {
 			old, cur := image(t, c.old), image(t, c.cur)
-			hashes := make([]uint64, cur.Layout.Chunks())
+			hashes := make([]uint64, cur.ChunkMap.Chunks())
 			frames, st := encodeFrames(t, old, cur, f, 3, hashes)
 			if got := rebuild(t, old, cur, frames); !bytes.Equal(got, c.cur) {
 				t.Fatalf("%s %s: rebuilt file differs", f, c.name)
 			}
-			for i, h := range cur.Layout.Hash(cur.Data, 1) {
+			for i, h := range cur.ChunkMap.Hash(cur.Data, 1) {
 				if hashes[i] != h {
 					t.Fatalf("%s %s: manifest hash %d is %x, want %x", f, c.name, i, hashes[i], h)
 				}

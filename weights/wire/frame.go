@@ -1,14 +1,14 @@
 // Package wire is needle's weight-transfer protocol (protocol 1) and the one codec of weight
 // deltas: what a sender, its receivers and a delta file of `needle delta` agree on.
-//   - layout.go: how one version of a safetensors file is cut into chunks, which tensor of a
+//   - chunkmap.go: how one version of a safetensors file is cut into chunks, which tensor of a
 //     base version each chunk is diffed against, and the manifest (the xxh64 of each chunk)
 //     that identifies a version;
 //   - record.go, codec.go: the record of one chunk: its raw bytes, or its delta from the base's
-//     chunk in needle's compact layout or AstraFlow's, found and scattered by the native kernels
+//     chunk in needle's compact format or AstraFlow's, found and scattered by the native kernels
 //     of kernels/trainer/delta;
 //   - encode.go, target.go: a whole step: every chunk of a new version encoded against the old
 //     one on several goroutines, in chunk order; and a file image brought to the new version by
-//     its records, each checked against the layout;
+//     its records, each checked against the chunk map;
 //   - frame.go, messages.go: frames that each carry an xxh64 check of their header fields and
 //     payload; the JSON messages that open a transfer and close each of its steps.
 //
@@ -49,7 +49,7 @@ const HeaderLen = 16
 // record header, or a JSON message (a version's manifest: 8 bytes of hash per chunk).
 const MaxPayload = MaxChunk + 1<<20
 
-// MaxChunk is the largest chunk a layout may cut tensors into.
+// MaxChunk is the largest chunk a chunk map may cut tensors into.
 const MaxChunk = 64 << 20
 
 // Kind is what a frame carries.

@@ -54,7 +54,7 @@ type StepInfo struct {
 // Full reports whether the step sends version To whole.
 func (s StepInfo) Full() bool { return s.From == 0 }
 
-// Step opens one step: version To's file layout and where its records start.
+// Step opens one step: version To's chunk map and where its records start.
 type Step struct {
 	StepInfo
 	Size   int64  `json:"size"`   // bytes of version To's file
@@ -69,7 +69,7 @@ type End struct {
 	Manifest []uint64 `json:"manifest,omitempty"` // of version To, when the server has it
 }
 
-// Manifest is a version's identity: its layout and the xxh64 of each chunk, in record order.
+// Manifest is a version's identity: its chunk map and the xxh64 of each chunk, in record order.
 // A client compares its own file with it before trusting that file as a delta base.
 type Manifest struct {
 	Run     string   `json:"run"`

@@ -16,7 +16,7 @@ const (
 
 // RecordHeaderLen is the size of a record's header, before its body:
 //
-//	0  u32 chunk: the record's index in version To's layout (layout.go)
+//	0  u32 chunk: the record's index in version To's chunk map (chunkmap.go)
 //	4  u8  op
 //	5  u8  element size the delta compares (2 or 4); 0 for OpRaw
 //	6  u16 0
@@ -53,7 +53,7 @@ func AppendRecordHeader(dst []byte, chunk int, op Op, elemSize int) []byte {
 }
 
 // ParseRecord reads a record from a KindRecord payload and checks its header's fields.
-// Whether the body fits its chunk is for the applier to check (it knows the layout).
+// Whether the body fits its chunk is for the applier to check (it knows the chunk map).
 func ParseRecord(payload []byte) (Record, error) {
 	if len(payload) < RecordHeaderLen {
 		return Record{}, fmt.Errorf("record of %d bytes is shorter than its %d-byte header", len(payload), RecordHeaderLen)

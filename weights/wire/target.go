@@ -8,14 +8,14 @@ import (
 	"needle/kernels/trainer/delta"
 )
 
-// Target is the applying side of a step: a file of layout L being brought to the step's
-// version, record by record, each checked against the layout first. It works on byte slices:
+// Target is the applying side of a step: a file of chunk map L being brought to the step's
+// version, record by record, each checked against the chunk map first. It works on byte slices:
 // the whole file in place (Apply: a receiver's writable mapping), or one chunk at a time in a
 // buffer its caller then writes (ApplyTo: a delta file's output); files, durability and the
 // order of steps are its caller's. Apply and ApplyTo may be called from several goroutines for
 // different chunks.
 type Target struct {
-	L    *Layout
+	L    *ChunkMap
 	Data []byte // the whole file, writable, its chunks with a base holding the base's bytes; nil for ApplyTo only
 
 	changed  atomic.Int64 // elements changed by the delta records applied
@@ -25,10 +25,10 @@ type Target struct {
 }
 
 // NewTarget returns a target whose data holds, for every chunk of l whose tensor base has
-// (Layout.Match), the base version's bytes (Rebase, or a copy of a base of the same layout);
+// (ChunkMap.Match), the base version's bytes (Rebase, or a copy of a base of the same chunk map);
 // data may be nil when only ApplyTo is used. base nil means a full step: every chunk must come
 // as a record.
-func NewTarget(l *Layout, data []byte, base *Layout) *Target {
+func NewTarget(l *ChunkMap, data []byte, base *ChunkMap) *Target {
 	t := &Target{L: l, Data: data, needs: make([]bool, l.Chunks()), received: make([]bool, l.Chunks())}
 	var match []int
 	if base != nil {
@@ -47,7 +47,7 @@ func NewTarget(l *Layout, data []byte, base *Layout) *Target {
 // calls of one goroutine.
 func (t *Target) Apply(rec Record, scratch *delta.Sparse) error {
 	if rec.Chunk < 0 || rec.Chunk >= t.L.Chunks() {
-		return fmt.Errorf("record for chunk %d; the layout has %d", rec.Chunk, t.L.Chunks())
+		return fmt.Errorf("record for chunk %d; the chunk map has %d", rec.Chunk, t.L.Chunks())
 	}
 	_, off, n := t.L.Span(rec.Chunk)
 	return t.ApplyTo(t.Data[off:off+n], rec, scratch)
@@ -57,7 +57,7 @@ func (t *Target) Apply(rec Record, scratch *delta.Sparse) error {
 // where the chunk has a base).
 func (t *Target) ApplyTo(chunk []byte, rec Record, scratch *delta.Sparse) error {
 	if rec.Chunk < 0 || rec.Chunk >= t.L.Chunks() {
-		return fmt.Errorf("record for chunk %d; the layout has %d", rec.Chunk, t.L.Chunks())
+		return fmt.Errorf("record for chunk %d; the chunk map has %d", rec.Chunk, t.L.Chunks())
 	}
 	tensor, _, n := t.L.Span(rec.Chunk)
 	name := t.L.Tensors[tensor].Name
@@ -118,11 +118,11 @@ func (t *Target) Complete() error {
 	return nil
 }
 
-// Rebase fills dst, a file of layout l, with l's header and, for each tensor of l that base
-// holds with the same name, dtype and shape, the tensor's bytes from src (a file of layout
-// base): the starting point of a step whose layout differs from its base's. Other tensors'
+// Rebase fills dst, a file of chunk map l, with l's header and, for each tensor of l that base
+// holds with the same name, dtype and shape, the tensor's bytes from src (a file of chunk map
+// base): the starting point of a step whose chunk map differs from its base's. Other tensors'
 // bytes are left for the step's raw records.
-func Rebase(dst []byte, l *Layout, src []byte, base *Layout) {
+func Rebase(dst []byte, l *ChunkMap, src []byte, base *ChunkMap) {
 	copy(dst, l.Header)
 	hdr, bhdr := int64(len(l.Header)), int64(len(base.Header))
 	for i, j := range l.Match(base) {

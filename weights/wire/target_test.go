@@ -13,8 +13,8 @@ import (
 func TestApplyRejects(t *testing.T) {
 	oldImg, oh := weightstest.Image([]weightstest.Tensor{weightstest.T("w", "BF16", 16), weightstest.T("b", "F32", 4)}, 1)
 	newImg, nh := weightstest.Image([]weightstest.Tensor{weightstest.T("w", "BF16", 16), weightstest.T("b", "BF16", 8)}, 2)
-	base, _ := NewLayout(oldImg[:oh], int64(len(oldImg)), 16)
-	l, _ := NewLayout(newImg[:nh], int64(len(newImg)), 16)
+	base, _ := NewChunkMap(oldImg[:oh], int64(len(oldImg)), 16)
+	l, _ := NewChunkMap(newImg[:nh], int64(len(newImg)), 16)
 	data := make([]byte, l.Size)
 	Rebase(data, l, oldImg, base)
 	before := bytes.Clone(data)
@@ -28,7 +28,7 @@ func TestApplyRejects(t *testing.T) {
 		rec  Record
 		want string
 	}{
-		{Record{Chunk: 9, Op: OpRaw}, "layout has"},
+		{Record{Chunk: 9, Op: OpRaw}, "chunk map has"},
 		{Record{Chunk: 0, Op: OpRaw, Body: make([]byte, 15)}, "raw record of 15 bytes"},
 		{Record{Chunk: 2, Op: OpAstraFlow, ElemSize: 2, Body: rec}, "no base"},
 		{Record{Chunk: 0, Op: OpAstraFlow, ElemSize: 4, Body: rec}, "compared as 2"},

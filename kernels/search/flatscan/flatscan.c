@@ -147,7 +147,7 @@ void flatscan_scan(int32_t level, int metric, const float *x, const float *x_nor
 	}
 }
 
-void flatscan_rerank(int32_t level, int metric, const float *x, const float *x_norms, int64_t nq,
+void flatscan_rescore(int32_t level, int metric, const float *x, const float *x_norms, int64_t nq,
                      const float *rows, const int64_t *cand, int64_t r, int64_t d, int64_t k,
                      float *dist, int64_t *labels, float *scratch, int threads) {
 	const dotmm_fn dot = flatscan_dotmm_pick(level);

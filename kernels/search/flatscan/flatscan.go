@@ -1,9 +1,11 @@
 // Package flatscan is exact k-nearest-neighbor search over the rows of a flat index, streamed
 // in stripes so that the rows can be a memory mapping larger than RAM: each stripe's scores
-// come from OpenBLAS sgemm over 1024-row blocks on all threads, then each query's heap takes
-// them in row order. The scores and the tie-breaking are FAISS 1.7.3's IndexFlat search's
-// bit for bit (flatscan.h says how). A scalar implementation is the test oracle. Rerank
-// applies the same scores and heaps to candidate rows picked by label (the exact re-ranking
+// come from dotmm tiles (kernels/linalg/dotmm, no BLAS) over 1024-row blocks on all threads,
+// then each query's heap takes them in row order, with FAISS 1.7.3's IndexFlat heap and
+// tie-breaking. A query's scores are the same bits whatever other queries share its search
+// (flatscan.h says how, and what that costs against FAISS's sgemm scores). A scalar
+// implementation is the test oracle. Rescore
+// applies the same scores and heaps to candidate rows picked by label (the exact re-scoring
 // of index/compact).
 package flatscan
 
@@ -33,7 +35,7 @@ const (
 const Block = C.FLATSCAN_BLOCK
 
 // Search is one batch of queries scanned over all rows: Start, Scan each stripe of rows in
-// order (or Rerank a set of candidate rows per query), Finish. It owns its scratch memory
+// order (or Rescore a set of candidate rows per query), Finish. It owns its scratch memory
 // (about queries x stripe rows floats), reused from one search to the next; not safe for
 // concurrent use.
 type Search struct {
@@ -105,14 +107,14 @@ func (s *Search) Scan(rows []byte, row0 int64) error {
 	return nil
 }
 
-// Rerank folds candidate rows given by label into the results instead of stripes of
-// consecutive rows (exact re-ranking of an approximate index's candidates): rows holds r
+// Rescore folds candidate rows given by label into the results instead of stripes of
+// consecutive rows (exact re-scoring of an approximate index's candidates): rows holds r
 // gathered rows of Dim floats per query (nq x r x Dim), cand their labels (nq x r; -1: none).
 // Each query's heap takes its candidates in the order given; sorted by label, the results are
 // those of a Scan over just those rows. The rows are only read during the call.
-func (s *Search) Rerank(rows []float32, cand []int64, r int) error {
+func (s *Search) Rescore(rows []float32, cand []int64, r int) error {
 	if r <= 0 || len(cand) != s.nq*r || len(rows) != len(cand)*s.Dim {
-		return fmt.Errorf("flatscan: rerank of %d candidates per query: %d labels and %d floats for %d queries of dimension %d",
+		return fmt.Errorf("flatscan: rescore of %d candidates per query: %d labels and %d floats for %d queries of dimension %d",
 			r, len(cand), len(rows), s.nq, s.Dim)
 	}
 	if s.nq == 0 {
@@ -123,7 +125,7 @@ func (s *Search) Rerank(rows []float32, cand []int64, r int) error {
 	if s.Metric == L2 {
 		norms = (*C.float)(&s.norms[0])
 	}
-	C.flatscan_rerank(C.int32_t(s.Level), C.int(s.Metric), (*C.float)(&s.x[0]), norms, C.int64_t(s.nq),
+	C.flatscan_rescore(C.int32_t(s.Level), C.int(s.Metric), (*C.float)(&s.x[0]), norms, C.int64_t(s.nq),
 		(*C.float)(&rows[0]), (*C.int64_t)(&cand[0]), C.int64_t(r), C.int64_t(s.Dim), C.int64_t(s.k),
 		(*C.float)(&s.dist[0]), (*C.int64_t)(&s.labels[0]), (*C.float)(&s.scratch[0]), C.int(max(s.Threads, 1)))
 	return nil

@@ -35,7 +35,7 @@ void flatscan_scan(int32_t level, int metric, const float *x, const float *x_nor
 // labels (-1: no candidate). The heaps see the candidates in the order given: sorted by
 // label, the result is FAISS's IndexFlat search restricted to those rows. x_norms as in
 // flatscan_scan; scratch: 2 * nq * r floats; queries on threads.
-void flatscan_rerank(int32_t level, int metric, const float *x, const float *x_norms, int64_t nq,
+void flatscan_rescore(int32_t level, int metric, const float *x, const float *x_norms, int64_t nq,
                      const float *rows, const int64_t *cand, int64_t r, int64_t d, int64_t k,
                      float *dist, int64_t *labels, float *scratch, int threads);
 

@@ -61,10 +61,10 @@ func search(t *testing.T, level cpu.Level, m Metric, dim int, rows []byte, q []f
 	})
 }
 
-// rerank runs a whole search that re-ranks r gathered candidate rows per query.
-func rerank(t *testing.T, level cpu.Level, m Metric, dim int, rows []float32, cand []int64, r int, q []float32, k, threads int) ([]float32, []int64) {
+// rescore runs a whole search that re-scores r gathered candidate rows per query.
+func rescore(t *testing.T, level cpu.Level, m Metric, dim int, rows []float32, cand []int64, r int, q []float32, k, threads int) ([]float32, []int64) {
 	t.Helper()
-	return run(t, level, m, dim, q, k, threads, func(s *Search) error { return s.Rerank(rows, cand, r) })
+	return run(t, level, m, dim, q, k, threads, func(s *Search) error { return s.Rescore(rows, cand, r) })
 }
 
 // With exact scores, every level and the scalar oracle must agree on every id and score, ties
@@ -214,7 +214,7 @@ func sameWithin(t *testing.T, what string, gd []float32, gl []int64, wd []float3
 }
 
 // TestScoresBatchInvariant: a query's results are the same bits searched alone, among 12
-// others or among 69, whatever the threads and stripes; and re-ranking every row gives the
+// others or among 69, whatever the threads and stripes; and re-scoring every row gives the
 // scan's bits (the compact index's exact scores equal the mapped index's).
 func TestScoresBatchInvariant(t *testing.T) {
 	const n, dim, nq, k = 2500, 48, 70, 9
@@ -230,12 +230,12 @@ func TestScoresBatchInvariant(t *testing.T) {
 			}
 			for _, qi := range []int{0, 20, 32, 69} {
 				ad, al := search(t, level, m, dim, rows, q[qi*dim:(qi+1)*dim], k, 3*Block, 2)
-				rd, rl := rerank(t, level, m, dim, db, all, n, q[qi*dim:(qi+1)*dim], k, 1)
+				rd, rl := rescore(t, level, m, dim, db, all, n, q[qi*dim:(qi+1)*dim], k, 1)
 				for i := range k {
 					j := qi*k + i
 					if bl[j] != al[i] || math.Float32bits(bd[j]) != math.Float32bits(ad[i]) ||
 						rl[i] != al[i] || math.Float32bits(rd[i]) != math.Float32bits(ad[i]) {
-						t.Fatalf("%v %v query %d result %d: (%d, %g) among 70, (%d, %g) alone, (%d, %g) re-ranked",
+						t.Fatalf("%v %v query %d result %d: (%d, %g) among 70, (%d, %g) alone, (%d, %g) re-scored",
 							m, level, qi, i, bl[j], bd[j], al[i], ad[i], rl[i], rd[i])
 					}
 					if qi >= 20 && qi < 33 {
@@ -249,10 +249,10 @@ func TestScoresBatchInvariant(t *testing.T) {
 	}
 }
 
-// Re-ranking the candidates of a query, sorted by label, gives what a scan of just those
+// Re-scoring the candidates of a query, sorted by label, gives what a scan of just those
 // rows gives (FAISS's scores and tie order), at every level as with the oracle; with every row
 // as candidate, what a scan of all rows gives. Labels of -1 are skipped.
-func TestRerankIsAScanOfTheCandidates(t *testing.T) {
+func TestRescoreIsAScanOfTheCandidates(t *testing.T) {
 	const n, dim, nq = 300, 5, 7
 	db, q := smallInts(n, dim, 11), smallInts(nq, dim, 12)
 	gather := func(cand []int64) []float32 {
@@ -273,10 +273,10 @@ func TestRerankIsAScanOfTheCandidates(t *testing.T) {
 			}
 			wd, wl := search(t, cpu.Ref, m, dim, rowBytes(db, 0), q, k, Block, 1)
 			for _, level := range vectorLevels() {
-				gd, gl := rerank(t, level, m, dim, gather(all), all, n, q, k, 2)
+				gd, gl := rescore(t, level, m, dim, gather(all), all, n, q, k, 2)
 				for i := range wl {
 					if gl[i] != wl[i] || gd[i] != wd[i] {
-						t.Fatalf("%v %v k=%d all rows: result %d: rerank (%d, %g), scan (%d, %g)", m, level, k, i, gl[i], gd[i], wl[i], wd[i])
+						t.Fatalf("%v %v k=%d all rows: result %d: rescore (%d, %g), scan (%d, %g)", m, level, k, i, gl[i], gd[i], wl[i], wd[i])
 					}
 				}
 			}
@@ -292,9 +292,9 @@ func TestRerankIsAScanOfTheCandidates(t *testing.T) {
 				}
 			}
 			rows := gather(cand)
-			sd, sl := rerank(t, cpu.Ref, m, dim, rows, cand, r, q, k, 1)
+			sd, sl := rescore(t, cpu.Ref, m, dim, rows, cand, r, q, k, 1)
 			for _, level := range vectorLevels() {
-				bd, bl := rerank(t, level, m, dim, rows, cand, r, q, k, 3)
+				bd, bl := rescore(t, level, m, dim, rows, cand, r, q, k, 3)
 				for qi := range nq {
 					sub := rows[qi*r*dim : (qi*r+r-2)*dim]
 					md, ml := search(t, cpu.Ref, m, dim, rowBytes(sub, 0), q[qi*dim:(qi+1)*dim], k, Block, 1)
@@ -346,11 +346,11 @@ func TestBadCalls(t *testing.T) {
 	if err := s.Scan(make([]byte, 16), 1); err == nil {
 		t.Error("stripe not on a block boundary: no error")
 	}
-	if err := s.Rerank(make([]float32, 12), make([]int64, 3), 1); err == nil {
-		t.Error("rerank: more candidates than queries x r: no error")
+	if err := s.Rescore(make([]float32, 12), make([]int64, 3), 1); err == nil {
+		t.Error("rescore: more candidates than queries x r: no error")
 	}
-	if err := s.Rerank(make([]float32, 4), make([]int64, 2), 2); err == nil {
-		t.Error("rerank: too few rows for the candidates: no error")
+	if err := s.Rescore(make([]float32, 4), make([]int64, 2), 2); err == nil {
+		t.Error("rescore: too few rows for the candidates: no error")
 	}
 }
 

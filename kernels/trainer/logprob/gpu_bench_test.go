@@ -13,7 +13,7 @@ import (
 )
 
 // BenchmarkGPU times logprob.cu on logits already in device memory (the trainer's case: the
-// logits come out of the model on the GPU), one launch per op (queued, then waited for), at issue 14's goal shape (bf16,
+// logits come out of the model on the GPU), one launch per op (queued, then waited for), at the trainer's goal shape (bf16,
 // N=16384, Qwen2.5's V=151936) and smaller f32/f16 ones. SetBytes is the logits size, so MB/s
 // reads as the logits read rate, to compare with the device's read bandwidth that the GPU check
 // measures with torch in the same run. Skips without a CUDA device.

@@ -12,7 +12,7 @@ import (
 	"needle/safetensors"
 )
 
-// A Layout cuts one version of a safetensors file into the chunks that records carry: each
+// A ChunkMap cuts one version of a safetensors file into the chunks that records carry: each
 // tensor's bytes in pieces of Chunk bytes (a tensor's last piece may be shorter), numbered in
 // file order across tensors. A version's manifest is the xxh64 of each chunk. Sender, receivers
 // and delta files all number chunks this way, so a record names its chunk by one integer.
@@ -23,8 +23,8 @@ import (
 // hashing them.
 const DefaultChunk = 1 << 20
 
-// Layout is one version's file layout. Immutable once made; safe for concurrent use.
-type Layout struct {
+// ChunkMap is one version's chunk map. Immutable once made; safe for concurrent use.
+type ChunkMap struct {
 	Header  []byte               // the file's first bytes: 8-byte length and JSON
 	Size    int64                // bytes of the whole file
 	Chunk   int64                // bytes of a full chunk
@@ -32,10 +32,10 @@ type Layout struct {
 	first   []int                // first chunk of each tensor; first[len(Tensors)] = all chunks
 }
 
-// NewLayout parses header for a file of size bytes cut into chunk-byte chunks. The tensors
+// NewChunkMap parses header for a file of size bytes cut into chunk-byte chunks. The tensors
 // must cover the data section exactly (no holes, nothing after the last): chunks carry tensor
 // bytes only, so a hole would not be transferred.
-func NewLayout(header []byte, size, chunk int64) (*Layout, error) {
+func NewChunkMap(header []byte, size, chunk int64) (*ChunkMap, error) {
 	if chunk <= 0 || chunk > MaxChunk || chunk%8 != 0 {
 		return nil, fmt.Errorf("chunk of %d bytes: want a multiple of 8 in (0, %d]", chunk, MaxChunk)
 	}
@@ -46,7 +46,7 @@ func NewLayout(header []byte, size, chunk int64) (*Layout, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Layout{Header: header, Size: size, Chunk: chunk, Tensors: tensors, first: make([]int, len(tensors)+1)}
+	l := &ChunkMap{Header: header, Size: size, Chunk: chunk, Tensors: tensors, first: make([]int, len(tensors)+1)}
 	var end int64
 	for i, t := range tensors {
 		if t.Begin != end {
@@ -61,8 +61,8 @@ func NewLayout(header []byte, size, chunk int64) (*Layout, error) {
 	return l, nil
 }
 
-// LayoutOf reads the layout of data, a whole safetensors file, cut into chunk-byte chunks.
-func LayoutOf(data []byte, chunk int64) (*Layout, error) {
+// ChunkMapOf reads the chunk map of data, a whole safetensors file, cut into chunk-byte chunks.
+func ChunkMapOf(data []byte, chunk int64) (*ChunkMap, error) {
 	if len(data) < 8 {
 		return nil, fmt.Errorf("%d bytes is not a safetensors file", len(data))
 	}
@@ -70,14 +70,14 @@ func LayoutOf(data []byte, chunk int64) (*Layout, error) {
 	if n > uint64(len(data)-8) {
 		return nil, fmt.Errorf("safetensors header length %d exceeds the file's %d bytes", n, len(data))
 	}
-	return NewLayout(data[:8+n], int64(len(data)), chunk)
+	return NewChunkMap(data[:8+n], int64(len(data)), chunk)
 }
 
 // Chunks is the number of chunks (and of records of a full transfer).
-func (l *Layout) Chunks() int { return l.first[len(l.Tensors)] }
+func (l *ChunkMap) Chunks() int { return l.first[len(l.Tensors)] }
 
 // Span returns chunk i's tensor and its byte range [off, off+n) in the file.
-func (l *Layout) Span(i int) (tensor int, off, n int64) {
+func (l *ChunkMap) Span(i int) (tensor int, off, n int64) {
 	tensor = tensorOf(l.first, i)
 	t := l.Tensors[tensor]
 	begin := t.Begin + int64(i-l.first[tensor])*l.Chunk
@@ -94,7 +94,7 @@ func tensorOf(first []int, i int) int {
 // DeltaElem is the element width a delta of tensor t compares: 2 for 2-byte dtypes, 4 for
 // 4- and 8-byte ones (an 8-byte element is two 4-byte words: bits are bits), 0 for 1-byte
 // dtypes, which travel raw when they change.
-func (l *Layout) DeltaElem(t int) int {
+func (l *ChunkMap) DeltaElem(t int) int {
 	switch safetensors.DTypeSize(l.Tensors[t].DType) {
 	case 2:
 		return 2
@@ -106,13 +106,13 @@ func (l *Layout) DeltaElem(t int) int {
 
 // Same reports whether o lays its file out exactly as l (same header bytes and chunk size):
 // then every chunk of one lies where the same chunk of the other does.
-func (l *Layout) Same(o *Layout) bool {
+func (l *ChunkMap) Same(o *ChunkMap) bool {
 	return o != nil && l.Chunk == o.Chunk && l.Size == o.Size && bytes.Equal(l.Header, o.Header)
 }
 
 // Match returns, for each tensor of l, the index of base's tensor of the same name, dtype
 // and shape (its bytes are the delta base of the tensor's chunks), or -1 when base has none.
-func (l *Layout) Match(base *Layout) []int {
+func (l *ChunkMap) Match(base *ChunkMap) []int {
 	match, _, _ := l.match(base)
 	return match
 }
@@ -120,12 +120,12 @@ func (l *Layout) Match(base *Layout) []int {
 // Unmatched says why each tensor of l that has no base in base (Match) has none, by name:
 // "added", "dtype changed from F32", "shape changed from [8 8]"; and which of base's tensors
 // l does not have (removed), in base's order.
-func (l *Layout) Unmatched(base *Layout) (why map[string]string, removed []string) {
+func (l *ChunkMap) Unmatched(base *ChunkMap) (why map[string]string, removed []string) {
 	_, why, removed = l.match(base)
 	return why, removed
 }
 
-func (l *Layout) match(base *Layout) (match []int, why map[string]string, removed []string) {
+func (l *ChunkMap) match(base *ChunkMap) (match []int, why map[string]string, removed []string) {
 	byName := make(map[string]int, len(base.Tensors))
 	for j, t := range base.Tensors {
 		byName[t.Name] = j
@@ -158,9 +158,9 @@ func (l *Layout) match(base *Layout) (match []int, why map[string]string, remove
 	return match, why, removed
 }
 
-// BaseOffset returns where chunk i of l starts in a file of layout base (match is l.Match(base)),
+// BaseOffset returns where chunk i of l starts in a file of chunk map base (match is l.Match(base)),
 // or false when its tensor has no base there.
-func (l *Layout) BaseOffset(base *Layout, match []int, i int) (int64, bool) {
+func (l *ChunkMap) BaseOffset(base *ChunkMap, match []int, i int) (int64, bool) {
 	t, off, _ := l.Span(i)
 	j := match[t]
 	if j < 0 {
@@ -169,9 +169,9 @@ func (l *Layout) BaseOffset(base *Layout, match []int, i int) (int64, bool) {
 	return off - int64(len(l.Header)) - l.Tensors[t].Begin + base.Tensors[j].Begin + int64(len(base.Header)), true
 }
 
-// Hash returns the manifest of data, a whole file of layout l: the xxh64 of each chunk,
+// Hash returns the manifest of data, a whole file of chunk map l: the xxh64 of each chunk,
 // computed by threads goroutines.
-func (l *Layout) Hash(data []byte, threads int) []uint64 {
+func (l *ChunkMap) Hash(data []byte, threads int) []uint64 {
 	out := make([]uint64, l.Chunks())
 	var wg sync.WaitGroup
 	for w := range max(threads, 1) {

@@ -1,10 +1,10 @@
-// Package server serves a store.Store over TCP in the protocol of package wire: to each
+// Package feed serves a store.Store over TCP in the protocol of package wire: to each
 // client's Hello it answers a manifest, or a Plan and the plan's steps (full versions read in
 // place from a snapshot, delta steps streamed from their frames as they are produced).
 // Every client has its own goroutine and reads shared, immutable data, so a slow client or
 // one that stops reading holds back nobody else; a snapshot retired with abort (the sender
 // is about to overwrite it) closes the connections that read it.
-package server
+package feed
 
 import (
 	"bufio"
@@ -23,8 +23,8 @@ import (
 	"needle/weights/wire"
 )
 
-// Server answers weight-transfer clients from Store.
-type Server struct {
+// Feed answers weight-transfer clients from Store.
+type Feed struct {
 	Store *store.Store
 	Log   *log.Logger // nil: discarded
 	// IdleTimeout bounds the wait for a client's next Hello; WriteTimeout the time one frame
@@ -39,9 +39,9 @@ type Server struct {
 	closed                              bool
 }
 
-// New returns a server of st that counts in reg.
-func New(st *store.Store, reg *prom.Registry) *Server {
-	return &Server{Store: st, IdleTimeout: 10 * time.Minute, WriteTimeout: time.Minute, reg: reg,
+// New returns a feed of st that counts in reg.
+func New(st *store.Store, reg *prom.Registry) *Feed {
+	return &Feed{Store: st, IdleTimeout: 10 * time.Minute, WriteTimeout: time.Minute, reg: reg,
 		conns:     reg.Gauge("needle_weights_clients", "connected weight-transfer clients"),
 		waiting:   reg.Gauge("needle_weights_clients_waiting", "clients waiting for a newer version"),
 		sentFull:  reg.Counter("needle_weights_sent_bytes_total", "bytes sent to clients, by step kind", "kind", "full"),
@@ -50,22 +50,22 @@ func New(st *store.Store, reg *prom.Registry) *Server {
 }
 
 // count adds one to a counter of exchanges by the given labels.
-func (s *Server) count(name, help string, labels ...string) {
+func (s *Feed) count(name, help string, labels ...string) {
 	s.reg.Counter(name, help, labels...).Add(1)
 }
 
-func (s *Server) errs(cause string) {
+func (s *Feed) errs(cause string) {
 	s.count("needle_weights_transfer_errors_total", "exchanges that ended in an error, by cause", "cause", cause)
 }
 
-func (s *Server) logf(format string, args ...any) {
+func (s *Feed) logf(format string, args ...any) {
 	if s.Log != nil {
 		s.Log.Printf(format, args...)
 	}
 }
 
 // Serve accepts clients on ln until it is closed (Close).
-func (s *Server) Serve(ln net.Listener) error {
+func (s *Feed) Serve(ln net.Listener) error {
 	s.mu.Lock()
 	s.listeners = append(s.listeners, ln)
 	s.mu.Unlock()
@@ -82,8 +82,8 @@ func (s *Server) Serve(ln net.Listener) error {
 }
 
 // Close stops accepting and closes every client's connection (as the process's end would:
-// clients reconnect, to this server's successor or to their next upstream).
-func (s *Server) Close() {
+// clients reconnect, to this feed's successor or to their next upstream).
+func (s *Feed) Close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.closed = true
@@ -95,9 +95,9 @@ func (s *Server) Close() {
 	}
 }
 
-// track adds (or, with add false, removes) a client connection; false when the server is
+// track adds (or, with add false, removes) a client connection; false when the feed is
 // closed (the connection is not served).
-func (s *Server) track(c net.Conn, add bool) bool {
+func (s *Feed) track(c net.Conn, add bool) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !add {
@@ -117,12 +117,12 @@ func (s *Server) track(c net.Conn, add bool) bool {
 // conn is one client connection.
 type conn struct {
 	net.Conn
-	s   *Server
+	s   *Feed
 	br  *bufio.Reader
 	buf []byte
 }
 
-func (s *Server) handle(nc net.Conn) {
+func (s *Feed) handle(nc net.Conn) {
 	defer nc.Close()
 	if !s.track(nc, true) {
 		return
@@ -276,7 +276,7 @@ func (c *conn) broken(err error, snap *store.Snapshot) error {
 
 // sendFull sends snap as a full step from record first.
 func (c *conn) sendFull(snap *store.Snapshot, first int) error {
-	l := snap.Layout
+	l := snap.ChunkMap
 	step := wire.Step{StepInfo: wire.StepInfo{To: snap.Version}, Size: l.Size, Chunk: l.Chunk, Header: l.Header, First: first}
 	if err := c.write(wire.AppendFrame(nil, wire.KindStep, wire.Marshal(step))); err != nil {
 		return err
@@ -298,7 +298,7 @@ func (c *conn) sendFull(snap *store.Snapshot, first int) error {
 
 // sendStep streams a delta step's frames from record first as they are produced.
 func (c *conn) sendStep(ctx context.Context, st *store.Step, first int) error {
-	l := st.Layout
+	l := st.ChunkMap
 	step := wire.Step{StepInfo: wire.StepInfo{From: st.From, To: st.To}, Size: l.Size, Chunk: l.Chunk, Header: l.Header, First: first}
 	if err := c.write(wire.AppendFrame(nil, wire.KindStep, wire.Marshal(step))); err != nil {
 		return err

@@ -17,7 +17,7 @@ func TestChunks(t *testing.T) {
 		weightstest.T("c", "U8", 3),      // 3 bytes: one short chunk
 		weightstest.T("d", "I64", 2, 2),  // 32 bytes
 	}, 1)
-	l, err := NewLayout(img[:hdr], int64(len(img)), 32)
+	l, err := NewChunkMap(img[:hdr], int64(len(img)), 32)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func TestChunks(t *testing.T) {
 			t.Errorf("chunk %d hash", i)
 		}
 	}
-	if !l.Same(must(NewLayout(img[:hdr], int64(len(img)), 32))) || l.Same(must(NewLayout(img[:hdr], int64(len(img)), 64))) {
+	if !l.Same(must(NewChunkMap(img[:hdr], int64(len(img)), 32))) || l.Same(must(NewChunkMap(img[:hdr], int64(len(img)), 64))) {
 		t.Error("Same")
 	}
 }
@@ -50,8 +50,8 @@ func TestChunks(t *testing.T) {
 func TestMatch(t *testing.T) {
 	oldImg, oh := weightstest.Image([]weightstest.Tensor{weightstest.T("x", "BF16", 4), weightstest.T("y", "BF16", 4), weightstest.T("gone", "F32", 1), weightstest.T("z", "BF16", 2, 2)}, 1)
 	newImg, nh := weightstest.Image([]weightstest.Tensor{weightstest.T("new", "F32", 2), weightstest.T("y", "F32", 4), weightstest.T("z", "BF16", 4), weightstest.T("x", "BF16", 4)}, 2)
-	o := must(NewLayout(oldImg[:oh], int64(len(oldImg)), 8))
-	n := must(NewLayout(newImg[:nh], int64(len(newImg)), 8))
+	o := must(NewChunkMap(oldImg[:oh], int64(len(oldImg)), 8))
+	n := must(NewChunkMap(newImg[:nh], int64(len(newImg)), 8))
 	match := n.Match(o)
 	if want := []int{-1, -1, -1, 0}; !slices.Equal(match, want) {
 		t.Fatalf("match %v, want %v (dtype and shape changes have no base)", match, want)
@@ -80,13 +80,13 @@ func TestRejects(t *testing.T) {
 	for _, c := range []struct {
 		size, chunk int64
 	}{{int64(len(img)), 12}, {int64(len(img)), 0}, {int64(len(img)) + 4, 8}, {int64(hdr) - 1, 8}} {
-		if _, err := NewLayout(img[:hdr], c.size, c.chunk); err == nil {
+		if _, err := NewChunkMap(img[:hdr], c.size, c.chunk); err == nil {
 			t.Errorf("size %d chunk %d accepted", c.size, c.chunk)
 		}
 	}
 }
 
-func must(l *Layout, err error) *Layout {
+func must(l *ChunkMap, err error) *ChunkMap {
 	if err != nil {
 		panic(err)
 	}
