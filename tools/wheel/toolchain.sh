@@ -4,14 +4,8 @@ CACHE="${NEEDLE_CACHE:-$HOME/.cache/needle}"
 WHEEL_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 WHEEL_CACHE="$CACHE/wheel"
 WHEEL_VENV="$WHEEL_CACHE/venv"
-if [ ! -x "$WHEEL_VENV/bin/python" ]; then
-  python3 -m venv "$WHEEL_VENV"
-fi
-if ! cmp -s "$WHEEL_DIR/requirements.txt" "$WHEEL_VENV/.requirements.txt"; then
-  echo "wheel: pip install -r tools/wheel/requirements.txt" >&2
-  "$WHEEL_VENV/bin/pip" install -q --disable-pip-version-check -r "$WHEEL_DIR/requirements.txt"
-  cp "$WHEEL_DIR/requirements.txt" "$WHEEL_VENV/.requirements.txt"
-fi
+source "$WHEEL_DIR/../pinned_venv.sh"
+pinned_venv "$WHEEL_VENV" "$WHEEL_DIR/requirements.txt" wheel
 SITE="$("$WHEEL_VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
 ZIG="$SITE/ziglang/zig"
 OPENBLAS_DIR="$SITE/scipy_openblas32"  # lib/libscipy_openblas.so, include/ (symbols prefixed scipy_)
