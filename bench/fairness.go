@@ -19,12 +19,18 @@ import (
 // FairnessOptions are the flags of `needle bench retrieve --fairness`: how much a big request
 // (Search-R1's one POST per turn) delays the single queries sent meanwhile (ASearcher's
 // rollouts), and how much those slow the big request down. Run it against a server with its
-// result cache off (--cache-mb 0), or the repeated texts are answered from the cache.
+// result cache off (--cache-mb 0), or the repeated texts are answered from the cache, unless
+// InPost asks for the cache's case.
 type FairnessOptions struct {
-	Post   int           // queries in the big POST
-	Rate   float64       // single queries sent per second, at a steady rate (open loop)
-	Rounds int           // rounds of: idle singles, then the POST alone and the POST with singles (order alternating)
-	Idle   time.Duration // how long singles are sent to an idle server per round
+	Post    int           // queries in the big POST
+	Rate    float64       // single queries sent per second, at a steady rate (open loop)
+	Workers int           // > 0: singles come from this many workers, each sending its next when answered (closed loop: the saturated case), instead of at Rate
+	Rounds  int           // rounds of: idle singles, then the POST alone and the POST with singles (order alternating)
+	Idle    time.Duration // how long singles are sent to an idle server per round
+	// InPost is the result cache's case (a server with its cache on): every POST asks texts no
+	// request asked before, and the singles sent during it ask the POST's own texts, from its
+	// end (still in flight); the idle singles ask texts no POST asks.
+	InPost bool
 }
 
 // fairnessResult is what one fairness run saw.
@@ -34,14 +40,23 @@ type fairnessResult struct {
 	errors       map[string]int  // failed single queries by kind
 }
 
-// fairness runs opt.Rounds rounds against l.URL and writes the report to w. The POST's texts
-// are the first Post queries (cycling); singles cycle through the ones after them (through all
-// of them when there are no more), so they do not repeat a text of the POST.
+// fairness runs opt.Rounds rounds against l.URL and writes the report to w. Without InPost the
+// POST's texts are the first Post queries (cycling) and singles cycle through the ones after
+// them (through all of them when there are no more), so they do not repeat a text of the POST;
+// with InPost see FairnessOptions.
 func (l *RetrieveOptions) fairness(w io.Writer, queries []string) error {
 	f := *l.Fairness
-	if err := errors.Join(option.Positive("Fairness.Post", f.Post), option.Positive("Fairness.Rate", f.Rate),
+	rate := option.Positive("Fairness.Rate", f.Rate)
+	if f.Workers > 0 {
+		rate = nil // the workers send as fast as they are answered
+	}
+	if err := errors.Join(option.Positive("Fairness.Post", f.Post), rate,
 		option.Positive("Fairness.Rounds", f.Rounds), option.Positive("Fairness.Idle", f.Idle)); err != nil {
 		return err
+	}
+	posts := 2 * f.Rounds
+	if f.InPost && len(queries) <= posts*f.Post {
+		return fmt.Errorf("--singles-in-post needs more than %d queries (%d POSTs of %d new texts, and texts for the idle singles), the file has %d", posts*f.Post, posts, f.Post, len(queries))
 	}
 	client := &fasthttp.Client{MaxConnsPerHost: 1 << 12, ReadTimeout: l.Timeout, WriteTimeout: l.Timeout, MaxResponseBodySize: 1 << 30}
 	url := strings.TrimRight(l.URL, "/") + "/retrieve"
@@ -52,16 +67,25 @@ func (l *RetrieveOptions) fairness(w io.Writer, queries []string) error {
 	for i := range post {
 		post[i] = queries[i%len(queries)]
 	}
-	res := &fairnessResult{errors: map[string]int{}}
-	s := &singles{l: l, client: client, url: url, queries: queries, res: res}
+	idle, during := &texts{all: queries}, &texts{all: queries}
 	if len(queries) > f.Post {
-		s.queries = queries[f.Post:]
+		idle.all, during.all = queries[f.Post:], queries[f.Post:]
 	}
+	if f.InPost {
+		idle.all = queries[posts*f.Post:]
+	}
+	res := &fairnessResult{errors: map[string]int{}}
+	s := &singles{l: l, client: client, url: url, res: res}
 	for round := range f.Rounds {
-		res.idle = append(res.idle, s.send(nil, f.Idle)...)
+		res.idle = append(res.idle, s.send(nil, f.Idle, idle)...)
 		for i := range 2 {
+			if f.InPost {
+				post = queries[(2*round+i)*f.Post : (2*round+i+1)*f.Post]
+				during = &texts{all: slices.Clone(post)}
+				slices.Reverse(during.all)
+			}
 			withSingles := (i+round)%2 == 1 // rounds alternate which goes first
-			took, lat, err := s.postDuring(post, withSingles)
+			took, lat, err := s.postDuring(post, withSingles, during)
 			if err != nil {
 				return err
 			}
@@ -76,68 +100,104 @@ func (l *RetrieveOptions) fairness(w io.Writer, queries []string) error {
 	return nil
 }
 
-// singles sends single-query requests at a steady rate and records their latencies.
-type singles struct {
-	l       *RetrieveOptions
-	client  *fasthttp.Client
-	url     string
-	queries []string
-	next    int // the query the next single asks (cycling through queries)
-	res     *fairnessResult
-	mu      sync.Mutex // guards res.errors
+// texts are the texts singles ask, in turn (cycling); next is the next one's index. Guarded by
+// the sending singles' mutex.
+type texts struct {
+	all  []string
+	next int
 }
 
-// send sends one single every 1/Rate seconds, each on its own without waiting for the ones
-// before (a blocked server does not slow the sending), until stop is closed or d has passed
-// (d = 0: only stop ends it); it returns the latencies of those answered.
-func (s *singles) send(stop <-chan struct{}, d time.Duration) []time.Duration {
-	tick := time.NewTicker(time.Duration(float64(time.Second) / s.l.Fairness.Rate))
-	defer tick.Stop()
+// singles sends single-query requests and records their latencies.
+type singles struct {
+	l      *RetrieveOptions
+	client *fasthttp.Client
+	url    string
+	res    *fairnessResult
+	mu     sync.Mutex // guards res.errors
+}
+
+// send sends singles asking texts in turn (cycling), until stop is closed or d has passed (d =
+// 0: only stop ends it), and returns the latencies of those answered. With Workers, each
+// worker sends its next single once its last is answered; else one is sent every 1/Rate
+// seconds, each on its own without waiting for the ones before (a blocked server does not
+// slow the sending).
+func (s *singles) send(stop <-chan struct{}, d time.Duration, t *texts) []time.Duration {
 	var end <-chan time.Time
 	if d > 0 {
 		end = time.After(d)
 	}
+	ended := make(chan struct{})
+	go func() {
+		select {
+		case <-stop:
+		case <-end:
+		}
+		close(ended)
+	}()
 	var (
 		wg  sync.WaitGroup
 		mu  sync.Mutex
 		lat []time.Duration
 	)
-	for {
-		select {
-		case <-stop:
-		case <-end:
-		case <-tick.C:
-			body := s.l.body([]string{s.queries[s.next%len(s.queries)]})
-			s.next++
-			wg.Add(1)
+	one := func() {
+		mu.Lock()
+		body := s.l.body([]string{t.all[t.next%len(t.all)]})
+		t.next++
+		mu.Unlock()
+		took, err := s.do(body)
+		if err != nil {
+			s.mu.Lock()
+			s.res.errors[err.Error()]++
+			s.mu.Unlock()
+			return
+		}
+		mu.Lock()
+		lat = append(lat, took)
+		mu.Unlock()
+	}
+	if w := s.l.Fairness.Workers; w > 0 {
+		wg.Add(w)
+		for range w {
 			go func() {
 				defer wg.Done()
-				took, err := s.do(body)
-				if err != nil {
-					s.mu.Lock()
-					s.res.errors[err.Error()]++
-					s.mu.Unlock()
-					return
+				for {
+					select {
+					case <-ended:
+						return
+					default:
+						one()
+					}
 				}
-				mu.Lock()
-				lat = append(lat, took)
-				mu.Unlock()
 			}()
-			continue
 		}
-		break
+	} else {
+		tick := time.NewTicker(time.Duration(float64(time.Second) / s.l.Fairness.Rate))
+		defer tick.Stop()
+	sending:
+		for {
+			select {
+			case <-ended:
+				break sending
+			case <-tick.C:
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					one()
+				}()
+			}
+		}
 	}
 	wg.Wait()
 	return lat
 }
 
-// postDuring sends the POST, with singles at the steady rate until it is answered when
+// postDuring sends the POST, with singles asking texts until it is answered when
 // withSingles; it returns the POST's time and the singles' latencies.
-func (s *singles) postDuring(post []string, withSingles bool) (time.Duration, []time.Duration, error) {
+func (s *singles) postDuring(post []string, withSingles bool, t *texts) (time.Duration, []time.Duration, error) {
 	stop := make(chan struct{})
 	sent := make(chan []time.Duration, 1)
 	if withSingles {
-		go func() { sent <- s.send(stop, 0) }()
+		go func() { sent <- s.send(stop, 0, t) }()
 	} else {
 		sent <- nil
 	}
@@ -184,13 +244,20 @@ func (r *fairnessResult) print(w io.Writer, l *RetrieveOptions) {
 	slices.Sort(r.during)
 	idle99, during99 := percentileMs(r.idle, .99), percentileMs(r.during, .99)
 	alone, with := median(r.alone), median(r.with)
-	fmt.Fprintf(w, "fairness: url %s  POST of %d queries  single queries %g/s  %d rounds  topk %d  return_scores %v\n",
-		l.URL, f.Post, f.Rate, f.Rounds, l.TopK, l.ReturnScores)
+	sending := fmt.Sprintf("%g/s", f.Rate)
+	if f.Workers > 0 {
+		sending = fmt.Sprintf("from %d workers", f.Workers)
+	}
+	if f.InPost {
+		sending += " asking the POST's texts"
+	}
+	fmt.Fprintf(w, "fairness: url %s  POST of %d queries  single queries %s  %d rounds  topk %d  return_scores %v\n",
+		l.URL, f.Post, sending, f.Rounds, l.TopK, l.ReturnScores)
 	fmt.Fprintf(w, "idle single queries: %d  p50 %.1f ms  p99 %.1f ms\n", len(r.idle), percentileMs(r.idle, .5), idle99)
 	fmt.Fprintf(w, "single queries during the POST: %d  p50 %.1f ms  p99 %.1f ms  = %.2fx the idle p99\n",
 		len(r.during), percentileMs(r.during, .5), during99, during99/idle99)
-	fmt.Fprintf(w, "POST alone %s s (median %.2f)  with the singles %s s (median %.2f)  slowdown %+.1f%%\n",
-		seconds(r.alone), alone.Seconds(), seconds(r.with), with.Seconds(), 100*(with.Seconds()/alone.Seconds()-1))
+	fmt.Fprintf(w, "POST alone %s s (median %.2f)  with the singles %s s (median %.2f)  slowdown %+.1f%%  = %.2f of its idle speed\n",
+		seconds(r.alone), alone.Seconds(), seconds(r.with), with.Seconds(), 100*(with.Seconds()/alone.Seconds()-1), alone.Seconds()/with.Seconds())
 	for kind, n := range r.errors {
 		fmt.Fprintf(w, "error %q x%d (single queries)\n", kind, n)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -73,5 +74,60 @@ func TestFairnessBadOptions(t *testing.T) {
 	opt.Trace, opt.QueriesFile = opt.QueriesFile, ""
 	if err := Retrieve(&bytes.Buffer{}, opt); err == nil || !strings.Contains(err.Error(), "Trace: a Fairness run takes QueriesFile") {
 		t.Errorf("--trace: %v", err)
+	}
+}
+
+// The cache's case from closed-loop workers: every POST asks new texts, the singles during a
+// POST ask its texts, and the idle singles texts no POST asks.
+func TestFairnessSinglesInPost(t *testing.T) {
+	var (
+		mu      sync.Mutex
+		posts   []string // the texts of each POST, joined
+		singles = map[string]int{}
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct{ Queries []string }
+		if json.NewDecoder(r.Body).Decode(&req) != nil {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		if len(req.Queries) == 1 {
+			singles[req.Queries[0]]++
+		} else {
+			posts = append(posts, strings.Join(req.Queries, ""))
+		}
+		mu.Unlock()
+		if len(req.Queries) > 1 {
+			time.Sleep(50 * time.Millisecond)
+		}
+		w.Write([]byte(`{"result": []}`))
+	}))
+	defer srv.Close()
+	opt := RetrieveOptions{URL: srv.URL, QueriesFile: writeQueries(t, "a\nb\nc\nd\ne\nf\ng\nh\ni\nj\nk\nl\nm\n"), Concurrency: 1,
+		Batch: 1, Duration: time.Second, TopK: 3, Timeout: 10 * time.Second,
+		Fairness: &FairnessOptions{Post: 3, Workers: 2, Rounds: 2, Idle: 20 * time.Millisecond, InPost: true}}
+	var out bytes.Buffer
+	if err := Retrieve(&out, opt); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "single queries from 2 workers asking the POST's texts  2 rounds") {
+		t.Errorf("report:\n%s", out.String())
+	}
+	if want := []string{"abc", "def", "ghi", "jkl"}; !slices.Equal(posts, want) {
+		t.Errorf("POSTs %q, want %q (new texts each)", posts, want)
+	}
+	inPost := 0
+	for q := range singles {
+		if q != "m" {
+			inPost++
+		}
+	}
+	if singles["m"] == 0 || inPost == 0 {
+		t.Errorf("singles %v: want idle ones (m) and ones during the POSTs (a-l)", singles)
+	}
+	opt.Fairness.Post = 7
+	if err := Retrieve(&bytes.Buffer{}, opt); err == nil || !strings.Contains(err.Error(), "--singles-in-post needs more than 28 queries") {
+		t.Errorf("too few queries: %v", err)
 	}
 }

@@ -33,6 +33,8 @@ type BatcherOptions struct {
 	// index whose search is a pass over all its rows (the mapped flat index) then serves a
 	// 2,560-query request in a pass or two instead of one pass per encoder batch.
 	MaxSearchBatch int
+	// Clock times the lanes' work for their shares (internal/gate; nil: time.Now).
+	Clock func() time.Time
 	// OnBatch, if set, is called with the query count of every encoder batch (metrics).
 	// It runs on an encoder goroutine and must be cheap and thread-safe.
 	OnBatch func(queries int)
@@ -93,9 +95,9 @@ type batch struct {
 // before its next batch and, inside a batch, at the encoder's and index's own pause points
 // (encoder/bert before each op, index/flat before each stripe), and interactive work starts
 // once the bulk unit in flight has ended: a single query waits for one unit of the big
-// request's work, not for all of it, and then has the cores to itself. Each interactive job
-// answered lets paused bulk work run one more unit: a steady stream of single queries slows a
-// big request but never stops it. In the bulk lane, encoding and searching on backends that
+// request's work, not for all of it, and then has the cores to itself. The lanes share the
+// time by weighted fair queuing (a third for bulk work while both have work): a steady stream
+// of single queries slows a big request but never stops it. In the bulk lane, encoding and searching on backends that
 // pause alternate unit by unit instead of running side by side.
 type Batcher struct {
 	enc    Encoder
@@ -127,6 +129,7 @@ type lane struct {
 func NewBatcher(enc Encoder, idx Index, prefix string, opt BatcherOptions) *Batcher {
 	opt = opt.withDefaults()
 	b := &Batcher{enc: enc, idx: idx, prefix: prefix, opt: opt}
+	b.gate.Clock = opt.Clock
 	b.interactive, b.bulk = b.startLane(false), b.startLane(true)
 	return b
 }
@@ -192,7 +195,7 @@ func (b *Batcher) Search(ctx context.Context, queries []string, k int, dist []fl
 		b.queued.Add(-int64(n))
 		return ErrBusy
 	}
-	ln, interactive := b.bulk, n <= b.opt.MaxBatch
+	ln, interactive := b.bulk, !b.inBulkLane(n)
 	if interactive {
 		ln = b.interactive
 	}
@@ -216,6 +219,9 @@ func (b *Batcher) Search(ctx context.Context, queries []string, k int, dist []fl
 	}
 	return first
 }
+
+// inBulkLane reports whether a Search of n queries runs in the bulk lane.
+func (b *Batcher) inBulkLane(n int) bool { return n > b.opt.MaxBatch }
 
 // finish answers j and releases its queries from the queue count (and its hold on the gate).
 func (b *Batcher) finish(j *job, err error) {
@@ -367,24 +373,26 @@ func (ln *lane) encodeLoop() {
 }
 
 // work runs f under a context that ends once every job's context has ended (no one waits for
-// the work any more). Bulk work runs as units begun at the gate, after held interactive work:
-// f begins when it is bulk work's turn, and with pauses (f's backend takes a context) the
-// context carries its unit, which the backend pauses between its own units (internal/gate).
-// Interactive work begins once no bulk unit runs. Work that stopped because that context
-// ended counts its queries as dropped.
+// the work any more), as a unit of its lane at the gate: f begins when it is its lane's turn
+// (internal/gate), and for bulk work with pauses (f's backend takes a context) the context
+// carries its unit, which the backend pauses between its own units. Work that stopped because
+// that context ended counts its queries as dropped.
 func (ln *lane) work(jobs []*job, pauses bool, f func(ctx context.Context) error) error {
 	ctx, release := untilAbandoned(jobs)
 	defer release()
 	g := &ln.b.gate
+	var u *gate.Unit
 	var err error
 	if ln.bulk {
-		var u *gate.Unit
 		if u, err = g.Begin(ctx, pauses); err == nil {
-			err = f(gate.With(ctx, u))
-			u.End()
+			ctx = gate.With(ctx, u)
 		}
-	} else if err = g.Clear(ctx); err == nil {
+	} else {
+		u, err = g.Interactive(ctx)
+	}
+	if err == nil {
 		err = f(ctx)
+		u.End()
 	}
 	if err != nil && ctx.Err() != nil {
 		ln.b.drop(jobs)

@@ -260,6 +260,7 @@ func (r *Retriever) Retrieve(ctx context.Context, queries []string, k int) ([][]
 	if n == 0 || k <= 0 {
 		return out, nil
 	}
+	bulk := r.batcher != nil && r.batcher.inBulkLane(n) // this call's searches run in the bulk lane
 	// flights[q] answers query q unless the cache did; this call searches the led ones.
 	flights := make([]*flight, n)
 	var led []*flight
@@ -273,7 +274,7 @@ func (r *Retriever) Retrieve(ctx context.Context, queries []string, k int) ([][]
 			flights[q] = f
 			continue
 		}
-		hits, f, lead := r.cache.lookup(cacheKey{text, k})
+		hits, f, lead := r.cache.lookup(cacheKey{text, k}, bulk)
 		if f == nil {
 			out[q] = hits
 			continue

@@ -128,6 +128,7 @@ func (m *metrics) write(w io.Writer, g gauges) {
 		prom.Counter("needle_cache_hits_total", "Queries answered by the result cache.", float64(c.Hits)),
 		prom.Counter("needle_cache_misses_total", "Queries looked up in the result cache and searched.", float64(c.Misses)),
 		prom.Counter("needle_cache_coalesced_total", "Cache misses that waited for the search of an identical query already in flight.", float64(c.Coalesced)),
+		prom.Counter("needle_cache_lifted_total", "Single-query misses that searched their text themselves instead of waiting for a bulk request's search of it.", float64(c.Lifted)),
 		prom.Counter("needle_cache_evictions_total", "Answers evicted from the result cache to stay within --cache-mb.", float64(c.Evictions)),
 		prom.Gauge("needle_cache_bytes", "Bytes held by the result cache.", float64(c.Bytes)),
 		prom.Gauge("needle_cache_max_bytes", "The result cache's budget (--cache-mb).", float64(c.MaxBytes)),

@@ -626,7 +626,7 @@ func TestMetricsCache(t *testing.T) {
 		t.Errorf("cached answer %s differs from the first %s", again, first)
 	}
 	_, out, _ := do(s, "GET", "/metrics", "")
-	for _, want := range []string{"needle_cache_hits_total 2\n", "needle_cache_misses_total 2\n", "needle_cache_coalesced_total 0\n", "needle_cache_evictions_total 0\n",
+	for _, want := range []string{"needle_cache_hits_total 2\n", "needle_cache_misses_total 2\n", "needle_cache_coalesced_total 0\n", "needle_cache_lifted_total 0\n", "needle_cache_evictions_total 0\n",
 		fmt.Sprintf("needle_cache_bytes %d\n", r.CacheStats().Bytes), "needle_cache_max_bytes 1048576\n"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("metrics lack %q:\n%s", want, out)

@@ -20,7 +20,8 @@ func runBenchRetrieve(args []string) error {
 		"--trace replays a `needle bench trace` file instead: each query once, in order, --batch per\n"+
 		"request, until the trace ends; it also prints the server's cache hit rate (from /metrics)\n"+
 		"and the trace's repeat rate (the most a cache can hit).\n"+
-		"--fairness measures head-of-line blocking instead (start the server with --cache-mb 0): per\n"+
+		"--fairness measures head-of-line blocking instead (start the server with --cache-mb 0, unless\n"+
+		"--singles-in-post): per\n"+
 		"round, single queries at --rate/s for --idle, then one POST of --post queries alone and one with\n"+
 		"singles at --rate/s while it runs (which goes first alternates); it prints the singles' p50/p99\n"+
 		"idle and during the POST, the ratio of the p99s, and the POST's times alone and with the singles.")
@@ -39,6 +40,8 @@ func runBenchRetrieve(args []string) error {
 	fairness := fs.Bool("fairness", false, "measure how a big POST delays single queries sent meanwhile, and how they slow it (see above)")
 	fs.IntVar(&fair.Post, "post", 2560, "with --fairness: queries in the big POST (Search-R1's one POST per turn)")
 	fs.Float64Var(&fair.Rate, "rate", 10, "with --fairness: single queries per second, sent at a steady rate whether or not the earlier ones were answered")
+	fs.IntVar(&fair.Workers, "workers", 0, "with --fairness: send singles from this many workers, each sending its next when answered (the saturated case), instead of at --rate")
+	fs.BoolVar(&fair.InPost, "singles-in-post", false, "with --fairness, for a server with its result cache on: each POST asks new texts and the singles during it ask the POST's own texts (from its end)")
 	fs.IntVar(&fair.Rounds, "rounds", 3, "with --fairness: rounds")
 	fs.DurationVar(&fair.Idle, "idle", 5*time.Second, "with --fairness: how long singles are sent to the idle server per round")
 	plotFlag(fs, &o.Plot)

@@ -5,10 +5,13 @@
 // backends that take a context pause inside a batch (encoder/bert before each op of a layer,
 // index/flat before each stripe of rows, index/compact before each unit of queries) through
 // Wait(ctx). There:
-//   - interactive work goes first: while an interactive job waits, no bulk unit begins, and an
-//     interactive batch starts once the bulk units in flight have ended. So a single query that
-//     arrives while a 2,560-query POST is encoded and searched waits for one op or stripe of
-//     it, not for all of it, and then has the cores to itself;
+//   - the lanes share the time by weighted fair queuing over their units (share.go): while
+//     both have work, bulk units begin only while bulk work is behind its share (a third of the
+//     time) and interactive batches only while it is not, and neither lane runs beside the
+//     other. So a single query that arrives while a 2,560-query POST is encoded and searched
+//     waits for one op or stripe of it, not for all of it, and then has the cores to itself;
+//     and a stream of single queries that fills the machine slows the POST to a third of its
+//     speed, never stops it (strict priority would: each single's batch is many bulk ops);
 //   - bulk work that pauses runs one unit at a time, in the order asked: the POST's encoder and
 //     its search on the mapped flat index alternate op by stripe instead of running side by
 //     side. Bulk work that cannot pause (FAISS's search, the GPU index's, an encoder without
@@ -31,75 +34,101 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Gate is shared by the interactive work, which holds it from a job's admission to its answer
-// (Enter, Leave) and starts each batch once no bulk unit runs (Clear), and the bulk work, whose
-// units begin and end at it (Begin, Unit.End, and Wait in between). While an interactive job
-// is held, bulk work waits; each interactive job answered lets the bulk waiters run one more
-// unit even while others are held, so a steady stream of interactive work slows bulk work but
-// never stops it. Interactive batches may run side by side with each other (the interactive
-// lane's encoder and search pipeline, as under 64 concurrent clients). Safe for concurrent
-// use; the zero Gate is ready.
+// (Enter, Leave) and runs each batch as a unit (Interactive, Unit.End), and the bulk work,
+// whose units begin and end at it (Begin, Unit.End, and Wait in between). Each lane's units
+// are charged the time they run (share); while interactive jobs are held, a bulk unit begins
+// only while bulk work is owed time, and while bulk units wait, an interactive batch begins
+// only while bulk work is not owed time; a lane's units never run beside the other lane's.
+// Interactive batches may run side by side with each other (the interactive lane's encoder
+// and search pipeline, as under 64 concurrent clients). Safe for concurrent use; the zero
+// Gate is ready.
 type Gate struct {
 	held    atomic.Int64 // interactive jobs entered and not yet left (read without mu on Wait's fast path)
 	waiting atomic.Int64 // bulk units waiting for the slot (likewise)
 	pauses  atomic.Int64 // times bulk work waited for interactive work
 
-	mu      sync.Mutex
-	running int           // bulk units running
-	slot    bool          // a unit of bulk work that pauses runs (they run one at a time)
-	queue   []*waiter     // bulk units waiting for the slot, in the order they asked
-	turns   uint64        // interactive jobs that left
-	changed chan struct{} // closed and replaced when a job leaves or a bulk unit ends; nil until a waiter needs it
+	mu          sync.Mutex
+	running     [2]int        // units running, by lane (bulkLane, interactiveLane)
+	bulkWaiting int           // bulk units waiting to begin
+	slot        bool          // a unit of bulk work that pauses runs (they run one at a time)
+	queue       []*waiter     // bulk units waiting for the slot, in the order they asked
+	share       share         // the lanes' service so far
+	charged     time.Time     // the time up to which the running lane was charged
+	changed     chan struct{} // closed and replaced when a job leaves or a unit begins or ends; nil until a waiter needs it
+
+	// Clock is what the lanes' units are timed with (nil: time.Now). Set it before first use;
+	// a test's clock that stands still makes the gate strict priority (interactive first).
+	Clock func() time.Time
 }
+
+// The lanes, as indexes of Gate.running.
+const (
+	bulkLane = iota
+	interactiveLane
+)
 
 // waiter is one bulk unit waiting for the slot: its address is its place in the queue (not
 // zero-sized, so that each has an address of its own).
 type waiter struct{ _ byte }
 
-// Unit is one bulk worker's run of work at a Gate: from Begin to End, a unit of it runs at a
-// time, paused at each Wait of the contexts that carry it (With). Owned by one goroutine.
+// Unit is one worker's run of work at a Gate: from Begin (or Interactive) to End. A bulk unit
+// is paused at each Wait of the contexts that carry it (With). Owned by one goroutine.
 type Unit struct {
 	g       *Gate
+	lane    int
 	slot    bool // its work pauses: it runs in the slot
 	running bool // a unit runs (false after a Wait that ended with its context)
 }
 
-// Enter holds the gate for one interactive job: bulk work pauses at its next unit.
+// Enter holds the gate for one interactive job: bulk work pauses at its next unit unless it
+// is owed time.
 func (g *Gate) Enter() { g.held.Add(1) }
+
+// Held is the number of interactive jobs holding the gate.
+func (g *Gate) Held() int64 { return g.held.Load() }
 
 // Leave ends one Enter (the job was answered or dropped) and wakes the bulk waiters.
 func (g *Gate) Leave() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	g.account()
 	g.held.Add(-1)
-	g.turns++
 	g.broadcast()
 }
 
-// Clear waits until no bulk unit runs, or ctx ends (then it returns ctx's error): the start of
-// an interactive batch.
-func (g *Gate) Clear(ctx context.Context) error {
+// Interactive waits until an interactive batch may run (no bulk unit runs, and bulk work that
+// waits is not owed time) and returns it running; End ends it. It returns ctx's error, and
+// begins nothing, when ctx ends first.
+func (g *Gate) Interactive(ctx context.Context) (*Unit, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	for g.running > 0 {
+	for {
+		g.account()
+		if g.running[bulkLane] == 0 && (g.bulkWaiting == 0 || !g.share.bulkOwed()) {
+			break
+		}
 		if err := g.block(ctx); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	return nil
+	u := &Unit{g: g, lane: interactiveLane}
+	u.start()
+	return u, nil
 }
 
-// Begin waits until a bulk unit may run (after the interactive jobs held, or one of them
-// answered, since it asked; with pauses, after the pausing units that asked before it too) and
-// returns it running. pauses says that the work calls Wait between its units: it then runs
-// one unit at a time with the other such work. Begin returns ctx's error, and begins nothing,
-// when ctx ends first.
+// Begin waits until a bulk unit may run (no interactive batch runs, and no interactive job is
+// held unless bulk work is owed time; with pauses, after the pausing units that asked before
+// it too) and returns it running. pauses says that the work calls Wait between its units: it
+// then runs one unit at a time with the other such work. Begin returns ctx's error, and
+// begins nothing, when ctx ends first.
 func (g *Gate) Begin(ctx context.Context, pauses bool) (*Unit, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	u := &Unit{g: g, slot: pauses}
+	u := &Unit{g: g, lane: bulkLane, slot: pauses}
 	if err := u.begin(ctx); err != nil {
 		return nil, err
 	}
@@ -116,8 +145,8 @@ func (u *Unit) End() {
 // Pauses counts the times bulk work waited for interactive work.
 func (g *Gate) Pauses() int64 { return g.pauses.Load() }
 
-// pause ends u's unit and begins its next one, after the interactive jobs held and the bulk
-// units waiting; at once when there are none. With ctx's error, u no longer runs.
+// pause ends u's unit and begins its next one, after the interactive work and the bulk units
+// waiting (see Begin); at once when there are none. With ctx's error, u no longer runs.
 func (u *Unit) pause(ctx context.Context) error {
 	g := u.g
 	if g.held.Load() == 0 && g.waiting.Load() == 0 {
@@ -129,19 +158,26 @@ func (u *Unit) pause(ctx context.Context) error {
 	return u.begin(ctx)
 }
 
-// begin waits, mu held, until u may run: no interactive job is held, or one left since it
-// asked; in the slot, it is first in the queue and the slot is free. A unit whose ctx ends
-// leaves the queue, so the ones behind it do not wait for it.
+// begin waits, mu held, until bulk unit u may run: no interactive batch runs, and no
+// interactive job is held or bulk work is owed time; in the slot, it is first in the queue
+// and the slot is free. A unit whose ctx ends leaves the queue, so the ones behind it do not
+// wait for it.
 func (u *Unit) begin(ctx context.Context) error {
 	g := u.g
-	w, turns, paused := new(waiter), g.turns, false
+	w, paused := new(waiter), false
 	if u.slot {
 		g.queue = append(g.queue, w)
 		g.waiting.Add(1)
 		defer g.waiting.Add(-1)
 	}
+	g.bulkWaiting++
+	defer func() { g.bulkWaiting-- }()
 	forSlot := func() bool { return u.slot && (g.queue[0] != w || g.slot) }
-	for forSlot() || (g.held.Load() > 0 && g.turns == turns) {
+	forInteractive := func() bool {
+		g.account()
+		return g.running[interactiveLane] > 0 || (g.held.Load() > 0 && !g.share.bulkOwed())
+	}
+	for forSlot() || forInteractive() {
 		if !paused && !forSlot() {
 			paused = true // only interactive work holds it back
 			g.pauses.Add(1)
@@ -158,22 +194,49 @@ func (u *Unit) begin(ctx context.Context) error {
 		g.queue = g.queue[1:]
 		g.slot = true
 	}
-	g.running++
-	u.running = true
+	u.start()
 	return nil
 }
 
-// end (mu held) lets the next unit, or interactive work, begin.
+// start (mu held) counts u as running from now on.
+func (u *Unit) start() {
+	u.g.account()
+	u.g.running[u.lane]++
+	u.running = true
+	u.g.broadcast()
+}
+
+// end (mu held) charges u's lane and lets the next unit begin.
 func (u *Unit) end() {
 	if !u.running {
 		return
 	}
+	g := u.g
+	g.account()
 	u.running = false
-	u.g.running--
+	g.running[u.lane]--
 	if u.slot {
-		u.g.slot = false
+		g.slot = false
 	}
-	u.g.broadcast()
+	g.broadcast()
+}
+
+// account (mu held) charges the lane whose units run for the time since the last charge (the
+// lanes never run side by side; a lane's units that overlap are charged once).
+func (g *Gate) account() {
+	now := time.Now
+	if g.Clock != nil {
+		now = g.Clock
+	}
+	t := now()
+	d := t.Sub(g.charged)
+	g.charged = t
+	switch {
+	case g.running[bulkLane] > 0:
+		g.share.charge(true, d, g.held.Load() > 0)
+	case g.running[interactiveLane] > 0:
+		g.share.charge(false, d, g.bulkWaiting > 0)
+	}
 }
 
 // block releases mu until the gate changes or ctx ends, then takes it again.
@@ -206,8 +269,8 @@ type key struct{}
 func With(ctx context.Context, u *Unit) context.Context { return context.WithValue(ctx, key{}, u) }
 
 // Wait is a point where bulk work may pause: with a Unit in ctx (With), while interactive work
-// is held or another bulk unit waits for the slot, it ends the unit and begins the next after
-// them (see Gate); it returns ctx's error if ctx ends meanwhile. Without a Unit, or with
+// is held or another bulk unit waits for the slot, it ends the unit and begins the next when
+// its turn comes (see Gate); it returns ctx's error if ctx ends meanwhile. Without a Unit, or with
 // nothing waiting, it returns nil at once (a context lookup and two atomic loads).
 func Wait(ctx context.Context) error {
 	if u, _ := ctx.Value(key{}).(*Unit); u != nil {

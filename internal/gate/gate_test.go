@@ -5,7 +5,9 @@ import (
 	"errors"
 	"runtime"
 	"slices"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // until yields until cond holds, so a test acts only once the other side waits.
@@ -39,64 +41,110 @@ func (e events) expect(t *testing.T, want ...string) {
 	}
 }
 
-// interactive starts an interactive batch (Clear) and records it.
+// interactive runs an interactive batch and records it.
 func interactive(t *testing.T, g *Gate, ev events) {
-	if err := g.Clear(context.Background()); err != nil {
+	u, err := g.Interactive(context.Background())
+	if err != nil {
 		t.Error(err)
+		return
 	}
 	ev <- "interactive batch"
+	u.End()
 }
 
-// Bulk units begin only when no interactive job is held, or one more per job answered. The
-// order of events proves the waits: the bulk side records only once it runs, and the test
+// clock is a fake clock for a Gate: it moves only when a test advances it, so the lanes'
+// shares depend on the work the test says each unit did, not on the machine.
+type clock struct{ ns atomic.Int64 }
+
+func (c *clock) now() time.Time          { return time.Unix(0, c.ns.Load()) }
+func (c *clock) advance(d time.Duration) { c.ns.Add(int64(d)) }
+
+// newGate returns a Gate on a fake clock.
+func newGate() (*Gate, *clock) {
+	c := &clock{}
+	return &Gate{Clock: c.now}, c
+}
+
+// While interactive jobs are held, bulk units begin only while bulk work is owed time: after
+// interactive work ran burst + d, bulk work runs d*bulkWeight/interactiveWeight, then waits
+// again.
+// The order of events proves the waits: each side records only once it runs, and the test
 // records before it lets it run.
-func TestBulkWaitsForInteractiveWork(t *testing.T) {
-	var g Gate
-	begin(t, &g).End()
+func TestBulkWaitsForItsShare(t *testing.T) {
+	g, c := newGate()
+	begin(t, g).End()
 	if g.Pauses() != 0 {
 		t.Fatalf("%d pauses with nothing held", g.Pauses())
 	}
 	ev := make(events, 8)
-	bulk := func() {
-		u := begin(t, &g)
+	g.Enter()
+	defer g.Leave()
+	units := make(chan *Unit)
+	go func() {
+		u := begin(t, g)
 		ev <- "bulk unit"
-		u.End()
-	}
-	g.Enter()
-	g.Enter()
-	go bulk()
+		units <- u
+	}()
 	until(func() bool { return g.Pauses() == 1 })
-	ev <- "first interactive job answered"
-	g.Leave() // one job is still held, but bulk work gets one unit per job answered
-	ev.expect(t, "first interactive job answered", "bulk unit")
-	go bulk()
-	until(func() bool { return g.Pauses() == 2 })
-	ev <- "second interactive job answered"
-	g.Leave()
-	ev.expect(t, "second interactive job answered", "bulk unit")
+	u, err := g.Interactive(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.advance(burst + 10*time.Millisecond)
+	ev <- "interactive batch ran its burst and 10 ms"
+	u.End() // bulk work is now owed 5 ms, although a job is still held
+	ev.expect(t, "interactive batch ran its burst and 10 ms", "bulk unit")
+
+	bulk := <-units
+	ctx := With(context.Background(), bulk)
+	go func() { // waits for the bulk unit
+		u, err := g.Interactive(context.Background())
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		ev <- "interactive batch"
+		c.advance(3 * time.Millisecond)
+		u.End()
+	}()
+	c.advance(4 * time.Millisecond)
+	if err := Wait(ctx); err != nil { // still owed 1 ms: it goes on
+		t.Fatal(err)
+	}
+	c.advance(2 * time.Millisecond)
+	ev <- "bulk ran 6 ms"
+	if err := Wait(ctx); err != nil { // 1 ms ahead: the interactive batch goes first, for 3 ms
+		t.Fatal(err)
+	}
+	ev <- "bulk unit after the interactive batch"
+	bulk.End()
+	ev.expect(t, "bulk ran 6 ms", "interactive batch", "bulk unit after the interactive batch")
+	if g.Pauses() != 2 {
+		t.Errorf("%d pauses, want 2", g.Pauses())
+	}
 }
 
 // Interactive work starts once the bulk unit in flight ends: at End, or at the unit's next
 // pause point (Wait), which then waits for the interactive work.
 func TestInteractiveWaitsForTheBulkUnitInFlight(t *testing.T) {
-	var g Gate
+	g, _ := newGate()
 	if err := Wait(context.Background()); err != nil {
 		t.Fatalf("Wait without a unit: %v", err)
 	}
-	u := begin(t, &g)
+	u := begin(t, g)
 	ctx := With(context.Background(), u)
 	if err := Wait(ctx); err != nil || g.Pauses() != 0 {
 		t.Fatalf("Wait with nothing waiting: %v, %d pauses; want nil at once", err, g.Pauses())
 	}
 	ev := make(events, 8)
 	g.Enter()
-	go interactive(t, &g, ev)
+	go interactive(t, g, ev)
 	ev <- "bulk unit ended"
 	u.End()
 	ev.expect(t, "bulk unit ended", "interactive batch")
 
 	g.Leave()
-	u = begin(t, &g)
+	u = begin(t, g)
 	ctx = With(context.Background(), u)
 	g.Enter()
 	go func() {
@@ -106,7 +154,7 @@ func TestInteractiveWaitsForTheBulkUnitInFlight(t *testing.T) {
 		ev <- "next bulk unit"
 		u.End()
 	}()
-	interactive(t, &g, ev) // the unit in flight reached its pause point
+	interactive(t, g, ev) // the unit in flight reached its pause point
 	ev.expect(t, "interactive batch")
 	g.Leave()
 	ev.expect(t, "next bulk unit")
@@ -115,11 +163,11 @@ func TestInteractiveWaitsForTheBulkUnitInFlight(t *testing.T) {
 // Bulk units run one at a time, in the order they asked: a unit that reaches a pause point
 // while another waits lets that one run first.
 func TestBulkUnitsTakeTurns(t *testing.T) {
-	var g Gate
-	a := begin(t, &g)
+	g, _ := newGate()
+	a := begin(t, g)
 	ev := make(events, 8)
 	go func() {
-		b := begin(t, &g)
+		b := begin(t, g)
 		ev <- "b's unit"
 		b.End()
 	}()
@@ -136,7 +184,7 @@ func TestBulkUnitsTakeTurns(t *testing.T) {
 
 	// Work that cannot pause (FAISS's search) runs beside the slot's, but not beside
 	// interactive work.
-	a = begin(t, &g)
+	a = begin(t, g)
 	shared, err := g.Begin(context.Background(), false)
 	if err != nil {
 		t.Fatal(err)
@@ -144,7 +192,7 @@ func TestBulkUnitsTakeTurns(t *testing.T) {
 	a.End()
 	g.Enter()
 	defer g.Leave()
-	go interactive(t, &g, ev)
+	go interactive(t, g, ev)
 	ev <- "shared unit ended"
 	shared.End()
 	ev.expect(t, "shared unit ended", "interactive batch")
@@ -153,7 +201,7 @@ func TestBulkUnitsTakeTurns(t *testing.T) {
 // Bulk work whose context ends while it waits gives up with the context's error and leaves
 // its place: the unit behind it and interactive work go on.
 func TestWaitEndsWithItsContext(t *testing.T) {
-	var g Gate
+	g, _ := newGate()
 	g.Enter()
 	ctx, cancel := context.WithCancel(context.Background())
 	gaveUp := make(chan error)
@@ -163,7 +211,7 @@ func TestWaitEndsWithItsContext(t *testing.T) {
 	}()
 	until(func() bool { return g.Pauses() == 1 })
 	next := make(chan *Unit)
-	go func() { next <- begin(t, &g) }()
+	go func() { next <- begin(t, g) }()
 	until(func() bool { return g.waiting.Load() == 2 })
 	cancel()
 	if err := <-gaveUp; !errors.Is(err, context.Canceled) {
@@ -171,11 +219,11 @@ func TestWaitEndsWithItsContext(t *testing.T) {
 	}
 	g.Leave()
 	(<-next).End()
-	if err := g.Clear(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	ev := make(events, 1)
+	interactive(t, g, ev)
+	ev.expect(t, "interactive batch")
 
-	u := begin(t, &g)
+	u := begin(t, g)
 	g.Enter()
 	defer g.Leave()
 	ctx, cancel = context.WithCancel(With(context.Background(), u))
@@ -184,7 +232,6 @@ func TestWaitEndsWithItsContext(t *testing.T) {
 		t.Fatalf("Wait after its context ended: %v, want context.Canceled", err)
 	}
 	u.End() // a no-op: the unit ended at the Wait
-	if err := g.Clear(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	interactive(t, g, ev)
+	ev.expect(t, "interactive batch")
 }

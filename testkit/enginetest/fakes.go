@@ -57,17 +57,21 @@ func (e *HashEncoder) Encode(texts []string, prefix string) ([]float32, error) {
 	return out, nil
 }
 
-// GatedEncoder signals each Encode call on Started and holds it until Release is closed, so
-// a test can act while a batch is being encoded.
+// GatedEncoder signals each Encode call that Hold selects (every call when Hold is nil) on
+// Started and holds it until Release is closed, so a test can act while a batch is being
+// encoded.
 type GatedEncoder struct {
 	engine.Encoder
 	Started chan struct{}
 	Release chan struct{}
+	Hold    func(texts []string) bool
 }
 
 func (e *GatedEncoder) Encode(texts []string, prefix string) ([]float32, error) {
-	e.Started <- struct{}{}
-	<-e.Release
+	if e.Hold == nil || e.Hold(texts) {
+		e.Started <- struct{}{}
+		<-e.Release
+	}
 	return e.Encoder.Encode(texts, prefix)
 }
 
