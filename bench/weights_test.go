@@ -9,8 +9,8 @@ import (
 )
 
 // TestWeightsTiny runs the weights benchmark on a small model, with the NumPy baseline: every
-// receiver gets the first version in full and the new one, the re-serving tree sends the step once, apply rebuilds the
-// version (checked inside), and NumPy agrees on AstraFlow's byte count.
+// receiver gets the first version in full and the new one, the re-serving tree sends the step
+// once, apply rebuilds the version (checked inside), and NumPy agrees on AstraFlow's byte count.
 func TestWeightsTiny(t *testing.T) {
 	var b strings.Builder
 	o := WeightsOptions{Shape: "tiny", Changed: 0.01, Receivers: 3, Tree: true, Dir: t.TempDir(), Threads: 2,
