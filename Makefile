@@ -7,6 +7,8 @@
 #   make run     build the WordNet demo index with MiniLM (cached) and serve it on :8000
 #   make bench   kernels, docstore and encoder benchmarks (no large download; PyTorch baselines
 #                under bench/ are run by hand)
+#   make dist    the manylinux wheel users install with pip (dist/needle_rl-*.whl; docs/install.md)
+#   make wheelproof  that wheel installed and run in a clean Debian root (the last step of make test)
 
 SHELL        := /bin/bash
 NEEDLE_CACHE ?= $(HOME)/.cache/needle
@@ -15,7 +17,7 @@ GO           ?= go
 export NEEDLE_CACHE
 export NEEDLE_MODEL  := $(NEEDLE_CACHE)/models/all-MiniLM-L6-v2
 
-.PHONY: setup native build test run bench clean gpucheck
+.PHONY: setup native build test run bench clean gpucheck dist wheelproof
 
 setup:
 	bash tools/setup.sh
@@ -43,6 +45,8 @@ test: setup build
 	  else other="env OPENBLAS_CORETYPE=Haswell OPENBLAS_L2_SIZE=512"; fi; \
 	  pkgs="$(BLAS_PKGS)"; echo "test: again under $$other: $$pkgs" >&2; \
 	  $$other OMP_WAIT_POLICY=PASSIVE NEEDLE_STRICT=1 $(GO) test -count=1 -timeout 40m $$pkgs
+	bash tools/wheel/dist.sh
+	bash tools/wheel/proof.sh
 
 run: setup build
 	bash tools/demo.sh
@@ -53,7 +57,15 @@ bench: setup build
 	bin/needle bench encode --model $(NEEDLE_MODEL)
 
 clean:
-	rm -rf build bin
+	rm -rf build bin dist
+
+# The wheel (tools/wheel, docs/install.md): FAISS built statically by zig once (cached in
+# NEEDLE_CACHE/wheel), the binary and libneedle.so linked for glibc 2.28, auditwheel repair.
+dist: native
+	bash tools/wheel/dist.sh
+
+wheelproof: build dist
+	bash tools/wheel/proof.sh
 
 # The GPU check (../shared/GPU.md): everything a GPU machine without Go, FAISS or OpenBLAS needs,
 # in one ignored folder to carry there; run it with `python3 gpucheck/gpucheck.py OUTDIR`.

@@ -9,9 +9,10 @@ openjdk-17; it bundles Anserini 0.22.1 and Lucene 9):
   export JAVA_HOME=/usr/lib/jvm/java-17-openjdk-amd64
 
 Usage:
-  python bench/pyserini_bm25.py index CORPUS.jsonl INDEX_DIR      # Lucene index, prints docs/s
+  python bench/pyserini_bm25.py index CORPUS.jsonl INDEX_DIR [THREADS]  # Lucene index (1 thread), prints docs/s
   python bench/pyserini_bm25.py search INDEX_DIR QUERIES.jsonl K OUT.jsonl [N]
-      # the first N queries ({"query": ...} per line) -> {"query", "docids", "scores"} per line, prints ms/query
+      # the first N queries ({"query": ...} per line) -> {"query", "docids", "scores"} per line, prints
+      # ms/query and the median and p99 of LuceneSearcher.search's time per query
   python bench/pyserini_bm25.py analyze TEXTS.jsonl OUT.jsonl     # {"text"} -> {"text", "terms"}
 """
 import json
@@ -23,7 +24,7 @@ import tempfile
 import time
 
 
-def index(corpus, out):
+def index(corpus, out, threads="1"):
     # JsonCollection reads a folder of JSONL files ({"id", "contents"} rows).
     src = tempfile.mkdtemp()
     os.symlink(os.path.abspath(corpus), os.path.join(src, "corpus.jsonl"))
@@ -32,7 +33,7 @@ def index(corpus, out):
     t = time.time()
     subprocess.run([sys.executable, "-m", "pyserini.index.lucene", "--collection", "JsonCollection",
                     "--input", src, "--index", out, "--generator", "DefaultLuceneDocumentGenerator",
-                    "--threads", "1", "--storeRaw"], check=True, stdout=subprocess.DEVNULL)
+                    "--threads", threads, "--storeRaw"], check=True, stdout=subprocess.DEVNULL)
     dt = time.time() - t
     size = sum(os.path.getsize(os.path.join(out, f)) for f in os.listdir(out))
     print(json.dumps({"rows": rows, "seconds": round(dt, 2), "docs_per_s": round(rows / dt), "index_bytes": size}))
@@ -45,15 +46,19 @@ def search(index_dir, queries, k, out, n=None):
     if n:
         qs = qs[:int(n)]
     k = int(k)
-    res, t = [], time.time()
+    res, lat, t = [], [], time.time()
     for q in qs:
+        t0 = time.perf_counter()
         hits = s.search(q, k)
+        lat.append(time.perf_counter() - t0)
         res.append({"query": q, "docids": [h.docid for h in hits], "scores": [h.score for h in hits]})
     dt = time.time() - t
+    lat.sort()
     with open(out, "w") as f:
         for r in res:
             f.write(json.dumps(r) + "\n")
-    print(json.dumps({"queries": len(qs), "ms_per_query": round(1000 * dt / len(qs), 3)}))
+    print(json.dumps({"queries": len(qs), "ms_per_query": round(1000 * dt / len(qs), 3),
+                      "median_ms": round(1000 * lat[len(lat) // 2], 3), "p99_ms": round(1000 * lat[len(lat) * 99 // 100], 3)}))
 
 
 def analyze(texts, out):

@@ -76,26 +76,34 @@ var WeightShapes = map[string][]weightstest.Tensor{
 
 // weightsReport is the benchmark's JSON.
 type weightsReport struct {
-	Shape         string       `json:"shape"`
-	Bytes         int64        `json:"bytes"`
-	ChangedFrac   float64      `json:"changed_fraction"`   // measured: changed / compared elements
-	HighByteFrac  float64      `json:"high_byte_fraction"` // of the changed elements, those whose high byte changed (a 2^22-element sample)
-	LR            float32      `json:"lr"`                 // the optimizer step's rate (weightstest.Optimizer)
-	PeakRSS       int64        `json:"peak_rss_bytes"`     // of this process, file mappings of /dev/shm included
-	Threads       int          `json:"threads"`
-	ReadGBps      float64      `json:"read_gbps"` // memory read bandwidth, Threads goroutines
-	FillSeconds   float64      `json:"fill_seconds"`
-	ReadySeconds  []float64    `json:"ready_seconds"` // per receiver, from the publish's commit
-	UplinkCopies  float64      `json:"uplink_copies"` // delta bytes the sender sent / the step's bytes
-	WireBytes     int64        `json:"wire_bytes"`
-	AstraFlow     int64        `json:"astraflow_bytes"`
-	EncodeSeconds float64      `json:"encode_seconds"` // the sender's job: encode, frame, hash
-	EncodeOfBW    float64      `json:"encode_of_read_bandwidth"`
-	ApplySeconds  float64      `json:"apply_seconds"`
-	NumPy         *numpyResult `json:"numpy,omitempty"`
-	EncodeSpeedup float64      `json:"encode_speedup,omitempty"`
-	ApplySpeedup  float64      `json:"apply_speedup,omitempty"`
-	WireRatio     float64      `json:"wire_ratio"`
+	Shape        string  `json:"shape"`
+	Bytes        int64   `json:"bytes"`
+	ChangedFrac  float64 `json:"changed_fraction"`   // measured: changed / compared elements
+	HighByteFrac float64 `json:"high_byte_fraction"` // of the changed elements, those whose high byte changed (a 2^22-element sample)
+	LR           float32 `json:"lr"`                 // the optimizer step's rate (weightstest.Optimizer)
+	PeakRSS      int64   `json:"peak_rss_bytes"`     // of this process, file mappings of /dev/shm included
+	Threads      int     `json:"threads"`
+	ReadGBps     float64 `json:"read_gbps"` // memory read bandwidth, Threads goroutines
+	FillSeconds  float64 `json:"fill_seconds"`
+	// FullReadySeconds is per receiver, from the first version's commit: every receiver
+	// takes it in full, as a receiver joining late or resyncing does.
+	FullReadySeconds []float64 `json:"full_ready_seconds"`
+	ReadySeconds     []float64 `json:"ready_seconds"` // per receiver, from the delta version's commit
+	// PublishCopySeconds is a publisher's copy of a whole version (a receiver's file, resident)
+	// into the sender's other half, never written before: Begin and the copy, plus the Commit.
+	// What a trainer waits for; timed once the receivers have made their spare copies (a
+	// trainer's host does not share its cores with them).
+	PublishCopySeconds float64      `json:"publish_copy_seconds"`
+	UplinkCopies       float64      `json:"uplink_copies"` // delta bytes the sender sent / the step's bytes
+	WireBytes          int64        `json:"wire_bytes"`
+	AstraFlow          int64        `json:"astraflow_bytes"`
+	EncodeSeconds      float64      `json:"encode_seconds"` // the sender's job: encode, frame, hash
+	EncodeOfBW         float64      `json:"encode_of_read_bandwidth"`
+	ApplySeconds       float64      `json:"apply_seconds"`
+	NumPy              *numpyResult `json:"numpy,omitempty"`
+	EncodeSpeedup      float64      `json:"encode_speedup,omitempty"`
+	ApplySpeedup       float64      `json:"apply_speedup,omitempty"`
+	WireRatio          float64      `json:"wire_ratio"`
 }
 
 // numpyResult is what bench/weights_astraflow.py measured on the same buffers.
@@ -143,29 +151,36 @@ func Weights(w io.Writer, o WeightsOptions) error {
 		return err
 	}
 	defer stopServer()
-	// Version 1: the model, written into its half; every receiver takes it in full. Version 2 is
-	// the same fp32 master after one optimizer step, both rounded to bf16 as a trainer publishes.
+	// Version 1: the model, written into its half; every receiver (already waiting) takes it in
+	// full. Version 2 is the same fp32 master after one optimizer step, both rounded to bf16 as
+	// a trainer publishes.
 	opt := weightstest.Calibrated(1, o.Changed)
 	rep.LR = opt.LR
 	_, rep.HighByteFrac = opt.Changed(0, 1<<22)
-	slot1, err := publishInPlace(s, tensors, func(data []byte) { opt.Version(data, 0, o.Threads) })
-	if err != nil {
-		return err
-	}
-	rep.Bytes = slot1.Size
 	ready, stopReceivers, err := startReceivers(work, addr, o)
 	if err != nil {
 		return err
 	}
 	defer stopReceivers()
-	for range o.Receivers {
-		<-ready
-	}
-	start := time.Now()
-	slot2, err := s.Begin(2, weightsTensors(tensors), map[string]string{"format": "pt"})
+	slot1, err := writeVersion(s, 1, tensors, func(data []byte) { opt.Version(data, 0, o.Threads) })
 	if err != nil {
 		return err
 	}
+	rep.Bytes = slot1.Size
+	if rep.FullReadySeconds, _, err = commitAndWait(s, slot1, ready, o.Receivers); err != nil {
+		return err
+	}
+	// Version 2's half is written twice: first as a trainer's publish copies a whole version
+	// (version 1 from a receiver's file, into this half's fresh memory: timed), then by the
+	// optimizer step over all of it.
+	if err := waitSpares(work, o.Receivers, 1); err != nil {
+		return err
+	}
+	slot2, copied, err := beginAndCopy(s, tensors, filepath.Join(work, "r0", "model.safetensors"))
+	if err != nil {
+		return err
+	}
+	start := time.Now()
 	if err := withMapping(slot2.Path, true, func(data []byte) error {
 		opt.Version(data, 1, o.Threads)
 		return nil
@@ -173,14 +188,11 @@ func Weights(w io.Writer, o WeightsOptions) error {
 		return err
 	}
 	rep.FillSeconds = time.Since(start).Seconds()
-	t0 := time.Now()
-	if err := s.Commit(slot2); err != nil {
+	var commit2 float64
+	if rep.ReadySeconds, commit2, err = commitAndWait(s, slot2, ready, o.Receivers); err != nil {
 		return err
 	}
-	for range o.Receivers {
-		<-ready
-		rep.ReadySeconds = append(rep.ReadySeconds, time.Since(t0).Seconds())
-	}
+	rep.PublishCopySeconds = copied + commit2
 	js, err := s.Wait(2)
 	if err != nil {
 		return err
@@ -211,10 +223,10 @@ func weightsTensors(ts []weightstest.Tensor) []sender.Tensor {
 	return out
 }
 
-// publishInPlace publishes the next version, filled in its half by fill (the whole file, its
-// header in place), and returns its slot.
-func publishInPlace(s *sender.Sender, ts []weightstest.Tensor, fill func([]byte)) (*sender.Slot, error) {
-	slot, err := s.Begin(0, weightsTensors(ts), map[string]string{"format": "pt"})
+// writeVersion begins version and fills its half with fill (the whole file, its header in
+// place); the caller commits the slot.
+func writeVersion(s *sender.Sender, version uint64, ts []weightstest.Tensor, fill func([]byte)) (*sender.Slot, error) {
+	slot, err := s.Begin(version, weightsTensors(ts), map[string]string{"format": "pt"})
 	if err != nil {
 		return nil, err
 	}
@@ -222,7 +234,65 @@ func publishInPlace(s *sender.Sender, ts []weightstest.Tensor, fill func([]byte)
 		s.Abort()
 		return nil, err
 	}
-	return slot, s.Commit(slot)
+	return slot, nil
+}
+
+// commitAndWait commits slot and returns the seconds from the commit to each of receivers
+// telling that they hold it, and the seconds the commit itself took.
+func commitAndWait(s *sender.Sender, slot *sender.Slot, ready <-chan struct{}, receivers int) ([]float64, float64, error) {
+	t0 := time.Now()
+	if err := s.Commit(slot); err != nil {
+		return nil, 0, err
+	}
+	commit := time.Since(t0).Seconds()
+	secs := make([]float64, 0, receivers)
+	for range receivers {
+		<-ready
+		secs = append(secs, time.Since(t0).Seconds())
+	}
+	return secs, commit, nil
+}
+
+// beginAndCopy begins the next version and copies the file at src (a whole version of the
+// same tensors, resident) into its half, as a publisher does; it returns the slot and the
+// seconds from Begin to the end of the copy.
+func beginAndCopy(s *sender.Sender, ts []weightstest.Tensor, src string) (*sender.Slot, float64, error) {
+	var slot *sender.Slot
+	var secs float64
+	err := withMapping(src, false, func(img []byte) error {
+		t0 := time.Now()
+		var err error
+		if slot, err = s.Begin(0, weightsTensors(ts), map[string]string{"format": "pt"}); err != nil {
+			return err
+		}
+		if err := sender.Write(slot, func(i int) []byte { return img[slot.Offsets[i][0]:slot.Offsets[i][1]] }); err != nil {
+			s.Abort()
+			return err
+		}
+		secs = time.Since(t0).Seconds()
+		return nil
+	})
+	return slot, secs, err
+}
+
+// waitSpares waits until each of receivers (their folders under work) holds a spare copy of
+// version, as its state file says.
+func waitSpares(work string, receivers int, version uint64) error {
+	for i := range receivers {
+		state := filepath.Join(work, fmt.Sprintf("r%d", i), ".model.safetensors.needle", "state.json")
+		for deadline := time.Now().Add(10 * time.Minute); ; time.Sleep(20 * time.Millisecond) {
+			var st struct {
+				Spare uint64 `json:"spare"`
+			}
+			if b, err := os.ReadFile(state); err == nil && json.Unmarshal(b, &st) == nil && st.Spare == version {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("receiver %d made no spare copy of version %d in 10 minutes (%s)", i, version, state)
+			}
+		}
+	}
+	return nil
 }
 
 // withMapping maps path whole (writable or not, pages populated) for the duration of f.

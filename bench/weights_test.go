@@ -9,8 +9,8 @@ import (
 )
 
 // TestWeightsTiny runs the weights benchmark on a small model, with the NumPy baseline: every
-// receiver gets the new version, the re-serving tree sends the step once, apply rebuilds the
-// version (checked inside), and NumPy agrees on AstraFlow's byte count.
+// receiver gets the first version in full and the new one, the re-serving tree sends the step
+// once, apply rebuilds the version (checked inside), and NumPy agrees on AstraFlow's byte count.
 func TestWeightsTiny(t *testing.T) {
 	var b strings.Builder
 	o := WeightsOptions{Shape: "tiny", Changed: 0.01, Receivers: 3, Tree: true, Dir: t.TempDir(), Threads: 2,
@@ -22,7 +22,8 @@ func TestWeightsTiny(t *testing.T) {
 	if err := json.Unmarshal([]byte(b.String()), &rep); err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.ReadySeconds) != 3 || rep.UplinkCopies != 1 || rep.NumPy == nil || rep.WireBytes == 0 {
+	if len(rep.ReadySeconds) != 3 || len(rep.FullReadySeconds) != 3 || rep.PublishCopySeconds <= 0 ||
+		rep.UplinkCopies != 1 || rep.NumPy == nil || rep.WireBytes == 0 {
 		t.Fatalf("report %s", b.String())
 	}
 	if rep.ChangedFrac < 0.008 || rep.ChangedFrac > 0.012 {

@@ -6,8 +6,8 @@ package cuda
 // +cu130 pulls in) put libcublas.so.13 in site-packages/nvidia/cu13/lib, CUDA 12 wheels
 // (nvidia-cublas-cu12) put libcublas.so.12 in site-packages/nvidia/cublas/lib. So besides an
 // explicit path, CUDA_HOME, the loader path and /usr/local/cuda, it is looked for in both layouts
-// of every Python environment a user may have: VIRTUAL_ENV, CONDA_PREFIX, those of every python3
-// on PATH, ~/.local, and the system's /usr/local and /usr (root's pip installs into
+// of every Python environment a user may have: the one this binary was installed into (the
+// needle_rl wheel), VIRTUAL_ENV, CONDA_PREFIX, those of every python3 on PATH, ~/.local, and the system's /usr/local and /usr (root's pip installs into
 // /usr/local/lib/python3.X/dist-packages on Debian and Ubuntu, site-packages elsewhere).
 // Python itself is never run: the places are found from the environment and the file system.
 
@@ -88,7 +88,7 @@ func cublasSearch(getenv func(string) string, home string) (cands, places []stri
 }
 
 // pythonPrefixes are the install prefixes of the user's Python environments, in search
-// order: VIRTUAL_ENV, CONDA_PREFIX, the prefix of each python3 on PATH (the folder above its
+// order: the environment this binary was installed into by pip (installPrefix), VIRTUAL_ENV, CONDA_PREFIX, the prefix of each python3 on PATH (the folder above its
 // bin/, before and after resolving links), ~/.local (pip install --user), then /usr/local and
 // /usr (the system's pip, whichever python3 is on PATH), each once.
 func pythonPrefixes(getenv func(string) string, home string) []string {
@@ -98,6 +98,11 @@ func pythonPrefixes(getenv func(string) string, home string) []string {
 		if !seen[p] {
 			seen[p] = true
 			prefixes = append(prefixes, p)
+		}
+	}
+	if exe, err := executable(); err == nil {
+		if p := installPrefix(exe); p != "" {
+			add(p)
 		}
 	}
 	for _, v := range []string{"VIRTUAL_ENV", "CONDA_PREFIX"} {
@@ -126,6 +131,27 @@ func pythonPrefixes(getenv func(string) string, home string) []string {
 	}
 	return prefixes
 }
+
+// installPrefix is the Python environment's prefix of a binary that pip installed into it
+// (PREFIX/lib/python3.X/site-packages/PACKAGE/.../needle: the wheel's layout), found from the
+// path alone; "" when exe is not inside a site-packages or dist-packages folder. It lets a
+// `needle` started without activating its venv find the cuBLAS that torch installed beside it.
+func installPrefix(exe string) string {
+	for dir := filepath.Dir(exe); dir != filepath.Dir(dir); dir = filepath.Dir(dir) {
+		if b := filepath.Base(dir); b != "site-packages" && b != "dist-packages" {
+			continue
+		}
+		py := filepath.Dir(dir)
+		if lib := filepath.Dir(py); strings.HasPrefix(filepath.Base(py), "python3") && filepath.Base(lib) == "lib" {
+			return filepath.Dir(lib)
+		}
+		return ""
+	}
+	return ""
+}
+
+// executable is os.Executable (a variable so that tests can place the binary in a fake tree).
+var executable = os.Executable
 
 // systemPrefixes are where the system's own pip installs (a variable so that tests can point
 // them into a fake tree).

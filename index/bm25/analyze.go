@@ -8,7 +8,7 @@ import (
 
 // AnalyzerName names the analysis below in index metadata: pyserini's default for English
 // (Anserini's DefaultEnglishAnalyzer, the same chain as Lucene's EnglishAnalyzer).
-const AnalyzerName = "lucene-english: StandardTokenizer(255), EnglishPossessiveFilter, LowerCaseFilter, StopFilter(english), PorterStemFilter"
+const AnalyzerName = "lucene-english: StandardTokenizer(255, Unicode 12.1, emoji), EnglishPossessiveFilter, LowerCaseFilter, StopFilter(english), PorterStemFilter"
 
 // stopWords is Lucene's EnglishAnalyzer.ENGLISH_STOP_WORDS_SET.
 var stopWords = map[string]bool{
@@ -28,8 +28,8 @@ type Analyzer struct {
 
 // Terms calls emit with each term of text in order. term is valid only during the call.
 func (a *Analyzer) Terms(text string, emit func(term []byte)) {
-	tokenize(text, func(word string) {
-		if t := a.analyzeWord(word); t != nil {
+	tokenize(text, func(start, end int) {
+		if t := a.analyzeWord(text[start:end]); t != nil {
 			emit(t)
 		}
 	})

@@ -23,6 +23,7 @@ type Index struct {
 	meta                     *Meta
 	dict, terms, post, norms []byte
 	ids, idOff               []byte
+	blocks, blockOff         []byte
 	release                  []func()     // unmaps the files (mapfile.Map)
 	normInverse              [256]float32 // Lucene's BM25 cache: 1 / (k1 ((1-b) + b len/avgdl)) per length byte
 	k1, b                    float32
@@ -42,6 +43,7 @@ func Open(dir string) (*Index, error) {
 	}{
 		{dictName, &x.dict, (m.Terms + 1) * dictEntrySize}, {termsName, &x.terms, -1}, {postingsName, &x.post, -1},
 		{normsName, &x.norms, m.Rows}, {idsName, &x.ids, -1}, {idOffName, &x.idOff, 8 * (m.Rows + 1)},
+		{blocksName, &x.blocks, -1}, {blockOffName, &x.blockOff, -1},
 	} {
 		b, release, err := mapfile.Map(filepath.Join(dir, f.name), false, false)
 		if err == nil {
@@ -61,11 +63,14 @@ func Open(dir string) (*Index, error) {
 		x.Close()
 		return nil, fmt.Errorf("%s: dictionary does not match the terms and postings files (damaged?)", dir)
 	}
-	// avgdl and the length cache exactly as Lucene's BM25Similarity computes them, in float32.
-	avgdl := float32(float64(m.SumTotalTermFreq) / float64(max(m.DocCount, 1)))
-	for i := range x.normInverse {
-		l := float32(byteToLength(byte(i)))
-		x.normInverse[i] = 1 / float32(x.k1*float32((1-x.b)+float32(float32(x.b*l)/avgdl)))
+	x.normInverse = normInverseTable(x.k1, x.b, m.SumTotalTermFreq, m.DocCount)
+	if got, want := int64(len(x.blockOff)), 8*(m.Terms+1); got != want {
+		x.Close()
+		return nil, fmt.Errorf("%s: %d bytes, want %d for %d terms (damaged?)", blockOffName, got, want, m.Terms)
+	}
+	if n := binary.LittleEndian.Uint64(x.blockOff[8*m.Terms:]); uint64(len(x.blocks)) != n*blockEntrySize {
+		x.Close()
+		return nil, fmt.Errorf("%s: %d bytes, want %d blocks (damaged?)", blocksName, len(x.blocks), n)
 	}
 	return x, nil
 }
@@ -92,18 +97,19 @@ func (x *Index) entry(i int64) dictEntry {
 	return dictEntry{binary.LittleEndian.Uint64(e), binary.LittleEndian.Uint64(e[8:]), binary.LittleEndian.Uint64(e[16:])}
 }
 
-// lookup returns term's document frequency and postings; df 0 when absent.
-func (x *Index) lookup(term []byte) (df uint64, postings []byte) {
+// lookup returns term's document frequency, postings and blocks; df 0 when absent.
+func (x *Index) lookup(term []byte) (df uint64, postings []byte, blocks []byte) {
 	n := x.meta.Terms
 	termAt := func(i int64) []byte {
 		return x.terms[x.entry(i).termOff:x.entry(i+1).termOff]
 	}
 	i := int64(sort.Search(int(n), func(i int) bool { return bytes.Compare(termAt(int64(i)), term) >= 0 }))
 	if i == n || !bytes.Equal(termAt(i), term) {
-		return 0, nil
+		return 0, nil, nil
 	}
 	e, next := x.entry(i), x.entry(i+1)
-	return e.df, x.post[e.postOff:next.postOff]
+	b0, b1 := binary.LittleEndian.Uint64(x.blockOff[8*i:]), binary.LittleEndian.Uint64(x.blockOff[8*i+8:])
+	return e.df, x.post[e.postOff:next.postOff], x.blocks[b0*blockEntrySize : b1*blockEntrySize]
 }
 
 // id is row's corpus id (pyserini's tie order).

@@ -19,11 +19,14 @@ const (
 	normsName    = "bm25.norms"    // per row: its length byte (lengthToByte of its term count)
 	idsName      = "bm25.ids"      // per row: its corpus "id", concatenated (pyserini's tie order)
 	idOffName    = "bm25.idoff"    // rows+1 uint64 offsets into bm25.ids
+	blocksName   = "bm25.blocks"   // per term, per blockSize postings: block (16 bytes, little-endian)
+	blockOffName = "bm25.blockoff" // terms+1 uint64: each term's first block in bm25.blocks
 	partialName  = "bm25.partial"  // the build's runs and checkpoint while building
 )
 
-// formatVersion is Meta.Format of the files this package writes and reads.
-const formatVersion = 1
+// formatVersion is Meta.Format of the files this package writes and reads. Format 2 added
+// bm25.blocks, the per-block score bounds that let a search skip postings.
+const formatVersion = 2
 
 // Lucene's BM25Similarity defaults, as pyserini's LuceneSearcher uses them.
 const (

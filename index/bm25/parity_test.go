@@ -13,7 +13,8 @@ import (
 // The files of testdata/ named pyserini_* are real outputs of pyserini 0.22.1 (Anserini
 // 0.22.1, Lucene 9, openjdk 17) made by bench/pyserini_bm25.py: `index corpus.jsonl`,
 // `search ... queries.jsonl 10 pyserini_top10.jsonl` and `analyze` on the texts listed in
-// pyserini_analyze.jsonl. corpus.jsonl is the first 2,000 WordNet passages of tools/wordnet
+// pyserini_analyze.jsonl (odd words, symbols, emoji sequences, joiners and format characters,
+// many scripts, and every cased letter below U+20000 to check lowercasing). corpus.jsonl is the first 2,000 WordNet passages of tools/wordnet
 // and six rows of punctuation, possessives, non-ASCII text and a 600-letter word; queries.jsonl
 // 300 WordNet example sentences and ten odd queries (empty, stop words only, over-long).
 

@@ -2,53 +2,62 @@ package bm25
 
 import (
 	"bytes"
+	"cmp"
 	"container/heap"
 	"context"
-	"encoding/binary"
+	"errors"
 	"fmt"
-	"math"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"needle/internal/gate"
 )
 
 // Search writes the k best rows of each query into labels[q*k:] and their BM25 scores into
 // dist[q*k:], best first, as pyserini's LuceneSearcher.search ranks them: Lucene's
 // BM25Similarity (k1, b of the index) over a bag of words, a term repeated in the query
 // weighing its count, float32 term scores summed in float64, ties broken by the corpus id
-// (as a string); scores are rounded to 4 decimals as pyserini returns them. A query with no term after analysis (empty, stop words only) and rows past
-// the last hit get label -1. Safe for concurrent callers; it stops between queries when ctx
-// ends.
+// (as a string), then Anserini's tie adjustment (adjustTies). A query with no term after
+// analysis (empty, stop words only) and rows past the last hit get label -1. The queries are
+// shared among GOMAXPROCS workers; each query's answer is the same whoever runs it. Safe for
+// concurrent callers; it stops between queries when ctx ends, and pauses there for
+// interactive work when ctx carries a bulk unit of the serving gate (internal/gate).
 func (x *Index) Search(ctx context.Context, queries []string, k int, dist []float32, labels []int64) error {
 	if len(dist) < len(queries)*k || len(labels) < len(queries)*k {
 		return fmt.Errorf("bm25: result buffers hold %d, %d of %d", len(dist), len(labels), len(queries)*k)
 	}
-	var s searcher
-	for q, text := range queries {
-		if err := ctx.Err(); err != nil {
-			return err
+	var next atomic.Int64
+	var pause sync.Mutex // a gate unit pauses for one caller at a time; the others wait here
+	work := func() error {
+		var s searcher
+		for q := int(next.Add(1) - 1); q < len(queries); q = int(next.Add(1) - 1) {
+			pause.Lock()
+			err := cmp.Or(gate.Wait(ctx), ctx.Err())
+			pause.Unlock()
+			if err != nil {
+				return err
+			}
+			s.search(x, queries[q], k, dist[q*k:(q+1)*k], labels[q*k:(q+1)*k])
 		}
-		s.search(x, text, k, dist[q*k:(q+1)*k], labels[q*k:(q+1)*k])
+		return nil
 	}
-	return nil
-}
-
-// cursor walks one query term's postings.
-type cursor struct {
-	post   []byte
-	doc    int64
-	freq   uint64
-	weight float32 // boost * idf
-}
-
-// advance moves to the next posting; doc is -1 past the last.
-func (c *cursor) advance() {
-	if len(c.post) == 0 {
-		c.doc = -1
-		return
+	workers := min(runtime.GOMAXPROCS(0), len(queries))
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for w := 1; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[w] = work()
+		}()
 	}
-	d, n := binary.Uvarint(c.post)
-	f, m := binary.Uvarint(c.post[n:])
-	c.post = c.post[n+m:]
-	c.doc += int64(d)
-	c.freq = f
+	if workers > 0 {
+		errs[0] = work()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // searcher is one Search call's scratch.
@@ -56,7 +65,8 @@ type searcher struct {
 	a       Analyzer
 	terms   [][]byte
 	counts  map[string]int
-	cursors cursorHeap
+	cursors []*cursor
+	bounds  []float64 // bounds[i]: the sum of the score bounds of cursors[:i]
 	top     topHeap
 }
 
@@ -67,6 +77,24 @@ func (s *searcher) search(x *Index, text string, k int, dist []float32, labels [
 	if k <= 0 {
 		return
 	}
+	s.queryCursors(x, text)
+	s.top = topHeap{x: x, hits: s.top.hits[:0]}
+	s.topK(x, k)
+	for i := len(s.top.hits) - 1; i >= 0; i-- {
+		h := heap.Pop(&s.top).(hit)
+		labels[i], dist[i] = h.row, h.score
+	}
+	n := 0
+	for n < len(labels) && labels[n] >= 0 {
+		n++
+	}
+	adjustTies(dist[:n])
+}
+
+// queryCursors analyzes text into a bag of words (a term repeated weighs its count, at most
+// maxClauses distinct terms) and opens a cursor on each term of the index, sorted by score
+// bound, lowest first.
+func (s *searcher) queryCursors(x *Index, text string) {
 	if s.counts == nil {
 		s.counts = map[string]int{}
 	}
@@ -82,73 +110,91 @@ func (s *searcher) search(x *Index, text string, k int, dist []float32, labels [
 	})
 	s.cursors = s.cursors[:0]
 	for _, t := range s.terms {
-		df, post := x.lookup(t)
+		df, post, blocks := x.lookup(t)
 		if df == 0 {
 			continue
 		}
-		c := &cursor{post: post, doc: -1, weight: float32(s.counts[string(t)]) * x.idf(df)}
-		c.advance()
-		s.cursors = append(s.cursors, c)
+		s.cursors = append(s.cursors, newCursor(post, blocks, float32(s.counts[string(t)])*x.idf(df), x))
 	}
-	heap.Init(&s.cursors)
-	s.top = topHeap{x: x, hits: s.top.hits[:0]}
-	for len(s.cursors) > 0 {
-		doc := s.cursors[0].doc
-		var sum float64
-		for len(s.cursors) > 0 && s.cursors[0].doc == doc {
-			c := s.cursors[0]
-			sum += float64(x.termScore(c.weight, c.freq, doc))
-			c.advance()
-			if c.doc < 0 {
-				heap.Pop(&s.cursors)
-			} else {
-				heap.Fix(&s.cursors, 0)
+	slices.SortFunc(s.cursors, func(a, b *cursor) int { return cmp.Compare(a.maxScore, b.maxScore) })
+	s.bounds = append(s.bounds[:0], 0)
+	for _, c := range s.cursors {
+		s.bounds = append(s.bounds, s.bounds[len(s.bounds)-1]+float64(c.maxScore))
+	}
+}
+
+// topK offers to s.top every row that may enter the k best, by block-max MaxScore (as Lucene
+// 9 does): once k rows are held, the worst of them is a threshold; the terms of lowest bounds
+// whose bounds together stay below it are not essential (a row that has none of the others
+// cannot enter), so rows are drawn from the essential terms only; a row is dropped as soon as
+// its score so far plus the bounds of the terms not yet read stays below the threshold; and
+// where even the per-block bounds of all terms stay below it, whole blocks are skipped. A row
+// whose score could equal the threshold is always scored (ties go by id), so the hits and
+// scores are exactly those of scoring every row.
+func (s *searcher) topK(x *Index, k int) {
+	cs, essential := s.cursors, 0
+	full := func() bool { return len(s.top.hits) == k }
+	for {
+		d := int64(noMore)
+		for _, c := range cs[essential:] {
+			d = min(d, c.doc)
+		}
+		if d == noMore {
+			return
+		}
+		if full() {
+			var bound float64
+			upto := int64(noMore)
+			for _, c := range cs {
+				b, last := c.blockBound(d)
+				bound, upto = bound+float64(b), min(upto, last)
+			}
+			if below(bound, s.top.hits[0].score) {
+				for _, c := range cs[essential:] {
+					c.advance(upto + 1)
+				}
+				continue
 			}
 		}
-		s.top.offer(hit{doc, float32(sum)}, k)
-	}
-	// pyserini hands the k hits to Anserini's ScoreTiesAdjusterReranker: scores rounded to 4
-	// decimals, and each further hit with the same rounded score as the one before lowered by
-	// 1e-6 per tie, so that the order stays as ranked here.
-	for i := len(s.top.hits) - 1; i >= 0; i-- {
-		h := heap.Pop(&s.top).(hit)
-		labels[i], dist[i] = h.row, h.score
-	}
-	ties, prev := 0, float32(0)
-	for i, l := range labels {
-		if l < 0 {
-			break
+		var score float64
+		for _, c := range cs[essential:] {
+			if c.doc == d {
+				score += float64(c.score(x, d))
+				c.next()
+			}
 		}
-		r := float32(math.Floor(float64(dist[i])*10000+0.5) / 10000)
-		if i > 0 && r == prev {
-			ties++
-		} else {
-			ties = 0
+		dropped := false
+		for i := essential - 1; i >= 0; i-- {
+			if below(score+s.bounds[i+1], s.top.hits[0].score) {
+				dropped = true
+				break
+			}
+			if c := cs[i]; c.advance(d) == d {
+				score += float64(c.score(x, d))
+			}
 		}
-		prev = r
-		dist[i] = float32(float64(r) - 1e-6*float64(ties))
+		if dropped {
+			continue
+		}
+		s.top.offer(hit{d, float32(score)}, k)
+		for full() && essential < len(cs) && below(s.bounds[essential+1], s.top.hits[0].score) {
+			essential++
+		}
 	}
 }
 
-// termScore is BM25Scorer.score of Lucene 9: weight - weight / (1 + freq * normInverse),
-// each operation rounded to float32 (the conversions keep Go from fusing them).
-func (x *Index) termScore(weight float32, freq uint64, doc int64) float32 {
-	ni := x.normInverse[x.norms[doc]]
-	return weight - float32(weight/float32(1+float32(float32(freq)*ni)))
+// below reports whether a score bound, summed in float64 (its rounding widened by far more
+// than the rounding of up to maxClauses additions), stays below threshold once rounded to
+// float32 as a score is.
+func below(bound float64, threshold float32) bool {
+	return float32(bound*(1+1e-12)) < threshold
 }
 
-// cursorHeap orders cursors by their current doc.
-type cursorHeap []*cursor
-
-func (h cursorHeap) Len() int           { return len(h) }
-func (h cursorHeap) Less(i, j int) bool { return h[i].doc < h[j].doc }
-func (h cursorHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *cursorHeap) Push(v any)        { *h = append(*h, v.(*cursor)) }
-func (h *cursorHeap) Pop() any {
-	old := *h
-	v := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return v
+// termScore is BM25Scorer.score of Lucene 9 for a posting of the given impact (impact()):
+// weight - weight / (1 + freq * normInverse), each operation rounded to float32 (the
+// conversions keep Go from fusing them). It grows with impact.
+func termScore(weight, impact float32) float32 {
+	return weight - float32(weight/float32(1+impact))
 }
 
 type hit struct {

@@ -88,6 +88,9 @@ type Unit struct {
 // is owed time.
 func (g *Gate) Enter() { g.held.Add(1) }
 
+// Held is the number of interactive jobs holding the gate.
+func (g *Gate) Held() int64 { return g.held.Load() }
+
 // Leave ends one Enter (the job was answered or dropped) and wakes the bulk waiters.
 func (g *Gate) Leave() {
 	g.mu.Lock()

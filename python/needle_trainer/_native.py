@@ -2,9 +2,10 @@
 
 Where the library comes from, first found wins:
   1. the environment variable NEEDLE_LIB (a path to libneedle.so);
-  2. build/native/libneedle.so of the checkout this package sits in (PYTHONPATH=python, or
+  2. libneedle.so beside this file (the needle_rl wheel installs it there);
+  3. build/native/libneedle.so of the checkout this package sits in (PYTHONPATH=python, or
      `pip install -e ./python`);
-  3. build/native/libneedle.so of the checkout `pip install ./python` was run from (recorded
+  4. build/native/libneedle.so of the checkout `pip install ./python` was run from (recorded
      by setup.py in _checkout.py at install time).
 No compiler is involved: `make native` builds the library.
 """
@@ -45,7 +46,8 @@ def _candidates():
     if env:
         return [("NEEDLE_LIB", env)]
     here = os.path.dirname(os.path.abspath(__file__))
-    out = [("this checkout", os.path.join(here, "..", "..", "build", "native", "libneedle.so"))]
+    out = [("the wheel", os.path.join(here, "libneedle.so")),
+           ("this checkout", os.path.join(here, "..", "..", "build", "native", "libneedle.so"))]
     try:
         from . import _checkout  # written by setup.py into installed copies only
         out.append(("the checkout pip installed from", _checkout.LIBNEEDLE))

@@ -48,6 +48,7 @@ func Run(opt Options) Report {
 	var r Report
 	r.Checks = append(r.Checks, machine()...)
 	r.Checks = append(r.Checks, gpu(opt.GPU)...)
+	r.Checks = append(r.Checks, milvus())
 	if opt.Index != "" || opt.Model != "" {
 		r.Checks = append(r.Checks, served(opt.Index, opt.Model)...)
 	}

@@ -51,7 +51,7 @@ func TestProcFiles(t *testing.T) {
 	}
 }
 
-// TestRun: the machine checks always run; an index that does not exist fails the report,
+// TestRun: the machine checks (and the Milvus line) always run; an index that does not exist fails the report,
 // in text and JSON.
 func TestRun(t *testing.T) {
 	r := Run(Options{})
@@ -59,7 +59,7 @@ func TestRun(t *testing.T) {
 	for _, c := range r.Checks {
 		names[c.Name] = true
 	}
-	for _, want := range []string{"cpu", "simd", "blas", "threads", "memory"} {
+	for _, want := range []string{"cpu", "simd", "blas", "threads", "memory", "milvus"} {
 		if !names[want] {
 			t.Errorf("no %s check in %+v", want, r.Checks)
 		}

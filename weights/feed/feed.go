@@ -281,16 +281,13 @@ func (c *conn) sendFull(snap *store.Snapshot, first int) error {
 	if err := c.write(wire.AppendFrame(nil, wire.KindStep, wire.Marshal(step))); err != nil {
 		return err
 	}
-	var h [wire.HeaderLen]byte
 	for i := first; i < l.Chunks(); i++ {
 		_, off, n := l.Span(i)
-		rec := wire.AppendRecordHeader(nil, i, wire.OpRaw, 0)
-		chunk := snap.Data[off : off+n]
-		wire.PutHeader(h[:], wire.KindRecord, rec, chunk)
-		if err := c.write(h[:], rec, chunk); err != nil {
+		head, chunk := snap.RawRecordHead(i), snap.Data[off:off+n]
+		if err := c.write(head, chunk); err != nil {
 			return err
 		}
-		c.s.sentFull.Add(float64(wire.HeaderLen + len(rec) + len(chunk)))
+		c.s.sentFull.Add(float64(len(head) + len(chunk)))
 	}
 	end := wire.End{Records: l.Chunks(), Manifest: snap.KnownManifest()}
 	return c.write(wire.AppendFrame(nil, wire.KindEnd, wire.Marshal(end)))

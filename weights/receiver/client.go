@@ -26,7 +26,9 @@ func dial(ctx context.Context, addr string) (*upstream, error) {
 		tc.SetNoDelay(true)
 		tc.SetReadBuffer(4 << 20)
 	}
-	return &upstream{addr: addr, nc: nc, br: bufio.NewReaderSize(nc, 1<<20)}, nil
+	// A buffer far below a record's size: bufio reads a payload larger than its buffer straight
+	// into the caller's, so a raw record's bytes are copied once out of the socket, not twice.
+	return &upstream{addr: addr, nc: nc, br: bufio.NewReaderSize(nc, 64<<10)}, nil
 }
 
 // ask sends hello and reads the answer's first frame (waiting as long as the server holds

@@ -18,9 +18,22 @@ type mapped struct {
 	Data []byte
 }
 
-// allocate creates path holding size bytes of reserved space (mapfile.Reserve) and maps it.
+// allocate creates path holding size bytes of reserved space (mapfile.Reserve) and maps it
+// with its pages populated (a delta's rebase writes them all through the mapping).
 func allocate(path string, size int64) (*mapped, error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o644)
+	return reserveAndMap(path, os.O_TRUNC, size, true)
+}
+
+// allocateForWrites is allocate for a full step, whose records are written with pwrite
+// (wire.Target.File): pages an existing file at path already holds are kept (overwritten,
+// not freed and allocated again), and the mapping is not populated (that would zero every
+// fresh page before the records overwrite it).
+func allocateForWrites(path string, size int64) (*mapped, error) {
+	return reserveAndMap(path, 0, size, false)
+}
+
+func reserveAndMap(path string, flag int, size int64, populate bool) (*mapped, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR|flag, 0o644)
 	if err != nil {
 		return nil, err
 	}
@@ -29,7 +42,7 @@ func allocate(path string, size int64) (*mapped, error) {
 		os.Remove(path)
 		return nil, err
 	}
-	return mapFile(f, size)
+	return mapFile(f, size, populate)
 }
 
 // openMapped maps an existing file of size bytes for writing.
@@ -43,16 +56,16 @@ func openMapped(path string, size int64) (*mapped, error) {
 		f.Close()
 		return nil, fmt.Errorf("%s: %d bytes, want %d (%v)", path, st.Size(), size, err)
 	}
-	return mapFile(f, size)
+	return mapFile(f, size, true)
 }
 
-func mapFile(f *os.File, size int64) (*mapped, error) {
+// mapFile maps f writable; populate fills the page tables in one pass up front instead of one
+// fault per page while records are applied (a delta at 1% changed writes ~20 elements per
+// 4 KiB page).
+func mapFile(f *os.File, size int64, populate bool) (*mapped, error) {
 	m := &mapped{f: f}
 	if size > 0 {
-		// MAP_POPULATE: a step writes into every page (a full step all of them, a delta at 1%
-		// changed ~20 per 4 KiB page), so the page tables are filled in one pass up front
-		// instead of one fault per page while records are applied.
-		data, err := mapfile.File(f, size, true, true)
+		data, err := mapfile.File(f, size, true, populate)
 		if err != nil {
 			f.Close()
 			return nil, err

@@ -99,21 +99,21 @@ func (r *Receiver) step(ctx context.Context, run string, info wire.StepInfo, res
 func (r *Receiver) openStep(run string, l *wire.ChunkMap, info wire.StepInfo) error {
 	if info.Full() {
 		r.dropBuild(errors.New("a full step replaces it"))
-		if r.st.Spare != 0 { // a full step has no use for it: give its space back first
-			os.Remove(r.f.spare)
-			r.st.Spare = 0
-		}
+		spare := r.st.Spare != 0
+		r.st.Spare = 0
 		r.st.Full = &wire.Resume{Run: run, To: info.To}
 		if err := r.save(); err != nil {
 			return err
 		}
-		m, err := allocate(r.f.next, l.Size)
+		if spare && os.Rename(r.f.spare, r.f.next) != nil { // its pages are overwritten, not allocated again
+			os.Remove(r.f.spare)
+		}
+		m, err := allocateForWrites(r.f.next, l.Size)
 		if err != nil {
 			return localError{err}
 		}
-		copy(m.Data, l.Header)
 		r.build = &build{run: run, chunkMap: l, m: m, full: true}
-		r.build.target = wire.NewTarget(l, m.Data, nil)
+		r.build.target = fullTarget(l, m)
 	} else {
 		if err := r.baseForDelta(run, info); err != nil {
 			return err
@@ -197,11 +197,18 @@ func (r *Receiver) resumeStep(l *wire.ChunkMap, info wire.StepInfo, first int) e
 			return localError{err}
 		}
 		b.m, b.chunkMap = m, l
-		copy(m.Data, l.Header) // a crash may have come between allocating next and writing it
-		b.target = wire.NewTarget(l, m.Data, nil)
+		b.target = fullTarget(l, m) // its header again: a crash may have come before it was written
 		b.target.ReceivedBefore(first)
 	}
 	return nil
+}
+
+// fullTarget is the target of a full step into m: l's header written, records by pwrite.
+func fullTarget(l *wire.ChunkMap, m *mapped) *wire.Target {
+	copy(m.Data, l.Header)
+	t := wire.NewTarget(l, m.Data, nil)
+	t.File = m.f
+	return t
 }
 
 // item is a record on its way to an applying goroutine; buf is the frame buffer it views.

@@ -7,9 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 
-	"needle/internal/mapfile"
 	"needle/safetensors"
 )
 
@@ -72,7 +72,7 @@ func (p *Publisher) PublishImage(img []byte, version uint64) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if err := fill(rep.Slot, func(i int, dst []byte) { copy(dst, img[hdr+tensors[i].Begin:hdr+tensors[i].End]) }); err != nil {
+	if err := Write(rep.Slot, func(i int) []byte { return img[hdr+tensors[i].Begin : hdr+tensors[i].End] }); err != nil {
 		p.call(request{Op: "abort"})
 		return 0, err
 	}
@@ -80,20 +80,27 @@ func (p *Publisher) PublishImage(img []byte, version uint64) (uint64, error) {
 	return rep.Version, err
 }
 
-// fill maps the slot's half and lets write fill each tensor's bytes.
-func fill(slot *Slot, write func(i int, dst []byte)) error {
-	data, release, err := mapfile.Map(slot.Path, true, false)
+// Write writes each tensor's bytes, src(i) for tensor i, into the slot's half with pwrite: a
+// page of the half that was never written is then filled once, where a copy through a mapping
+// would fault it in zeroed first.
+func Write(slot *Slot, src func(i int) []byte) error {
+	f, err := os.OpenFile(slot.Path, os.O_WRONLY, 0)
 	if err != nil {
 		return err
 	}
-	defer release()
-	if int64(len(data)) != slot.Size {
-		return fmt.Errorf("%s has %d bytes, its slot %d", slot.Path, len(data), slot.Size)
-	}
 	for i, o := range slot.Offsets {
-		write(i, data[o[0]:o[1]])
+		b := src(i)
+		if int64(len(b)) != o[1]-o[0] {
+			err = fmt.Errorf("tensor %d: %d bytes for its %d-byte range in %s", i, len(b), o[1]-o[0], slot.Path)
+		} else {
+			_, err = f.WriteAt(b, o[0])
+		}
+		if err != nil {
+			f.Close()
+			return err
+		}
 	}
-	return nil
+	return f.Close()
 }
 
 // Wait returns the stats of version's background job once it has finished.

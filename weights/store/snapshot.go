@@ -29,13 +29,35 @@ type Snapshot struct {
 	idle     chan struct{} // closed when retired and unreferenced
 	manifest []uint64
 	hashing  sync.Mutex // one computation of the manifest at a time
+	heads    []rawHead  // per chunk, made once for every reader (RawRecordHead)
+}
+
+// rawHead is the frame and record header of one chunk's raw record.
+type rawHead struct {
+	once sync.Once
+	b    []byte
 }
 
 // NewSnapshot wraps a mapped version; release (may be nil) runs when it is retired and no
 // reader holds it.
 func NewSnapshot(run string, version uint64, l *wire.ChunkMap, data []byte, release func()) *Snapshot {
 	return &Snapshot{Run: run, Version: version, Image: wire.Image{ChunkMap: l, Data: data}, release: release,
-		gone: make(chan struct{}), idle: make(chan struct{})}
+		gone: make(chan struct{}), idle: make(chan struct{}), heads: make([]rawHead, l.Chunks())}
+}
+
+// RawRecordHead returns the frame header and record header that precede chunk i's bytes in
+// its raw record (record i of a full step). The frame's check reads the whole chunk: it is
+// made by the first reader that asks and shared with the others, which wait for it, so that
+// receivers pulling the version at once do not each hash it. The caller holds a reference.
+func (s *Snapshot) RawRecordHead(i int) []byte {
+	h := &s.heads[i]
+	h.once.Do(func() {
+		_, off, n := s.ChunkMap.Span(i)
+		b := wire.AppendRecordHeader(make([]byte, wire.HeaderLen, wire.HeaderLen+wire.RecordHeaderLen), i, wire.OpRaw, 0)
+		wire.PutHeader(b[:wire.HeaderLen], wire.KindRecord, b[wire.HeaderLen:], s.Data[off:off+n])
+		h.b = b
+	})
+	return h.b
 }
 
 // Acquire takes a reference; false when the snapshot is retired (do not read it).

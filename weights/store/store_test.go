@@ -204,3 +204,31 @@ func TestManifest(t *testing.T) {
 		t.Fatal("another run's manifest")
 	}
 }
+
+// TestRawRecordHead: each chunk's head followed by the chunk's bytes is a valid frame holding
+// the chunk's raw record, and readers asking at once get the same head.
+func TestRawRecordHead(t *testing.T) {
+	l, img := testChunkMap(t)
+	snap := snapshot(l, img, 1)
+	for i := range l.Chunks() {
+		heads := make(chan []byte, 4)
+		for range cap(heads) {
+			go func() { heads <- snap.RawRecordHead(i) }()
+		}
+		head := <-heads
+		for range cap(heads) - 1 {
+			if other := <-heads; &other[0] != &head[0] {
+				t.Fatalf("chunk %d: readers got different heads", i)
+			}
+		}
+		_, off, n := l.Span(i)
+		k, payload, _, err := wire.ParseFrame(append(slices.Clone(head), img[off:off+n]...))
+		if err != nil || k != wire.KindRecord {
+			t.Fatalf("chunk %d: %v %v", i, k, err)
+		}
+		rec, err := wire.ParseRecord(payload)
+		if err != nil || rec.Chunk != i || rec.Op != wire.OpRaw || !slices.Equal(rec.Body, img[off:off+n]) {
+			t.Fatalf("chunk %d: record %+v, %v", i, rec, err)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package wire
 import (
 	"encoding/binary"
 	"fmt"
+	"runtime"
 	"slices"
 	"sync"
 	"unsafe"
@@ -181,13 +182,16 @@ const (
 	compactHdrLen  = 32
 )
 
+// The shared coder's concurrency is how many EncodeAll (DecodeAll) calls run at once: the
+// others wait for one of its coders, so it must not be below the goroutines that encode
+// (apply) chunks.
 var (
 	zenc = sync.OnceValue(func() *zstd.Encoder {
-		e, _ := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1))
+		e, _ := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(runtime.GOMAXPROCS(0)))
 		return e
 	})
 	zdec = sync.OnceValue(func() *zstd.Decoder {
-		d, _ := zstd.NewReader(nil, zstd.WithDecodeAllCapLimit(true), zstd.WithDecoderConcurrency(1))
+		d, _ := zstd.NewReader(nil, zstd.WithDecodeAllCapLimit(true), zstd.WithDecoderConcurrency(runtime.GOMAXPROCS(0)))
 		return d
 	})
 )

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
 
 	"needle/testkit/weightstest"
@@ -10,7 +11,8 @@ import (
 // BenchmarkEncodeStep: a sender's step on a 64 MiB bf16 model in 1 MiB chunks (bytes: both
 // versions, as read), without and with the manifest hashed inside. The step changes 1% of the
 // elements in their lowest bits ("lowbits"), or is an optimizer's step from an fp32 master that
-// changes 1% or 2.4% of them, some in their high byte ("adam").
+// changes 1% or 2.4% of them, some in their high byte ("adam"). One thread, and two ("threads2":
+// how the step's work spreads over goroutines).
 func BenchmarkEncodeStep(b *testing.B) {
 	img, _ := weightstest.Image([]weightstest.Tensor{weightstest.T("w", "BF16", 8192, 4096)}, 1)
 	type step struct {
@@ -34,20 +36,26 @@ func BenchmarkEncodeStep(b *testing.B) {
 	}
 	for _, f := range []Format{Compact, AstraFlow} {
 		for _, s := range steps {
-			for _, hash := range []bool{false, true} {
+			for _, v := range []struct {
+				hash    bool
+				threads int
+			}{{false, 1}, {true, 1}, {false, 2}} {
 				name := f.String() + "/" + s.name
-				if hash {
+				if v.hash {
 					name += "/hashed"
+				}
+				if v.threads > 1 {
+					name += fmt.Sprintf("/threads%d", v.threads)
 				}
 				b.Run(name, func(b *testing.B) {
 					var hashes []uint64
-					if hash {
+					if v.hash {
 						hashes = make([]uint64, l.Chunks())
 					}
 					b.SetBytes(2 * int64(len(img)))
 					b.ReportAllocs()
 					for b.Loop() {
-						if _, err := EncodeStep(Image{l, s.old}, Image{l, s.cur}, f, 1, hashes, func([]byte) error { return nil }); err != nil {
+						if _, err := EncodeStep(Image{l, s.old}, Image{l, s.cur}, f, v.threads, hashes, func([]byte) error { return nil }); err != nil {
 							b.Fatal(err)
 						}
 					}

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"fmt"
+	"io"
 	"sync"
 	"sync/atomic"
 
@@ -17,6 +18,10 @@ import (
 type Target struct {
 	L    *ChunkMap
 	Data []byte // the whole file, writable, its chunks with a base holding the base's bytes; nil for ApplyTo only
+	// File, when set, is Data's file: Apply writes raw records with it (pwrite) instead of
+	// copying them into Data. A fresh tmpfs page written so is never zeroed first, nor mapped,
+	// as it is when a write through the mapping touches it.
+	File io.WriterAt
 
 	changed  atomic.Int64 // elements changed by the delta records applied
 	mu       sync.Mutex
@@ -49,8 +54,22 @@ func (t *Target) Apply(rec Record, scratch *delta.Sparse) error {
 	if rec.Chunk < 0 || rec.Chunk >= t.L.Chunks() {
 		return fmt.Errorf("record for chunk %d; the chunk map has %d", rec.Chunk, t.L.Chunks())
 	}
-	_, off, n := t.L.Span(rec.Chunk)
-	return t.ApplyTo(t.Data[off:off+n], rec, scratch)
+	tensor, off, n := t.L.Span(rec.Chunk)
+	if rec.Op != OpRaw || t.File == nil {
+		return t.ApplyTo(t.Data[off:off+n], rec, scratch)
+	}
+	if int64(len(rec.Body)) != n {
+		return t.rawSizeError(tensor, rec, n)
+	}
+	if _, err := t.File.WriteAt(rec.Body, off); err != nil {
+		return fmt.Errorf("tensor %q chunk %d: %w", t.L.Tensors[tensor].Name, rec.Chunk, err)
+	}
+	t.markReceived(rec.Chunk)
+	return nil
+}
+
+func (t *Target) rawSizeError(tensor int, rec Record, n int64) error {
+	return fmt.Errorf("tensor %q chunk %d: raw record of %d bytes for a %d-byte chunk", t.L.Tensors[tensor].Name, rec.Chunk, len(rec.Body), n)
 }
 
 // ApplyTo is Apply into chunk, the bytes of rec's chunk held apart from Data (the base's bytes
@@ -66,7 +85,7 @@ func (t *Target) ApplyTo(chunk []byte, rec Record, scratch *delta.Sparse) error 
 	}
 	if rec.Op == OpRaw {
 		if int64(len(rec.Body)) != n {
-			return fmt.Errorf("tensor %q chunk %d: raw record of %d bytes for a %d-byte chunk", name, rec.Chunk, len(rec.Body), n)
+			return t.rawSizeError(tensor, rec, n)
 		}
 		copy(chunk, rec.Body)
 	} else {
@@ -82,12 +101,16 @@ func (t *Target) ApplyTo(chunk []byte, rec Record, scratch *delta.Sparse) error 
 		}
 		t.changed.Add(changed)
 	}
-	// A chunk may get its record twice when a broken transfer resumes from the last record
-	// known applied in order: records are idempotent.
-	t.mu.Lock()
-	t.received[rec.Chunk] = true
-	t.mu.Unlock()
+	t.markReceived(rec.Chunk)
 	return nil
+}
+
+// markReceived records that chunk got its record. A chunk may get its record twice when a
+// broken transfer resumes from the last record known applied in order: records are idempotent.
+func (t *Target) markReceived(chunk int) {
+	t.mu.Lock()
+	t.received[chunk] = true
+	t.mu.Unlock()
 }
 
 // Changed is the number of elements the delta records applied so far changed (a record

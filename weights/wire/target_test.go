@@ -2,6 +2,8 @@ package wire
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -61,5 +63,44 @@ func TestApplyRejects(t *testing.T) {
 	full.ReceivedBefore(2)
 	if err := full.Complete(); err == nil || !strings.Contains(err.Error(), "chunk 2") {
 		t.Fatalf("full step missing chunk 2: %v", err)
+	}
+}
+
+// TestApplyRawThroughFile: with File set, raw records go to the file by offset (Data untouched),
+// a raw record of the wrong size writes nothing, and delta records still apply to Data.
+func TestApplyRawThroughFile(t *testing.T) {
+	img, h := weightstest.Image([]weightstest.Tensor{weightstest.T("w", "BF16", 16), weightstest.T("b", "F32", 4)}, 3)
+	l, _ := NewChunkMap(img[:h], int64(len(img)), 16)
+	f, err := os.Create(filepath.Join(t.TempDir(), "next"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Truncate(l.Size); err != nil {
+		t.Fatal(err)
+	}
+	data := make([]byte, l.Size)
+	tgt := NewTarget(l, data, nil)
+	tgt.File = f
+	var sp delta.Sparse
+	_, off, n := l.Span(1)
+	if err := tgt.Apply(Record{Chunk: 1, Op: OpRaw, Body: img[off : off+n-1]}, &sp); err == nil || !strings.Contains(err.Error(), "raw record of") {
+		t.Fatalf("short raw record: %v", err)
+	}
+	for i := range l.Chunks() {
+		_, off, n := l.Span(i)
+		if err := tgt.Apply(Record{Chunk: i, Op: OpRaw, Body: img[off : off+n]}, &sp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tgt.Complete(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(f.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got[h:], img[h:]) || !bytes.Equal(data, make([]byte, l.Size)) {
+		t.Fatal("raw records did not go to the file alone")
 	}
 }
