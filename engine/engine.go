@@ -260,7 +260,7 @@ func (r *Retriever) Retrieve(ctx context.Context, queries []string, k int) ([][]
 	if n == 0 || k <= 0 {
 		return out, nil
 	}
-	bulk := r.batcher != nil && r.batcher.inBulkLane(n) // this call's searches run in the bulk lane
+	bulk := r.inBulkLane(n) // this call's searches run in the bulk lane
 	// flights[q] answers query q unless the cache did; this call searches the led ones.
 	flights := make([]*flight, n)
 	var led []*flight
@@ -324,6 +324,16 @@ func (r *Retriever) Retrieve(ctx context.Context, queries []string, k int) ([][]
 }
 
 // search encodes and searches queries and returns the hits of each.
+// inBulkLane reports whether a call of n queries runs in the bulk lane: the Batcher's, or for
+// BM25 alone its laneSearcher's (the result cache lifts interactive waiters off either).
+func (r *Retriever) inBulkLane(n int) bool {
+	if r.batcher != nil {
+		return r.batcher.inBulkLane(n)
+	}
+	l, ok := r.searcher.(*laneSearcher)
+	return ok && l.inBulkLane(n)
+}
+
 func (r *Retriever) search(ctx context.Context, queries []string, k int) ([][]Hit, error) {
 	n := len(queries)
 	if n == 0 {

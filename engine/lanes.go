@@ -18,7 +18,7 @@ type laneSearcher struct {
 }
 
 func (l *laneSearcher) Search(ctx context.Context, queries []string, k int, dist []float32, labels []int64) error {
-	if len(queries) <= l.maxInteractive {
+	if !l.inBulkLane(len(queries)) {
 		l.gate.Enter()
 		defer l.gate.Leave()
 		u, err := l.gate.Interactive(ctx)
@@ -35,3 +35,6 @@ func (l *laneSearcher) Search(ctx context.Context, queries []string, k int, dist
 	defer u.End()
 	return l.Searcher.Search(gate.With(ctx, u), queries, k, dist, labels)
 }
+
+// inBulkLane reports whether a Search of n queries runs in the bulk lane.
+func (l *laneSearcher) inBulkLane(n int) bool { return n > l.maxInteractive }
