@@ -24,7 +24,8 @@ go build -tags wheel,netgo,osusergo -trimpath -ldflags='-s -w' -o "$STAGE/needle
 
 echo "dist: libneedle.so" >&2
 cmake -S . -B "$OUT/native" -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER="$CC" \
-  -DOpenMP_C_FLAGS=-fopenmp -DOpenMP_C_LIB_NAMES=omp -DOpenMP_omp_LIBRARY="$OMP_DIR/lib/libomp.so" >/dev/null
+  -DOpenMP_C_FLAGS=-fopenmp -DOpenMP_C_LIB_NAMES=omp -DOpenMP_CXX_FLAGS=-fopenmp -DOpenMP_CXX_LIB_NAMES=omp \
+  -DOpenMP_omp_LIBRARY="$OMP_DIR/lib/libomp.so" >/dev/null
 cmake --build "$OUT/native" --target needle -j"$(nproc)" >/dev/null
 tar -C python --exclude __pycache__ --exclude _checkout.py -cf - needle_rl needle_trainer | tar -C "$STAGE" -xf -
 cp "$OUT/native/libneedle.so" "$STAGE/needle_trainer/"
