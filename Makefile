@@ -16,6 +16,12 @@ NATIVE       := build/native
 GO           ?= go
 export NEEDLE_CACHE
 export NEEDLE_MODEL  := $(NEEDLE_CACHE)/models/all-MiniLM-L6-v2
+# Go's build cache keys a cgo package by the files of its own folder: a header it includes from
+# another one (kernels/linalg/dotmm/dotmm_vec.h, platform/cpu/cpu.h) is not part of the key, so
+# editing it left stale objects in every user. The hash of all C headers joins the C flags.
+C_HEADERS_HASH := $(shell find kernels platform cuda capi -name '*.h' | sort | xargs cat | sha1sum | cut -c1-12)
+export CGO_CFLAGS ?= -O2 -g
+CGO_CFLAGS += -DNEEDLE_C_HEADERS=$(C_HEADERS_HASH)
 
 .PHONY: setup native build test run bench clean gpucheck dist wheelproof
 

@@ -15,7 +15,8 @@ mkdir -p "$STAGE"
 # cgo and CMake: gcc compiles C, zig links (cc.sh); zig c++ compiles C++ and links libc++ in.
 export NEEDLE_ZIG_CC="$ZCC" CC="$WHEEL_DIR/cc.sh" CXX="$ZCXX"
 inc="-include $WHEEL_DIR/blas_prefix.h -I$FAISS/include -I$OPENBLAS_DIR/include -I$OMP_DIR/include"
-export CGO_CFLAGS="-O2 -g $inc" CGO_CXXFLAGS="-O2 -g $inc"
+# CGO_CFLAGS from make carries the C headers' hash (Makefile): kept, so a header edit rebuilds here too.
+export CGO_CFLAGS="${CGO_CFLAGS:--O2 -g} $inc" CGO_CXXFLAGS="-O2 -g $inc"
 export CGO_LDFLAGS="-L$FAISS/lib -L$OPENBLAS_DIR/lib -L$OMP_DIR/lib"
 # netgo, osusergo: Go's own resolver and user lookup; cgo's would call glibc functions that moved
 # between 2.28 and the build machine's headers (res_search).

@@ -66,14 +66,11 @@ static inline vf DOTMM_F(fma)(vf a, vf b, vf c) {
 // fold8 adds the upper 8 lanes of a 16-lane accumulator onto the lower 8 (lane l + lane l+8);
 // at 8 lanes it is the identity.
 static inline v8 DOTMM_F(fold8)(vf v) {
-	v8 lo;
-	memcpy(&lo, &v, 32);
 #if VW == 16
-	v8 hi;
-	memcpy(&hi, (const char *)&v + 32, 32);
-	lo += hi;
+	return __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7) + __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
+#else
+	return v;
 #endif
-	return lo;
 }
 
 // reduce8 writes the lane sums of up to 8 accumulators (n of them; the others count as zero
@@ -114,9 +111,12 @@ static inline __attribute__((always_inline)) void DOTMM_F(tile)(const float *a, 
 	int64_t t = 0;
 	for (; t + VW <= d; t += VW) {
 		vf bv[DOTMM_JB];
+#pragma GCC unroll 4
 		for (int j = 0; j < nb; j++) bv[j] = DOTMM_F(load)(b + j * ldb + t);
+#pragma GCC unroll 4
 		for (int q = 0; q < nq; q++) {
 			const vf av = DOTMM_F(load)(a + q * lda + t);
+#pragma GCC unroll 4
 			for (int j = 0; j < nb; j++) acc[q * nb + j] = DOTMM_F(fma)(av, bv[j], acc[q * nb + j]);
 		}
 	}
