@@ -5,17 +5,17 @@ import (
 	"time"
 )
 
-// TestCPU: the process's CPU time grows by about the time a busy loop ran on one thread.
+// TestCPU: the process's CPU time is positive and grows while a thread spins (a loaded
+// machine slows the growth, so the loop waits for it, up to 10 s of wall time).
 func TestCPU(t *testing.T) {
 	before := CPU()
 	if before <= 0 {
-		t.Fatalf("CPU() = %v before any work, want > 0 (a test binary has started)", before)
+		t.Fatalf("CPU() = %v once the test binary runs, want > 0", before)
 	}
-	start, spins := time.Now(), 0
-	for time.Since(start) < 50*time.Millisecond {
-		spins++
-	}
-	if got := CPU() - before; got < 10*time.Millisecond {
-		t.Errorf("CPU grew by %v over a 50 ms busy loop (%d spins), want >= 10 ms", got, spins)
+	start := time.Now()
+	for CPU()-before < 20*time.Millisecond {
+		if time.Since(start) > 10*time.Second {
+			t.Fatalf("CPU grew by %v over 10 s of spinning, want >= 20 ms", CPU()-before)
+		}
 	}
 }
