@@ -7,11 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
-	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -125,29 +125,18 @@ type builder struct {
 	dir     string // Out/bm25.partial
 	st      state
 	hash    *xxhash.Digest
-	norms   *os.File // bm25.partial/norms, one byte per row
-	ids     *os.File // bm25.partial/ids
-	idOff   *os.File // bm25.partial/idoff
-	idBytes int64    // bytes in ids so far
-	post    map[string]*termPostings
-	bytes   int64 // memory held by post (estimate)
+	norms   *os.File     // bm25.partial/norms, one byte per row
+	ids     *os.File     // bm25.partial/ids
+	idOff   *os.File     // bm25.partial/idoff
+	idBytes int64        // bytes in ids so far
+	post    *runPostings // the current run's postings
 	bar     *progress.Bar
 }
-
-// termPostings are one term's postings of the current run.
-type termPostings struct {
-	buf  []byte // (doc - previous doc, freq) uvarint pairs; the first doc relative to -1
-	last int64  // last doc added
-	df   int64
-}
-
-// termOverhead is the memory a new term costs besides its bytes (map entry, struct, slice).
-const termOverhead = 96
 
 // resume opens Out/bm25.partial, continuing the checkpoint there when it is of the same
 // corpus, else starting anew.
 func resume(cfg BuildConfig, corpus Corpus) (*builder, error) {
-	b := &builder{cfg: cfg, dir: filepath.Join(cfg.Out, partialName), hash: xxhash.New(), post: map[string]*termPostings{}}
+	b := &builder{cfg: cfg, dir: filepath.Join(cfg.Out, partialName), hash: xxhash.New(), post: newRunPostings()}
 	var st state
 	err := jsonfile.Read(filepath.Join(b.dir, "state.json"), &st, func() error { return nil })
 	switch {
@@ -211,10 +200,11 @@ type doc struct {
 
 // batch is batchRows lines: read by the reader, analyzed by a worker, added in order.
 type batch struct {
-	lines [][]byte
-	arena []byte
-	docs  []doc
-	done  chan struct{}
+	lines       [][]byte
+	arena       []byte
+	ends, freqs []int32 // the docs' termEnds and freqs, back to back
+	docs        []doc
+	done        chan struct{}
 }
 
 // index reads the corpus from its checkpoint and adds every row, writing runs as memory fills.
@@ -256,9 +246,9 @@ func (b *builder) index(r io.Reader) error {
 		go func() {
 			defer wg.Done()
 			var a Analyzer
-			counts := map[string]int32{}
+			var terms bag
 			for bt := range jobs {
-				bt.analyze(&a, counts)
+				bt.analyze(&a, &terms)
 				close(bt.done)
 			}
 		}()
@@ -280,8 +270,8 @@ func (b *builder) index(r io.Reader) error {
 	return b.flush()
 }
 
-// analyze fills bt.docs from bt.lines; counts is the worker's scratch map.
-func (bt *batch) analyze(a *Analyzer, counts map[string]int32) {
+// analyze fills bt.docs from bt.lines; terms is the worker's scratch bag.
+func (bt *batch) analyze(a *Analyzer, terms *bag) {
 	bt.docs = make([]doc, len(bt.lines))
 	for i, line := range bt.lines {
 		d := &bt.docs[i]
@@ -295,25 +285,19 @@ func (bt *batch) analyze(a *Analyzer, counts map[string]int32) {
 		}
 		d.id = idString(row.ID)
 		d.start = int32(len(bt.arena))
-		clear(counts)
-		var order []string
+		terms.reset()
 		if row.Contents != nil {
 			a.Terms(*row.Contents, func(t []byte) {
 				d.length++
-				if n, ok := counts[string(t)]; ok {
-					counts[string(t)] = n + 1
-					return
-				}
-				s := string(t)
-				counts[s] = 1
-				order = append(order, s)
+				terms.add(t, math.MaxInt)
 			})
 		}
-		for _, t := range order {
-			bt.arena = append(bt.arena, t...)
-			d.termEnds = append(d.termEnds, int32(len(bt.arena))-d.start)
-			d.freqs = append(d.freqs, counts[t])
-		}
+		bt.arena = append(bt.arena, terms.text...)
+		// the doc's ends and freqs are cut from batch-wide slices: two allocations a batch
+		// rather than two a row (earlier rows keep their views when append moves the slices)
+		first := len(bt.ends)
+		bt.ends, bt.freqs = append(bt.ends, terms.ends...), append(bt.freqs, terms.counts...)
+		d.termEnds, d.freqs = bt.ends[first:len(bt.ends):len(bt.ends)], bt.freqs[first:len(bt.freqs):len(bt.freqs)]
 	}
 }
 
@@ -337,20 +321,8 @@ func (b *builder) add(bt *batch) error {
 		row := b.st.Rows
 		prev := int32(0)
 		for j, end := range d.termEnds {
-			term := bt.arena[d.start+prev : d.start+end]
+			b.post.add(bt.arena[d.start+prev:d.start+end], row, d.freqs[j])
 			prev = end
-			p := b.post[string(term)]
-			if p == nil {
-				p = &termPostings{last: -1}
-				b.post[string(term)] = p
-				b.bytes += int64(len(term)) + termOverhead
-			}
-			before := cap(p.buf)
-			p.buf = binary.AppendUvarint(p.buf, uint64(row-p.last))
-			p.buf = binary.AppendUvarint(p.buf, uint64(d.freqs[j]))
-			b.bytes += int64(cap(p.buf) - before)
-			p.last = row
-			p.df++
 		}
 		if d.length > 0 {
 			b.st.DocCount++
@@ -377,7 +349,7 @@ func (b *builder) add(bt *batch) error {
 		b.hash.Write(line)
 	}
 	b.bar.Add(b.st.Offset - before)
-	if b.bytes >= b.cfg.MemoryBytes {
+	if b.post.memory() >= b.cfg.MemoryBytes {
 		return b.flush()
 	}
 	return nil
@@ -386,14 +358,13 @@ func (b *builder) add(bt *batch) error {
 // flush writes the postings in memory as the next sorted run and checkpoints: the row files
 // are synced, then state.json names the run and the corpus offset it covers.
 func (b *builder) flush() error {
-	if len(b.post) > 0 {
+	if b.post.len() > 0 {
 		name := fmt.Sprintf("run-%04d", len(b.st.Runs))
 		if err := atomicfile.Create(filepath.Join(b.dir, name), b.writeRun); err != nil {
 			return err
 		}
 		b.st.Runs = append(b.st.Runs, name)
-		clear(b.post)
-		b.bytes = 0
+		b.post.reset()
 	}
 	for _, f := range []*os.File{b.norms, b.ids, b.idOff} {
 		if err := f.Sync(); err != nil {
@@ -408,27 +379,11 @@ func (b *builder) flush() error {
 	return jsonfile.Write(filepath.Join(b.dir, "state.json"), &b.st, func() error { return nil })
 }
 
-// writeRun writes the postings in memory sorted by term: per term uvarint(len) term
-// uvarint(df) uvarint(last doc) uvarint(len) postings.
+// writeRun writes the postings in memory as a sorted run (runPostings.writeTo).
 func (b *builder) writeRun(f *os.File) error {
-	terms := make([]string, 0, len(b.post))
-	for t := range b.post {
-		terms = append(terms, t)
-	}
-	slices.Sort(terms)
 	w := bufio.NewWriterSize(f, 1<<20)
-	var hdr []byte
-	for _, t := range terms {
-		p := b.post[t]
-		hdr = binary.AppendUvarint(hdr[:0], uint64(len(t)))
-		hdr = append(hdr, t...)
-		hdr = binary.AppendUvarint(hdr, uint64(p.df))
-		hdr = binary.AppendUvarint(hdr, uint64(p.last))
-		hdr = binary.AppendUvarint(hdr, uint64(len(p.buf)))
-		w.Write(hdr)
-		if _, err := w.Write(p.buf); err != nil {
-			return err
-		}
+	if err := b.post.writeTo(w); err != nil {
+		return err
 	}
 	return w.Flush()
 }

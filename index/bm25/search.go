@@ -63,8 +63,7 @@ func (x *Index) Search(ctx context.Context, queries []string, k int, dist []floa
 // searcher is one Search call's scratch.
 type searcher struct {
 	a       Analyzer
-	terms   [][]byte
-	counts  map[string]int
+	terms   bag
 	cursors []*cursor
 	bounds  []float64 // bounds[i]: the sum of the score bounds of cursors[:i]
 	top     topHeap
@@ -95,26 +94,15 @@ func (s *searcher) search(x *Index, text string, k int, dist []float32, labels [
 // maxClauses distinct terms) and opens a cursor on each term of the index, sorted by score
 // bound, lowest first.
 func (s *searcher) queryCursors(x *Index, text string) {
-	if s.counts == nil {
-		s.counts = map[string]int{}
-	}
-	clear(s.counts)
-	s.terms = s.terms[:0]
-	s.a.Terms(text, func(t []byte) {
-		if n, ok := s.counts[string(t)]; ok {
-			s.counts[string(t)] = n + 1
-		} else if len(s.terms) < maxClauses {
-			s.counts[string(t)] = 1
-			s.terms = append(s.terms, bytes.Clone(t))
-		}
-	})
+	s.terms.reset()
+	s.a.Terms(text, func(t []byte) { s.terms.add(t, maxClauses) })
 	s.cursors = s.cursors[:0]
-	for _, t := range s.terms {
-		df, post, blocks := x.lookup(t)
+	for i := range s.terms.len() {
+		df, post, blocks := x.lookup(s.terms.term(i))
 		if df == 0 {
 			continue
 		}
-		s.cursors = append(s.cursors, newCursor(post, blocks, float32(s.counts[string(t)])*x.idf(df), x))
+		s.cursors = append(s.cursors, newCursor(post, blocks, float32(s.terms.counts[i])*x.idf(df), x))
 	}
 	slices.SortFunc(s.cursors, func(a, b *cursor) int { return cmp.Compare(a.maxScore, b.maxScore) })
 	s.bounds = append(s.bounds[:0], 0)

@@ -1,0 +1,78 @@
+package bm25
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// TestRunPostingsWritesWhatAppendWrites: the chunked, pointer-free run writes byte for byte
+// the records of a plain map of appended uvarint slices (the oracle), for 200,000 terms (the
+// table grows many times) of which a few get postings long enough to span chunks of every
+// level and many pages; and again after a reset, reusing its pages.
+func TestRunPostingsWritesWhatAppendWrites(t *testing.T) {
+	r := newRunPostings()
+	rng := rand.New(rand.NewPCG(9, 10))
+	for round := range 2 {
+		type ref struct {
+			buf      []byte
+			last, df int64
+		}
+		want := map[string]*ref{}
+		for row := range int64(20_000) {
+			var terms []string
+			for j := range 10 + rng.IntN(30) {
+				if j < 4 {
+					terms = append(terms, fmt.Sprintf("common%d", j)) // in every row
+				} else {
+					terms = append(terms, fmt.Sprintf("t%d", rng.IntN(200_000)))
+				}
+			}
+			slices.Sort(terms)
+			for _, term := range slices.Compact(terms) {
+				freq := int32(1 + rng.IntN(300)) // one- and two-byte uvarints
+				r.add([]byte(term), 100*row+int64(round), freq)
+				w := want[term]
+				if w == nil {
+					w = &ref{last: -1}
+					want[term] = w
+				}
+				w.buf = binary.AppendUvarint(w.buf, uint64(100*row+int64(round)-w.last))
+				w.buf = binary.AppendUvarint(w.buf, uint64(freq))
+				w.last, w.df = 100*row+int64(round), w.df+1
+			}
+		}
+		var expect bytes.Buffer
+		keys := make([]string, 0, len(want))
+		for k := range want {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			w := want[k]
+			rec := binary.AppendUvarint(nil, uint64(len(k)))
+			rec = append(rec, k...)
+			rec = binary.AppendUvarint(rec, uint64(w.df))
+			rec = binary.AppendUvarint(rec, uint64(w.last))
+			rec = binary.AppendUvarint(rec, uint64(len(w.buf)))
+			expect.Write(append(rec, w.buf...))
+		}
+		var got bytes.Buffer
+		if err := r.writeTo(&got); err != nil {
+			t.Fatal(err)
+		}
+		if r.len() != len(want) || !bytes.Equal(got.Bytes(), expect.Bytes()) {
+			t.Fatalf("round %d: %d terms, %d bytes written; want %d terms, %d bytes", round, r.len(), got.Len(), len(want), expect.Len())
+		}
+		if top := slices.MaxFunc(r.terms, func(a, b runTerm) int { return int(a.tailLevel) - int(b.tailLevel) }); top.tailLevel != maxChunkLevel {
+			t.Fatalf("round %d: the longest postings reached chunk level %d, not the last (%d)", round, top.tailLevel, maxChunkLevel)
+		}
+		if r.page < 2 {
+			t.Fatalf("round %d used %d pages: the test should span several", round, r.page+1)
+		}
+		r.reset()
+	}
+}
