@@ -25,22 +25,35 @@ type runPostings struct {
 	used  int      // bytes used in it
 }
 
-// slot is one entry of the open-addressing table: the term's hash (high bits) and its
-// index in terms plus one.
-type slot struct{ hash, idx uint32 }
+// slot is one entry of the open-addressing table: the term's first 8 bytes, its hash's high
+// bits with its length in the low byte (slotTag), and its index in terms plus one. A term of
+// at most 8 bytes is matched by the slot alone: a lookup then reads no term bytes, which are
+// elsewhere in memory (a cache miss per posting when they were compared).
+type slot struct {
+	prefix   uint64
+	tag, idx uint32
+}
 
-// runTerm is one term of the run.
+func slotTag(h uint64, n int) uint32 { return uint32(h>>40)<<8 | uint32(min(n, 255)) }
+
+func slotPrefix(term []byte) uint64 {
+	var b [8]byte
+	copy(b[:], term)
+	return binary.LittleEndian.Uint64(b[:])
+}
+
+// runTerm is one term of the run: 64 bytes, one cache line.
 type runTerm struct {
 	hash      uint64
 	textOff   uint64
-	textLen   uint32
-	tailLevel uint32 // the last chunk holds chunkPayload(tailLevel) bytes
 	head      uint64 // offset of the first chunk (page*pageBytes + byte)
 	tail      uint64 // offset of the last chunk
 	size      uint64 // postings bytes
-	tailUsed  uint64 // bytes used in the last chunk
 	last      int64  // last row added
 	df        int64
+	textLen   uint16 // a term is at most 255 UTF-16 units (Lucene's token limit): < 1,024 bytes
+	tailLevel uint16 // the last chunk holds chunkPayload(tailLevel) bytes
+	tailUsed  uint32 // bytes used in the last chunk
 }
 
 const (
@@ -49,7 +62,7 @@ const (
 	maxChunkLevel = 12 // payloads double from 8 bytes up to 32 KiB
 )
 
-func chunkPayload(level uint32) uint64 { return 8 << level }
+func chunkPayload(level uint16) uint64 { return 8 << level }
 
 func newRunPostings() *runPostings {
 	return &runPostings{seed: maphash.MakeSeed(), slots: make([]slot, 1<<16), page: -1}
@@ -81,12 +94,12 @@ func (r *runPostings) add(term []byte, row int64, freq int32) {
 	t.df++
 	t.size += uint64(n)
 	for p := buf[:n]; len(p) > 0; {
-		if room := chunkPayload(t.tailLevel) - t.tailUsed; room == 0 {
+		if uint64(t.tailUsed) == chunkPayload(t.tailLevel) {
 			r.grow(t)
 		}
 		c := r.chunk(t.tail, t.tailLevel)
 		k := copy(c[t.tailUsed:], p)
-		t.tailUsed += uint64(k)
+		t.tailUsed += uint32(k)
 		p = p[k:]
 	}
 }
@@ -94,15 +107,16 @@ func (r *runPostings) add(term []byte, row int64, freq int32) {
 // term finds term's entry, adding an empty one where it is new.
 func (r *runPostings) term(term []byte) *runTerm {
 	h := maphash.Bytes(r.seed, term)
+	tag, prefix := slotTag(h, len(term)), slotPrefix(term)
 	mask := uint64(len(r.slots) - 1)
 	for i := h & mask; ; i = (i + 1) & mask {
 		s := r.slots[i]
 		if s.idx == 0 {
 			break
 		}
-		if s.hash == uint32(h>>32) {
+		if s.tag == tag && s.prefix == prefix {
 			t := &r.terms[s.idx-1]
-			if bytes.Equal(r.text[t.textOff:t.textOff+uint64(t.textLen)], term) {
+			if len(term) <= 8 || bytes.Equal(r.text[t.textOff:t.textOff+uint64(t.textLen)], term) {
 				return t
 			}
 		}
@@ -110,29 +124,31 @@ func (r *runPostings) term(term []byte) *runTerm {
 	if 4*(len(r.terms)+1) > 3*len(r.slots) {
 		r.rehash(2 * len(r.slots))
 	}
-	r.terms = append(r.terms, runTerm{hash: h, textOff: uint64(len(r.text)), textLen: uint32(len(term)), last: -1})
+	r.terms = append(r.terms, runTerm{hash: h, textOff: uint64(len(r.text)), textLen: uint16(len(term)), last: -1})
 	r.text = append(r.text, term...)
-	r.place(h, uint32(len(r.terms)))
+	r.place(h, tag, prefix, uint32(len(r.terms)))
 	t := &r.terms[len(r.terms)-1]
 	t.head = r.alloc(0)
 	t.tail = t.head
 	return t
 }
 
-// place puts (h, idx) in the first empty slot of h's probe sequence.
-func (r *runPostings) place(h uint64, idx uint32) {
+// place puts a term's slot in the first empty slot of its hash's probe sequence.
+func (r *runPostings) place(h uint64, tag uint32, prefix uint64, idx uint32) {
 	mask := uint64(len(r.slots) - 1)
 	i := h & mask
 	for r.slots[i].idx != 0 {
 		i = (i + 1) & mask
 	}
-	r.slots[i] = slot{uint32(h >> 32), idx}
+	r.slots[i] = slot{prefix, tag, idx}
 }
 
 func (r *runPostings) rehash(n int) {
 	r.slots = make([]slot, n)
 	for i := range r.terms {
-		r.place(r.terms[i].hash, uint32(i+1))
+		t := &r.terms[i]
+		term := r.text[t.textOff : t.textOff+uint64(t.textLen)]
+		r.place(t.hash, slotTag(t.hash, len(term)), slotPrefix(term), uint32(i+1))
 	}
 }
 
@@ -145,7 +161,7 @@ func (r *runPostings) grow(t *runTerm) {
 }
 
 // alloc returns the offset of a new chunk of the level's payload.
-func (r *runPostings) alloc(level uint32) uint64 {
+func (r *runPostings) alloc(level uint16) uint64 {
 	n := chunkHeader + int(chunkPayload(level))
 	if r.page < 0 || r.used+n > pageBytes {
 		if r.page++; r.page == len(r.pages) {
@@ -159,7 +175,7 @@ func (r *runPostings) alloc(level uint32) uint64 {
 }
 
 // chunk is the payload of the chunk at off.
-func (r *runPostings) chunk(off uint64, level uint32) []byte {
+func (r *runPostings) chunk(off uint64, level uint16) []byte {
 	start := off%pageBytes + chunkHeader
 	return r.pages[off/pageBytes][start : start+chunkPayload(level)]
 }
@@ -188,7 +204,7 @@ func (r *runPostings) writeTo(w io.Writer) error {
 			return err
 		}
 		off, left := t.head, t.size
-		for level := uint32(0); left > 0; level = min(level+1, maxChunkLevel) {
+		for level := uint16(0); left > 0; level = min(level+1, maxChunkLevel) {
 			c := r.chunk(off, level)
 			c = c[:min(uint64(len(c)), left)]
 			if _, err := w.Write(c); err != nil {

@@ -4,14 +4,15 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"hash/maphash"
 	"math/rand/v2"
 	"slices"
 	"testing"
 )
 
 // TestRunPostingsWritesWhatAppendWrites: the chunked, pointer-free run writes byte for byte
-// the records of a plain map of appended uvarint slices (the oracle), for 200,000 terms (the
-// table grows many times) of which a few get postings long enough to span chunks of every
+// the records of a plain map of appended uvarint slices (the oracle), for 400,000 terms of
+// 2 to 18 bytes (the table grows many times) of which a few get postings long enough to span chunks of every
 // level and many pages; and again after a reset, reusing its pages.
 func TestRunPostingsWritesWhatAppendWrites(t *testing.T) {
 	r := newRunPostings()
@@ -28,7 +29,9 @@ func TestRunPostingsWritesWhatAppendWrites(t *testing.T) {
 				if j < 4 {
 					terms = append(terms, fmt.Sprintf("common%d", j)) // in every row
 				} else {
-					terms = append(terms, fmt.Sprintf("t%d", rng.IntN(200_000)))
+					// short terms are matched by their slot alone, longer ones share their
+					// first 8 bytes and are told apart by their bytes
+					terms = append(terms, fmt.Sprintf([]string{"t%d", "sharedprefix%d"}[j%2], rng.IntN(200_000)))
 				}
 			}
 			slices.Sort(terms)
@@ -74,5 +77,20 @@ func TestRunPostingsWritesWhatAppendWrites(t *testing.T) {
 			t.Fatalf("round %d used %d pages: the test should span several", round, r.page+1)
 		}
 		r.reset()
+	}
+}
+
+// TestRunPostingsTellsLongTermsApart: two terms longer than 8 bytes with the same first 8
+// bytes, length and slot tag (a hash collision, forced here) stay two terms.
+func TestRunPostingsTellsLongTermsApart(t *testing.T) {
+	a, b := []byte("sharedprefix-a"), []byte("sharedprefix-b")
+	r := newRunPostings()
+	r.add(a, 0, 1)
+	hb := maphash.Bytes(r.seed, b)
+	clear(r.slots) // a's slot moved to where b's lookup starts, with b's tag
+	r.slots[hb&uint64(len(r.slots)-1)] = slot{slotPrefix(a), slotTag(hb, len(b)), 1}
+	r.add(b, 1, 1)
+	if r.len() != 2 {
+		t.Fatalf("%d terms after adding %q and %q, want 2", r.len(), a, b)
 	}
 }
