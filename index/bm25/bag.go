@@ -5,18 +5,23 @@ import (
 	"hash/maphash"
 )
 
+// termSeed seeds termHash: one for the process, so that the hashes a build's analyzing
+// workers compute (bag) serve its postings tables (runPostings) too.
+var termSeed = maphash.MakeSeed()
+
+func termHash(term []byte) uint64 { return maphash.Bytes(termSeed, term) }
+
 // bag counts the distinct terms of one text (a corpus row being indexed, a query) in
 // first-seen order without allocating per term: their bytes go back to back into one
 // buffer, found again through a small open-addressing table that a generation number
 // empties in O(1). A map of strings allocated a string per distinct term of every row.
 type bag struct {
-	seed   maphash.Seed
 	slots  []bagSlot // len a power of two, at least twice the distinct terms
 	gen    uint32    // slots of another generation are empty
 	text   []byte    // the distinct terms back to back
 	ends   []int32   // end of each distinct term in text
 	counts []int32
-	hashes []uint64
+	hashes []uint64 // termHash of each distinct term
 }
 
 type bagSlot struct {
@@ -27,7 +32,7 @@ type bagSlot struct {
 // reset empties the bag for the next text.
 func (b *bag) reset() {
 	if b.slots == nil {
-		b.seed, b.slots = maphash.MakeSeed(), make([]bagSlot, 256)
+		b.slots = make([]bagSlot, 256)
 	}
 	if b.gen++; b.gen == 0 { // wrapped: old generations could match again
 		clear(b.slots)
@@ -39,7 +44,7 @@ func (b *bag) reset() {
 // add counts one occurrence of term; a term not yet in the bag is added only while it holds
 // fewer than limit distinct terms (a query keeps its first maxClauses).
 func (b *bag) add(term []byte, limit int) {
-	h := maphash.Bytes(b.seed, term)
+	h := termHash(term)
 	mask := uint64(len(b.slots) - 1)
 	i := h & mask
 	for ; b.slots[i].gen == b.gen; i = (i + 1) & mask {

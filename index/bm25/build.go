@@ -125,18 +125,27 @@ type builder struct {
 	dir     string // Out/bm25.partial
 	st      state
 	hash    *xxhash.Digest
-	norms   *os.File     // bm25.partial/norms, one byte per row
-	ids     *os.File     // bm25.partial/ids
-	idOff   *os.File     // bm25.partial/idoff
-	idBytes int64        // bytes in ids so far
-	post    *runPostings // the current run's postings
+	norms   *os.File       // bm25.partial/norms, one byte per row
+	ids     *os.File       // bm25.partial/ids
+	idOff   *os.File       // bm25.partial/idoff
+	idBytes int64          // bytes in ids so far
+	post    []*runPostings // the current run's postings, one table per shard of terms (termShard)
 	bar     *progress.Bar
 }
+
+// termShard is the shard of the postings tables that holds a term of hash h: a batch's
+// postings are added by one goroutine per shard at once (the adds are a build's serial part;
+// their time is mostly waiting for memory). Hash bits 32-39: runPostings uses the low bits
+// for its slots and the high ones for its tags.
+func termShard(h uint64, shards int) int { return int(h>>32&0xff) % shards }
 
 // resume opens Out/bm25.partial, continuing the checkpoint there when it is of the same
 // corpus, else starting anew.
 func resume(cfg BuildConfig, corpus Corpus) (*builder, error) {
-	b := &builder{cfg: cfg, dir: filepath.Join(cfg.Out, partialName), hash: xxhash.New(), post: newRunPostings()}
+	b := &builder{cfg: cfg, dir: filepath.Join(cfg.Out, partialName), hash: xxhash.New()}
+	for range max(1, min(cfg.Threads, 16)) {
+		b.post = append(b.post, newRunPostings())
+	}
 	var st state
 	err := jsonfile.Read(filepath.Join(b.dir, "state.json"), &st, func() error { return nil })
 	switch {
@@ -194,7 +203,8 @@ type doc struct {
 	termEnds  []int32 // end of each distinct term in batch.arena, from the doc's start
 	start     int32
 	freqs     []int32
-	length    uint32 // terms indexed (Lucene's field length)
+	hashes    []uint64 // termHash of each distinct term
+	length    uint32   // terms indexed (Lucene's field length)
 	bad, size int
 }
 
@@ -202,7 +212,8 @@ type doc struct {
 type batch struct {
 	lines       [][]byte
 	arena       []byte
-	ends, freqs []int32 // the docs' termEnds and freqs, back to back
+	ends, freqs []int32  // the docs' termEnds and freqs, back to back
+	hashes      []uint64 // the docs' hashes, back to back
 	docs        []doc
 	done        chan struct{}
 }
@@ -295,9 +306,9 @@ func (bt *batch) analyze(a *Analyzer, terms *bag) {
 		bt.arena = append(bt.arena, terms.text...)
 		// the doc's ends and freqs are cut from batch-wide slices: two allocations a batch
 		// rather than two a row (earlier rows keep their views when append moves the slices)
-		first := len(bt.ends)
-		bt.ends, bt.freqs = append(bt.ends, terms.ends...), append(bt.freqs, terms.counts...)
-		d.termEnds, d.freqs = bt.ends[first:len(bt.ends):len(bt.ends)], bt.freqs[first:len(bt.freqs):len(bt.freqs)]
+		first, n := len(bt.ends), len(bt.ends)+terms.len()
+		bt.ends, bt.freqs, bt.hashes = append(bt.ends, terms.ends...), append(bt.freqs, terms.counts...), append(bt.hashes, terms.hashes...)
+		d.termEnds, d.freqs, d.hashes = bt.ends[first:n:n], bt.freqs[first:n:n], bt.hashes[first:n:n]
 	}
 }
 
@@ -313,17 +324,16 @@ func idString(raw json.RawMessage) []byte {
 // add appends a batch's rows: postings in memory, norms and ids to their files; it writes a
 // run when the postings pass the memory budget.
 func (b *builder) add(bt *batch) error {
+	var wg sync.WaitGroup
+	first := b.st.Rows // the loop below moves b.st.Rows on while the shards add
+	for shard, p := range b.post {
+		wg.Go(func() { p.addBatch(bt, first, shard, len(b.post)) })
+	}
 	norms := make([]byte, len(bt.docs))
 	var ids, offs []byte
 	before := b.st.Offset
 	for i := range bt.docs {
 		d := &bt.docs[i]
-		row := b.st.Rows
-		prev := int32(0)
-		for j, end := range d.termEnds {
-			b.post.add(bt.arena[d.start+prev:d.start+end], row, d.freqs[j])
-			prev = end
-		}
 		if d.length > 0 {
 			b.st.DocCount++
 			b.st.SumTotalTermFreq += int64(d.length)
@@ -348,23 +358,47 @@ func (b *builder) add(bt *batch) error {
 	for _, line := range bt.lines {
 		b.hash.Write(line)
 	}
+	wg.Wait()
 	b.bar.Add(b.st.Offset - before)
-	if b.post.memory() >= b.cfg.MemoryBytes {
+	var memory int64
+	for _, p := range b.post {
+		memory += p.memory()
+	}
+	if memory >= b.cfg.MemoryBytes {
 		return b.flush()
 	}
 	return nil
 }
 
+// addBatch adds the postings of bt's terms of the given shard, its first doc being row first.
+func (r *runPostings) addBatch(bt *batch, first int64, shard, shards int) {
+	for i := range bt.docs {
+		d := &bt.docs[i]
+		prev := int32(0)
+		for j, end := range d.termEnds {
+			if h := d.hashes[j]; termShard(h, shards) == shard {
+				r.add(bt.arena[d.start+prev:d.start+end], h, first+int64(i), d.freqs[j])
+			}
+			prev = end
+		}
+	}
+}
+
 // flush writes the postings in memory as the next sorted run and checkpoints: the row files
 // are synced, then state.json names the run and the corpus offset it covers.
 func (b *builder) flush() error {
-	if b.post.len() > 0 {
+	// each shard is a run of its own: no term is in two shards, so the merge joins a term's
+	// postings from the runs of successive flushes only, in their order
+	for _, p := range b.post {
+		if p.len() == 0 {
+			continue
+		}
 		name := fmt.Sprintf("run-%04d", len(b.st.Runs))
-		if err := atomicfile.Create(filepath.Join(b.dir, name), b.writeRun); err != nil {
+		if err := atomicfile.Create(filepath.Join(b.dir, name), func(f *os.File) error { return writeRun(f, p) }); err != nil {
 			return err
 		}
 		b.st.Runs = append(b.st.Runs, name)
-		b.post.reset()
+		p.reset()
 	}
 	for _, f := range []*os.File{b.norms, b.ids, b.idOff} {
 		if err := f.Sync(); err != nil {
@@ -379,10 +413,10 @@ func (b *builder) flush() error {
 	return jsonfile.Write(filepath.Join(b.dir, "state.json"), &b.st, func() error { return nil })
 }
 
-// writeRun writes the postings in memory as a sorted run (runPostings.writeTo).
-func (b *builder) writeRun(f *os.File) error {
+// writeRun writes p as a sorted run (runPostings.writeTo).
+func writeRun(f *os.File, p *runPostings) error {
 	w := bufio.NewWriterSize(f, 1<<20)
-	if err := b.post.writeTo(w); err != nil {
+	if err := p.writeTo(w); err != nil {
 		return err
 	}
 	return w.Flush()

@@ -3,7 +3,6 @@ package bm25
 import (
 	"bytes"
 	"encoding/binary"
-	"hash/maphash"
 	"io"
 	"slices"
 	"unsafe"
@@ -16,7 +15,6 @@ import (
 // inside pages of pageBytes, linked by offsets; an open-addressing table of (hash, term
 // index) slots finds a term.
 type runPostings struct {
-	seed  maphash.Seed
 	slots []slot // len a power of two; idx 0: empty
 	terms []runTerm
 	text  []byte   // the terms' bytes, back to back
@@ -25,21 +23,24 @@ type runPostings struct {
 	used  int      // bytes used in it
 }
 
-// slot is one entry of the open-addressing table: the term's first 8 bytes, its hash's high
-// bits with its length in the low byte (slotTag), and its index in terms plus one. A term of
-// at most 8 bytes is matched by the slot alone: a lookup then reads no term bytes, which are
-// elsewhere in memory (a cache miss per posting when they were compared).
+// slot is one entry of the open-addressing table: the term's first slotPrefixBytes bytes,
+// its hash's high bits with its length in the low byte (slotTag), and its index in terms plus
+// one. A term of at most slotPrefixBytes is matched by the slot alone: a lookup then reads no
+// term bytes, which are elsewhere in memory (a cache miss per posting when they were
+// compared).
 type slot struct {
-	prefix   uint64
+	prefix   [slotPrefixBytes]byte
 	tag, idx uint32
 }
 
+// slotPrefixBytes covers most words of English text and of bench/zipf_corpus.py's.
+const slotPrefixBytes = 16
+
 func slotTag(h uint64, n int) uint32 { return uint32(h>>40)<<8 | uint32(min(n, 255)) }
 
-func slotPrefix(term []byte) uint64 {
-	var b [8]byte
-	copy(b[:], term)
-	return binary.LittleEndian.Uint64(b[:])
+func slotPrefix(term []byte) (p [slotPrefixBytes]byte) {
+	copy(p[:], term)
+	return p
 }
 
 // runTerm is one term of the run: 64 bytes, one cache line.
@@ -65,7 +66,7 @@ const (
 func chunkPayload(level uint16) uint64 { return 8 << level }
 
 func newRunPostings() *runPostings {
-	return &runPostings{seed: maphash.MakeSeed(), slots: make([]slot, 1<<16), page: -1}
+	return &runPostings{slots: make([]slot, 1<<16), page: -1}
 }
 
 // memory is the bytes the run uses (its budget's measure).
@@ -84,9 +85,9 @@ func (r *runPostings) reset() {
 }
 
 // add appends (row - the term's previous row, freq) to term's postings; rows come in
-// increasing order per term.
-func (r *runPostings) add(term []byte, row int64, freq int32) {
-	t := r.term(term)
+// increasing order per term. h is termHash(term).
+func (r *runPostings) add(term []byte, h uint64, row int64, freq int32) {
+	t := r.term(term, h)
 	var buf [2 * binary.MaxVarintLen64]byte
 	n := binary.PutUvarint(buf[:], uint64(row-t.last))
 	n += binary.PutUvarint(buf[n:], uint64(freq))
@@ -104,9 +105,8 @@ func (r *runPostings) add(term []byte, row int64, freq int32) {
 	}
 }
 
-// term finds term's entry, adding an empty one where it is new.
-func (r *runPostings) term(term []byte) *runTerm {
-	h := maphash.Bytes(r.seed, term)
+// term finds term's entry (h: its termHash), adding an empty one where it is new.
+func (r *runPostings) term(term []byte, h uint64) *runTerm {
 	tag, prefix := slotTag(h, len(term)), slotPrefix(term)
 	mask := uint64(len(r.slots) - 1)
 	for i := h & mask; ; i = (i + 1) & mask {
@@ -116,7 +116,7 @@ func (r *runPostings) term(term []byte) *runTerm {
 		}
 		if s.tag == tag && s.prefix == prefix {
 			t := &r.terms[s.idx-1]
-			if len(term) <= 8 || bytes.Equal(r.text[t.textOff:t.textOff+uint64(t.textLen)], term) {
+			if len(term) <= slotPrefixBytes || bytes.Equal(r.text[t.textOff:t.textOff+uint64(t.textLen)], term) {
 				return t
 			}
 		}
@@ -134,7 +134,7 @@ func (r *runPostings) term(term []byte) *runTerm {
 }
 
 // place puts a term's slot in the first empty slot of its hash's probe sequence.
-func (r *runPostings) place(h uint64, tag uint32, prefix uint64, idx uint32) {
+func (r *runPostings) place(h uint64, tag uint32, prefix [slotPrefixBytes]byte, idx uint32) {
 	mask := uint64(len(r.slots) - 1)
 	i := h & mask
 	for r.slots[i].idx != 0 {

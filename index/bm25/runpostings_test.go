@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"hash/maphash"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -12,7 +11,7 @@ import (
 
 // TestRunPostingsWritesWhatAppendWrites: the chunked, pointer-free run writes byte for byte
 // the records of a plain map of appended uvarint slices (the oracle), for 400,000 terms of
-// 2 to 18 bytes (the table grows many times) of which a few get postings long enough to span chunks of every
+// 2 to 26 bytes (the table grows many times) of which a few get postings long enough to span chunks of every
 // level and many pages; and again after a reset, reusing its pages.
 func TestRunPostingsWritesWhatAppendWrites(t *testing.T) {
 	r := newRunPostings()
@@ -30,14 +29,14 @@ func TestRunPostingsWritesWhatAppendWrites(t *testing.T) {
 					terms = append(terms, fmt.Sprintf("common%d", j)) // in every row
 				} else {
 					// short terms are matched by their slot alone, longer ones share their
-					// first 8 bytes and are told apart by their bytes
-					terms = append(terms, fmt.Sprintf([]string{"t%d", "sharedprefix%d"}[j%2], rng.IntN(200_000)))
+					// first slotPrefixBytes and are told apart by their bytes
+					terms = append(terms, fmt.Sprintf([]string{"t%d", "a-prefix-of-16-bytes-%d"}[j%2], rng.IntN(200_000)))
 				}
 			}
 			slices.Sort(terms)
 			for _, term := range slices.Compact(terms) {
 				freq := int32(1 + rng.IntN(300)) // one- and two-byte uvarints
-				r.add([]byte(term), 100*row+int64(round), freq)
+				r.add([]byte(term), termHash([]byte(term)), 100*row+int64(round), freq)
 				w := want[term]
 				if w == nil {
 					w = &ref{last: -1}
@@ -80,16 +79,16 @@ func TestRunPostingsWritesWhatAppendWrites(t *testing.T) {
 	}
 }
 
-// TestRunPostingsTellsLongTermsApart: two terms longer than 8 bytes with the same first 8
-// bytes, length and slot tag (a hash collision, forced here) stay two terms.
+// TestRunPostingsTellsLongTermsApart: two terms longer than a slot's prefix with the same
+// prefix, length and slot tag (a hash collision, forced here) stay two terms.
 func TestRunPostingsTellsLongTermsApart(t *testing.T) {
-	a, b := []byte("sharedprefix-a"), []byte("sharedprefix-b")
+	a, b := []byte("a-shared-prefix-of-16-bytes-a"), []byte("a-shared-prefix-of-16-bytes-b")
 	r := newRunPostings()
-	r.add(a, 0, 1)
-	hb := maphash.Bytes(r.seed, b)
+	r.add(a, termHash(a), 0, 1)
+	hb := termHash(b)
 	clear(r.slots) // a's slot moved to where b's lookup starts, with b's tag
 	r.slots[hb&uint64(len(r.slots)-1)] = slot{slotPrefix(a), slotTag(hb, len(b)), 1}
-	r.add(b, 1, 1)
+	r.add(b, hb, 1, 1)
 	if r.len() != 2 {
 		t.Fatalf("%d terms after adding %q and %q, want 2", r.len(), a, b)
 	}
