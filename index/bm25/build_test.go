@@ -94,14 +94,7 @@ func TestLinesLongerThanTheReadBuffer(t *testing.T) {
 	if err := os.WriteFile(corpus, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := Build(BuildConfig{Corpus: corpus, Out: filepath.Join(dir, "ix")}); err != nil {
-		t.Fatal(err)
-	}
-	x, err := Open(filepath.Join(dir, "ix"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer x.Close()
+	x := buildAndOpen(t, corpus, filepath.Join(dir, "ix"))
 	dist, labels := make([]float32, 3), make([]int64, 3)
 	if err := x.Search(context.Background(), []string{"needle"}, 3, dist, labels); err != nil {
 		t.Fatal(err)
@@ -109,4 +102,18 @@ func TestLinesLongerThanTheReadBuffer(t *testing.T) {
 	if x.Ntotal() != 3 || min(labels[0], labels[1]) != 1 || max(labels[0], labels[1]) != 2 || labels[2] != -1 {
 		t.Fatalf("%d rows; hits of \"needle\": rows %v, want 1 (3 MB of it) and 2", x.Ntotal(), labels)
 	}
+}
+
+// buildAndOpen builds corpus into out and opens it; closed when the test ends.
+func buildAndOpen(t testing.TB, corpus, out string) *Index {
+	t.Helper()
+	if err := Build(BuildConfig{Corpus: corpus, Out: out}); err != nil {
+		t.Fatal(err)
+	}
+	x, err := Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { x.Close() })
+	return x
 }
