@@ -122,6 +122,10 @@ func (s *searcher) queryCursors(x *Index, text string) {
 func (s *searcher) topK(x *Index, k int) {
 	cs, essential := s.cursors, 0
 	full := func() bool { return len(s.top.hits) == k }
+	// window: rows up to windowEnd lie, for every term, in the block that holds row d or
+	// follows it, so the sum of those blocks' bounds holds for them all and is summed once per
+	// window, not once per row (as Lucene's MaxScore keeps its "up to")
+	windowEnd, windowBound := int64(-1), 0.0
 	for {
 		d := int64(noMore)
 		for _, c := range cs[essential:] {
@@ -131,15 +135,16 @@ func (s *searcher) topK(x *Index, k int) {
 			return
 		}
 		if full() {
-			var bound float64
-			upto := int64(noMore)
-			for _, c := range cs {
-				b, last := c.blockBound(d)
-				bound, upto = bound+float64(b), min(upto, last)
+			if d > windowEnd {
+				windowEnd, windowBound = noMore, 0
+				for _, c := range cs {
+					b, last := c.blockBound(d)
+					windowBound, windowEnd = windowBound+float64(b), min(windowEnd, last)
+				}
 			}
-			if below(bound, s.top.hits[0].score) {
+			if below(windowBound, s.top.hits[0].score) {
 				for _, c := range cs[essential:] {
-					c.advance(upto + 1)
+					c.advance(windowEnd + 1)
 				}
 				continue
 			}
