@@ -66,6 +66,7 @@ type searcher struct {
 	terms   bag
 	cursors []*cursor
 	bounds  []float64 // bounds[i]: the sum of the score bounds of cursors[:i]
+	window  []float64 // window[i]: the sum of the block bounds of cursors[:i] in topK's window
 	top     topHeap
 }
 
@@ -115,8 +116,9 @@ func (s *searcher) queryCursors(x *Index, text string) {
 // 9 does): once k rows are held, the worst of them is a threshold; the terms of lowest bounds
 // whose bounds together stay below it are not essential (a row that has none of the others
 // cannot enter), so rows are drawn from the essential terms only; a row is dropped as soon as
-// its score so far plus the bounds of the terms not yet read stays below the threshold; and
-// where even the per-block bounds of all terms stay below it, whole blocks are skipped. A row
+// its score so far plus the bounds of the terms not yet read (their block bounds in the
+// current window of rows) stays below the threshold; and where even the per-block bounds of
+// all terms stay below it, whole blocks are skipped. A row
 // whose score could equal the threshold is always scored (ties go by id), so the hits and
 // scores are exactly those of scoring every row.
 func (s *searcher) topK(x *Index, k int) {
@@ -125,7 +127,9 @@ func (s *searcher) topK(x *Index, k int) {
 	// window: rows up to windowEnd lie, for every term, in the block that holds row d or
 	// follows it, so the sum of those blocks' bounds holds for them all and is summed once per
 	// window, not once per row (as Lucene's MaxScore keeps its "up to")
-	windowEnd, windowBound := int64(-1), 0.0
+	windowEnd := int64(-1)
+	s.window = slices.Grow(s.window[:0], len(cs)+1)[:len(cs)+1]
+	s.window[0] = 0
 	for {
 		d := int64(noMore)
 		for _, c := range cs[essential:] {
@@ -136,13 +140,13 @@ func (s *searcher) topK(x *Index, k int) {
 		}
 		if full() {
 			if d > windowEnd {
-				windowEnd, windowBound = noMore, 0
-				for _, c := range cs {
+				windowEnd = noMore
+				for i, c := range cs {
 					b, last := c.blockBound(d)
-					windowBound, windowEnd = windowBound+float64(b), min(windowEnd, last)
+					s.window[i+1], windowEnd = s.window[i]+float64(b), min(windowEnd, last)
 				}
 			}
-			if below(windowBound, s.top.hits[0].score) {
+			if below(s.window[len(cs)], s.top.hits[0].score) {
 				for _, c := range cs[essential:] {
 					c.advance(windowEnd + 1)
 				}
@@ -158,7 +162,8 @@ func (s *searcher) topK(x *Index, k int) {
 		}
 		dropped := false
 		for i := essential - 1; i >= 0; i-- {
-			if below(score+s.bounds[i+1], s.top.hits[0].score) {
+			// the unread terms' block bounds in this window: tighter than their bounds on any row
+			if below(score+s.window[i+1], s.top.hits[0].score) {
 				dropped = true
 				break
 			}
