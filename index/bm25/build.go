@@ -43,9 +43,12 @@ type BuildConfig struct {
 // analyzed, run merge buffers.
 const pipelineBytes = 128 << 20
 
-// DefaultMemoryBytes is the postings budget of a build: wiki-18 (21M passages) then writes
-// about 20 runs.
-const DefaultMemoryBytes = 512 << 20
+// DefaultMemoryBytes is the postings budget of a build. At 5M Zipfian rows of 100 words
+// (docs/measurements/2026-11-28-bm25-5m.md) 384 MiB built as fast as 512 (2:01 against
+// 1:57-2:14) at 540 MB peak RSS against 672-676: a fifth of pyserini's. wiki-18 (21M
+// passages) writes a few dozen runs, one per shard at each flush; the merge reads them all at
+// once with 1 MiB each.
+const DefaultMemoryBytes = 384 << 20
 
 // batchRows is the rows read, analyzed and added at a time.
 const batchRows = 1024
