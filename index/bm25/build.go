@@ -409,17 +409,40 @@ func (b *builder) add(bt *batch) error {
 }
 
 // addBatch adds the postings of bt's terms of the given shard, its first doc being row first.
+// A row's terms are found in three passes: load their slots, find their entries, load those
+// entries, then append; the loads of a pass do not wait on each other, so the cache misses
+// of a row's rare terms overlap instead of coming one after another.
 func (r *runPostings) addBatch(bt *batch, first int64, shard, shards int) {
+	var idx []int
+	var touched uint32
 	for i := range bt.docs {
 		d := &bt.docs[i]
+		mask := uint64(len(r.slots) - 1)
+		for _, h := range d.hashes {
+			if termShard(h, shards) == shard {
+				touched += r.slots[h&mask].idx
+			}
+		}
+		idx = idx[:0]
 		prev := int32(0)
 		for j, end := range d.termEnds {
 			if h := d.hashes[j]; termShard(h, shards) == shard {
-				r.add(bt.arena[d.start+prev:d.start+end], h, first+int64(i), d.freqs[j])
+				idx = append(idx, r.termIndex(bt.arena[d.start+prev:d.start+end], h))
 			}
 			prev = end
 		}
+		for _, t := range idx {
+			touched += r.terms[t].tailUsed
+		}
+		k := 0
+		for j, h := range d.hashes {
+			if termShard(h, shards) == shard {
+				r.appendPosting(idx[k], first+int64(i), d.freqs[j])
+				k++
+			}
+		}
 	}
+	r.touched = touched
 }
 
 // flush writes the postings in memory as the next sorted run and checkpoints: the row files

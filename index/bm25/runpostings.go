@@ -21,6 +21,9 @@ type runPostings struct {
 	pages [][]byte // chunk storage, kept across runs; a chunk never spans two pages
 	page  int      // the page being filled (-1: none yet in this run)
 	used  int      // bytes used in it
+	// touched keeps the loads of addBatch's first passes (whose only point is to bring cache
+	// lines in) from being compiled away
+	touched uint32
 }
 
 // slot is one entry of the open-addressing table: the term's first slotPrefixBytes bytes,
@@ -84,10 +87,9 @@ func (r *runPostings) reset() {
 	r.page, r.used = -1, 0
 }
 
-// add appends (row - the term's previous row, freq) to term's postings; rows come in
-// increasing order per term. h is termHash(term).
-func (r *runPostings) add(term []byte, h uint64, row int64, freq int32) {
-	t := r.term(term, h)
+// appendPosting appends (row - the previous row, freq) to the postings of terms[i].
+func (r *runPostings) appendPosting(i int, row int64, freq int32) {
+	t := &r.terms[i]
 	var buf [2 * binary.MaxVarintLen64]byte
 	n := binary.PutUvarint(buf[:], uint64(row-t.last))
 	n += binary.PutUvarint(buf[n:], uint64(freq))
@@ -105,8 +107,9 @@ func (r *runPostings) add(term []byte, h uint64, row int64, freq int32) {
 	}
 }
 
-// term finds term's entry (h: its termHash), adding an empty one where it is new.
-func (r *runPostings) term(term []byte, h uint64) *runTerm {
+// termIndex finds term's index in terms (h: its termHash), adding an empty entry where it is
+// new.
+func (r *runPostings) termIndex(term []byte, h uint64) int {
 	tag, prefix := slotTag(h, len(term)), slotPrefix(term)
 	mask := uint64(len(r.slots) - 1)
 	for i := h & mask; ; i = (i + 1) & mask {
@@ -115,9 +118,9 @@ func (r *runPostings) term(term []byte, h uint64) *runTerm {
 			break
 		}
 		if s.tag == tag && s.prefix == prefix {
-			t := &r.terms[s.idx-1]
-			if len(term) <= slotPrefixBytes || bytes.Equal(r.text[t.textOff:t.textOff+uint64(t.textLen)], term) {
-				return t
+			j := int(s.idx - 1)
+			if len(term) <= slotPrefixBytes || bytes.Equal(r.termText(j), term) {
+				return j
 			}
 		}
 	}
@@ -130,7 +133,13 @@ func (r *runPostings) term(term []byte, h uint64) *runTerm {
 	t := &r.terms[len(r.terms)-1]
 	t.head = r.alloc(0)
 	t.tail = t.head
-	return t
+	return len(r.terms) - 1
+}
+
+// termText is the bytes of terms[i].
+func (r *runPostings) termText(i int) []byte {
+	t := &r.terms[i]
+	return r.text[t.textOff : t.textOff+uint64(t.textLen)]
 }
 
 // place puts a term's slot in the first empty slot of its hash's probe sequence.
@@ -146,9 +155,8 @@ func (r *runPostings) place(h uint64, tag uint32, prefix [slotPrefixBytes]byte, 
 func (r *runPostings) rehash(n int) {
 	r.slots = make([]slot, n)
 	for i := range r.terms {
-		t := &r.terms[i]
-		term := r.text[t.textOff : t.textOff+uint64(t.textLen)]
-		r.place(t.hash, slotTag(t.hash, len(term)), slotPrefix(term), uint32(i+1))
+		term := r.termText(i)
+		r.place(r.terms[i].hash, slotTag(r.terms[i].hash, len(term)), slotPrefix(term), uint32(i+1))
 	}
 }
 
@@ -187,16 +195,12 @@ func (r *runPostings) writeTo(w io.Writer) error {
 	for i := range order {
 		order[i] = uint32(i)
 	}
-	text := func(i uint32) []byte {
-		t := &r.terms[i]
-		return r.text[t.textOff : t.textOff+uint64(t.textLen)]
-	}
-	slices.SortFunc(order, func(a, b uint32) int { return bytes.Compare(text(a), text(b)) })
+	slices.SortFunc(order, func(a, b uint32) int { return bytes.Compare(r.termText(int(a)), r.termText(int(b))) })
 	var hdr []byte
 	for _, i := range order {
 		t := &r.terms[i]
 		hdr = binary.AppendUvarint(hdr[:0], uint64(t.textLen))
-		hdr = append(hdr, text(i)...)
+		hdr = append(hdr, r.termText(int(i))...)
 		hdr = binary.AppendUvarint(hdr, uint64(t.df))
 		hdr = binary.AppendUvarint(hdr, uint64(t.last))
 		hdr = binary.AppendUvarint(hdr, t.size)

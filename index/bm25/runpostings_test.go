@@ -36,7 +36,7 @@ func TestRunPostingsWritesWhatAppendWrites(t *testing.T) {
 			slices.Sort(terms)
 			for _, term := range slices.Compact(terms) {
 				freq := int32(1 + rng.IntN(300)) // one- and two-byte uvarints
-				r.add([]byte(term), termHash([]byte(term)), 100*row+int64(round), freq)
+				r.appendPosting(r.termIndex([]byte(term), termHash([]byte(term))), 100*row+int64(round), freq)
 				w := want[term]
 				if w == nil {
 					w = &ref{last: -1}
@@ -84,11 +84,11 @@ func TestRunPostingsWritesWhatAppendWrites(t *testing.T) {
 func TestRunPostingsTellsLongTermsApart(t *testing.T) {
 	a, b := []byte("a-shared-prefix-of-16-bytes-a"), []byte("a-shared-prefix-of-16-bytes-b")
 	r := newRunPostings()
-	r.add(a, termHash(a), 0, 1)
+	r.appendPosting(r.termIndex(a, termHash(a)), 0, 1)
 	hb := termHash(b)
 	clear(r.slots) // a's slot moved to where b's lookup starts, with b's tag
 	r.slots[hb&uint64(len(r.slots)-1)] = slot{slotPrefix(a), slotTag(hb, len(b)), 1}
-	r.add(b, hb, 1, 1)
+	r.appendPosting(r.termIndex(b, hb), 1, 1)
 	if r.len() != 2 {
 		t.Fatalf("%d terms after adding %q and %q, want 2", r.len(), a, b)
 	}
