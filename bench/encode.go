@@ -280,11 +280,11 @@ func measureEncoder(enc *bert.Encoder, texts benchTexts, repeat int) (encodeResu
 		return r, err
 	}
 	for i := 0; i < repeat; i++ {
-		t0, c0 := time.Now(), processCPU()
+		t0, c0 := time.Now(), procstat.CPU()
 		if _, err := enc.Encode(texts.Passages, ""); err != nil {
 			return r, err
 		}
-		wall, cpu := time.Since(t0).Seconds(), (processCPU() - c0).Seconds()
+		wall, cpu := time.Since(t0).Seconds(), (procstat.CPU() - c0).Seconds()
 		r.PassagesPerSec = max(r.PassagesPerSec, float64(len(texts.Passages))/wall)
 		r.PassagesPerCPUs = max(r.PassagesPerCPUs, float64(len(texts.Passages))/cpu)
 	}

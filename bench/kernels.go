@@ -13,6 +13,7 @@ import (
 
 	"needle/cuda"
 	"needle/internal/option"
+	"needle/internal/procstat"
 	"needle/kernels/trainer/logprob"
 	"needle/platform/cpu"
 	"needle/platform/membw"
@@ -192,11 +193,11 @@ func bestRun(run func(int) error, threads int, minTime time.Duration) (wall, cpu
 	}
 	wall, total := time.Duration(1<<63-1), time.Duration(0)
 	for n := 0; n < 3 || total < minTime; n++ {
-		start, cpuStart := time.Now(), processCPU()
+		start, cpuStart := time.Now(), procstat.CPU()
 		if err := run(threads); err != nil {
 			return 0, 0, err
 		}
-		d, c := time.Since(start), processCPU()-cpuStart
+		d, c := time.Since(start), procstat.CPU()-cpuStart
 		total += d
 		if d < wall {
 			wall, cpu = d, c

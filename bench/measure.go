@@ -7,20 +7,10 @@ package bench
 
 import (
 	"fmt"
-	"syscall"
 	"time"
 
 	"needle/internal/procstat"
 )
-
-// processCPU is the user + system CPU time of this process so far.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 // span is the wall-clock and CPU time (all threads, user + system) of one measured call.
 // CPU time is what to compare when other processes share the cores.
@@ -37,9 +27,9 @@ func (s span) best(o span) span {
 }
 
 func measure(f func() error) (span, error) {
-	cpu0, t := processCPU(), time.Now()
+	cpu0, t := procstat.CPU(), time.Now()
 	err := f()
-	return span{wall: time.Since(t), cpu: processCPU() - cpu0}, err
+	return span{wall: time.Since(t), cpu: procstat.CPU() - cpu0}, err
 }
 
 // readRSS returns this process's resident set from /proc/self/status: total, anonymous

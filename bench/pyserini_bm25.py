@@ -11,12 +11,14 @@ openjdk-17; it bundles Anserini 0.22.1 and Lucene 9):
 Usage:
   python bench/pyserini_bm25.py index CORPUS.jsonl INDEX_DIR [THREADS]  # Lucene index (1 thread), prints docs/s
   python bench/pyserini_bm25.py search INDEX_DIR QUERIES.jsonl K OUT.jsonl [N]
-      # the first N queries ({"query": ...} per line) -> {"query", "docids", "scores"} per line, prints
-      # ms/query and the median and p99 of LuceneSearcher.search's time per query
+      # the first N queries ({"query": ...} per line) -> {"query", "docids", "scores", "ms"} per line
+      # (ms: that query's LuceneSearcher.search time), prints ms/query, the median and p99 of
+      # those times and the process's peak RSS (Python and the JVM in it)
   python bench/pyserini_bm25.py analyze TEXTS.jsonl OUT.jsonl     # {"text"} -> {"text", "terms"}
 """
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -51,14 +53,16 @@ def search(index_dir, queries, k, out, n=None):
         t0 = time.perf_counter()
         hits = s.search(q, k)
         lat.append(time.perf_counter() - t0)
-        res.append({"query": q, "docids": [h.docid for h in hits], "scores": [h.score for h in hits]})
+        res.append({"query": q, "docids": [h.docid for h in hits], "scores": [h.score for h in hits],
+                    "ms": round(1000 * lat[-1], 4)})
     dt = time.time() - t
     lat.sort()
     with open(out, "w") as f:
         for r in res:
             f.write(json.dumps(r) + "\n")
     print(json.dumps({"queries": len(qs), "ms_per_query": round(1000 * dt / len(qs), 3),
-                      "median_ms": round(1000 * lat[len(lat) // 2], 3), "p99_ms": round(1000 * lat[len(lat) * 99 // 100], 3)}))
+                      "median_ms": round(1000 * lat[len(lat) // 2], 3), "p99_ms": round(1000 * lat[len(lat) * 99 // 100], 3),
+                      "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}))
 
 
 def analyze(texts, out):

@@ -4,12 +4,12 @@ import (
 	"bufio"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
 
 	"needle/internal/atomicfile"
-	"needle/internal/mapfile"
 )
 
 // blockSize is the postings of one block of bm25.blocks: the unit that a search skips whole
@@ -54,34 +54,61 @@ func impact(freq uint64, normInverse float32) float32 {
 
 // writeBlocks writes bm25.blocks (every term's postings cut into blocks of blockSize, in
 // dictionary order) and bm25.blockoff (terms+1 uint64: the first block of each term) from the
-// finished dictionary, postings and norms in dir. One pass over the postings.
+// finished dictionary, postings and norms in dir. One pass over the postings, read through a
+// buffer (one term's postings at a time) rather than mapped: the mapped pages of a file of
+// gigabytes counted in the build's resident memory.
 func writeBlocks(dir string, terms int64, normInverse *[256]float32) error {
-	var files [][]byte
-	for _, name := range []string{dictName, postingsName, normsName} {
-		b, release, err := mapfile.Map(filepath.Join(dir, name), false, false)
+	norms, err := os.ReadFile(filepath.Join(dir, normsName))
+	if err != nil {
+		return err
+	}
+	if int64(len(norms)) > math.MaxUint32 {
+		return fmt.Errorf("%d rows: bm25.blocks holds row numbers below 2^32", len(norms))
+	}
+	var readers [2]*bufio.Reader
+	for i, name := range []string{dictName, postingsName} {
+		f, err := os.Open(filepath.Join(dir, name))
 		if err != nil {
 			return err
 		}
-		defer release()
-		files = append(files, b)
+		defer f.Close()
+		readers[i] = bufio.NewReaderSize(f, 1<<20)
 	}
-	dict, post, norms := files[0], files[1], files[2]
-	if int64(len(norms)) > math.MaxUint32 {
-		return fmt.Errorf("%d rows: bm25.blocks holds row numbers below 2^32", len(norms))
+	dict, postings := readers[0], readers[1]
+	var entry [dictEntrySize]byte
+	postOff := func() (uint64, error) {
+		if _, err := io.ReadFull(dict, entry[:]); err != nil {
+			return 0, fmt.Errorf("%s: %w", dictName, noEOF(err))
+		}
+		return binary.LittleEndian.Uint64(entry[8:]), nil
 	}
 	return atomicfile.Create(filepath.Join(dir, blockOffName), func(offFile *os.File) error {
 		return atomicfile.Create(filepath.Join(dir, blocksName), func(blockFile *os.File) error {
 			offs, blocks := bufio.NewWriterSize(offFile, 1<<20), bufio.NewWriterSize(blockFile, 1<<20)
 			var rec [blockEntrySize]byte
 			var count uint64
+			var p []byte
+			start, err := postOff()
+			if err != nil {
+				return err
+			}
 			for t := int64(0); t <= terms; t++ {
 				offs.Write(binary.LittleEndian.AppendUint64(rec[:0], count))
 				if t == terms {
 					break
 				}
-				start := binary.LittleEndian.Uint64(dict[t*dictEntrySize+8:])
-				end := binary.LittleEndian.Uint64(dict[(t+1)*dictEntrySize+8:])
-				p, pos, doc := post[start:end], 0, int64(-1)
+				end, err := postOff()
+				if err != nil {
+					return err
+				}
+				if end < start {
+					return fmt.Errorf("%s: postings of term %d end before they start", dictName, t)
+				}
+				p = grow(p, int(end-start))
+				if _, err := io.ReadFull(postings, p); err != nil {
+					return fmt.Errorf("%s: %w", postingsName, noEOF(err))
+				}
+				pos, doc := 0, int64(-1)
 				for pos < len(p) {
 					var best float32
 					for n := 0; n < blockSize && pos < len(p); n++ {
@@ -99,6 +126,7 @@ func writeBlocks(dir string, terms int64, normInverse *[256]float32) error {
 					blocks.Write(rec[:])
 					count++
 				}
+				start = end
 			}
 			if err := blocks.Flush(); err != nil {
 				return err

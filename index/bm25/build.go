@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -42,9 +43,12 @@ type BuildConfig struct {
 // analyzed, run merge buffers.
 const pipelineBytes = 128 << 20
 
-// DefaultMemoryBytes is the postings budget of a build: wiki-18 (21M passages) then writes
-// about 20 runs.
-const DefaultMemoryBytes = 512 << 20
+// DefaultMemoryBytes is the postings budget of a build. At 5M Zipfian rows of 100 words
+// (docs/measurements/2026-11-28-bm25-5m.md) 384 MiB built as fast as 512 (2:01 against
+// 1:57-2:14) at 540 MB peak RSS against 672-676: a fifth of pyserini's. wiki-18 (21M
+// passages) writes a few dozen runs, one per shard at each flush; the merge reads them all at
+// once with 1 MiB each.
+const DefaultMemoryBytes = 384 << 20
 
 // batchRows is the rows read, analyzed and added at a time.
 const batchRows = 1024
@@ -125,29 +129,27 @@ type builder struct {
 	dir     string // Out/bm25.partial
 	st      state
 	hash    *xxhash.Digest
-	norms   *os.File // bm25.partial/norms, one byte per row
-	ids     *os.File // bm25.partial/ids
-	idOff   *os.File // bm25.partial/idoff
-	idBytes int64    // bytes in ids so far
-	post    map[string]*termPostings
-	bytes   int64 // memory held by post (estimate)
+	norms   *os.File       // bm25.partial/norms, one byte per row
+	ids     *os.File       // bm25.partial/ids
+	idOff   *os.File       // bm25.partial/idoff
+	idBytes int64          // bytes in ids so far
+	post    []*runPostings // the current run's postings, one table per shard of terms (termShard)
 	bar     *progress.Bar
 }
 
-// termPostings are one term's postings of the current run.
-type termPostings struct {
-	buf  []byte // (doc - previous doc, freq) uvarint pairs; the first doc relative to -1
-	last int64  // last doc added
-	df   int64
-}
-
-// termOverhead is the memory a new term costs besides its bytes (map entry, struct, slice).
-const termOverhead = 96
+// termShard is the shard of the postings tables that holds a term of hash h: a batch's
+// postings are added by one goroutine per shard at once (the adds are a build's serial part;
+// their time is mostly waiting for memory). Hash bits 32-39: runPostings uses the low bits
+// for its slots and the high ones for its tags.
+func termShard(h uint64, shards int) int { return int(h>>32&0xff) % shards }
 
 // resume opens Out/bm25.partial, continuing the checkpoint there when it is of the same
 // corpus, else starting anew.
 func resume(cfg BuildConfig, corpus Corpus) (*builder, error) {
-	b := &builder{cfg: cfg, dir: filepath.Join(cfg.Out, partialName), hash: xxhash.New(), post: map[string]*termPostings{}}
+	b := &builder{cfg: cfg, dir: filepath.Join(cfg.Out, partialName), hash: xxhash.New()}
+	for range max(1, min(cfg.Threads, 16)) {
+		b.post = append(b.post, newRunPostings())
+	}
 	var st state
 	err := jsonfile.Read(filepath.Join(b.dir, "state.json"), &st, func() error { return nil })
 	switch {
@@ -205,16 +207,20 @@ type doc struct {
 	termEnds  []int32 // end of each distinct term in batch.arena, from the doc's start
 	start     int32
 	freqs     []int32
-	length    uint32 // terms indexed (Lucene's field length)
+	hashes    []uint64 // termHash of each distinct term
+	length    uint32   // terms indexed (Lucene's field length)
 	bad, size int
 }
 
 // batch is batchRows lines: read by the reader, analyzed by a worker, added in order.
 type batch struct {
-	lines [][]byte
-	arena []byte
-	docs  []doc
-	done  chan struct{}
+	text        []byte   // the lines, back to back
+	lines       [][]byte // views of text
+	arena       []byte
+	ends, freqs []int32  // the docs' termEnds and freqs, back to back
+	hashes      []uint64 // the docs' hashes, back to back
+	docs        []doc
+	done        chan struct{}
 }
 
 // index reads the corpus from its checkpoint and adds every row, writing runs as memory fills.
@@ -223,17 +229,32 @@ func (b *builder) index(r io.Reader) error {
 	defer b.bar.Finish()
 	jobs := make(chan *batch, 2*b.cfg.Threads)
 	ordered := make(chan *batch, 2*b.cfg.Threads)
+	// added batches come back to the reader, their slices kept: a batch's buffers grew from
+	// nothing for every 1,024 rows (a tenth of an analyzing worker's time went to growing them)
+	free := make(chan *batch, 4*b.cfg.Threads+2)
 	var readErr error
 	go func() { // reader
 		defer close(jobs)
 		defer close(ordered)
 		br := bufio.NewReaderSize(r, 1<<20)
 		for {
-			bt := &batch{done: make(chan struct{})}
-			for len(bt.lines) < batchRows {
-				line, err := br.ReadBytes('\n')
-				if len(line) > 0 {
-					bt.lines = append(bt.lines, line)
+			var bt *batch
+			select {
+			case bt = <-free:
+				bt.reset()
+			default:
+				bt = &batch{}
+			}
+			bt.done = make(chan struct{})
+			var ends []int
+			for len(ends) < batchRows {
+				line, err := br.ReadSlice('\n')
+				bt.text = append(bt.text, line...)
+				if err == bufio.ErrBufferFull {
+					continue // a line longer than the buffer: read on
+				}
+				if len(bt.text) > 0 && (len(ends) == 0 || ends[len(ends)-1] < len(bt.text)) {
+					ends = append(ends, len(bt.text))
 				}
 				if err == io.EOF {
 					break
@@ -243,8 +264,15 @@ func (b *builder) index(r io.Reader) error {
 					return
 				}
 			}
-			if len(bt.lines) == 0 {
+			if len(ends) == 0 {
 				return
+			}
+			for i, end := range ends {
+				start := 0
+				if i > 0 {
+					start = ends[i-1]
+				}
+				bt.lines = append(bt.lines, bt.text[start:end])
 			}
 			jobs <- bt
 			ordered <- bt
@@ -256,9 +284,9 @@ func (b *builder) index(r io.Reader) error {
 		go func() {
 			defer wg.Done()
 			var a Analyzer
-			counts := map[string]int32{}
+			var terms bag
 			for bt := range jobs {
-				bt.analyze(&a, counts)
+				bt.analyze(&a, &terms)
 				close(bt.done)
 			}
 		}()
@@ -268,6 +296,10 @@ func (b *builder) index(r io.Reader) error {
 		<-bt.done
 		if err == nil {
 			err = b.add(bt)
+		}
+		select {
+		case free <- bt:
+		default:
 		}
 	}
 	wg.Wait()
@@ -280,9 +312,16 @@ func (b *builder) index(r io.Reader) error {
 	return b.flush()
 }
 
-// analyze fills bt.docs from bt.lines; counts is the worker's scratch map.
-func (bt *batch) analyze(a *Analyzer, counts map[string]int32) {
-	bt.docs = make([]doc, len(bt.lines))
+// reset empties a batch for reuse, keeping its slices.
+func (bt *batch) reset() {
+	bt.text, bt.lines, bt.arena = bt.text[:0], bt.lines[:0], bt.arena[:0]
+	bt.ends, bt.freqs, bt.hashes = bt.ends[:0], bt.freqs[:0], bt.hashes[:0]
+}
+
+// analyze fills bt.docs from bt.lines; terms is the worker's scratch bag.
+func (bt *batch) analyze(a *Analyzer, terms *bag) {
+	bt.docs = slices.Grow(bt.docs[:0], len(bt.lines))[:len(bt.lines)]
+	clear(bt.docs)
 	for i, line := range bt.lines {
 		d := &bt.docs[i]
 		d.size = len(line)
@@ -295,25 +334,19 @@ func (bt *batch) analyze(a *Analyzer, counts map[string]int32) {
 		}
 		d.id = idString(row.ID)
 		d.start = int32(len(bt.arena))
-		clear(counts)
-		var order []string
+		terms.reset()
 		if row.Contents != nil {
 			a.Terms(*row.Contents, func(t []byte) {
 				d.length++
-				if n, ok := counts[string(t)]; ok {
-					counts[string(t)] = n + 1
-					return
-				}
-				s := string(t)
-				counts[s] = 1
-				order = append(order, s)
+				terms.add(t, math.MaxInt)
 			})
 		}
-		for _, t := range order {
-			bt.arena = append(bt.arena, t...)
-			d.termEnds = append(d.termEnds, int32(len(bt.arena))-d.start)
-			d.freqs = append(d.freqs, counts[t])
-		}
+		bt.arena = append(bt.arena, terms.text...)
+		// the doc's ends and freqs are cut from batch-wide slices: two allocations a batch
+		// rather than two a row (earlier rows keep their views when append moves the slices)
+		first, n := len(bt.ends), len(bt.ends)+terms.len()
+		bt.ends, bt.freqs, bt.hashes = append(bt.ends, terms.ends...), append(bt.freqs, terms.counts...), append(bt.hashes, terms.hashes...)
+		d.termEnds, d.freqs, d.hashes = bt.ends[first:n:n], bt.freqs[first:n:n], bt.hashes[first:n:n]
 	}
 }
 
@@ -329,29 +362,16 @@ func idString(raw json.RawMessage) []byte {
 // add appends a batch's rows: postings in memory, norms and ids to their files; it writes a
 // run when the postings pass the memory budget.
 func (b *builder) add(bt *batch) error {
+	var wg sync.WaitGroup
+	first := b.st.Rows // the loop below moves b.st.Rows on while the shards add
+	for shard, p := range b.post {
+		wg.Go(func() { p.addBatch(bt, first, shard, len(b.post)) })
+	}
 	norms := make([]byte, len(bt.docs))
 	var ids, offs []byte
 	before := b.st.Offset
 	for i := range bt.docs {
 		d := &bt.docs[i]
-		row := b.st.Rows
-		prev := int32(0)
-		for j, end := range d.termEnds {
-			term := bt.arena[d.start+prev : d.start+end]
-			prev = end
-			p := b.post[string(term)]
-			if p == nil {
-				p = &termPostings{last: -1}
-				b.post[string(term)] = p
-				b.bytes += int64(len(term)) + termOverhead
-			}
-			before := cap(p.buf)
-			p.buf = binary.AppendUvarint(p.buf, uint64(row-p.last))
-			p.buf = binary.AppendUvarint(p.buf, uint64(d.freqs[j]))
-			b.bytes += int64(cap(p.buf) - before)
-			p.last = row
-			p.df++
-		}
 		if d.length > 0 {
 			b.st.DocCount++
 			b.st.SumTotalTermFreq += int64(d.length)
@@ -376,24 +396,70 @@ func (b *builder) add(bt *batch) error {
 	for _, line := range bt.lines {
 		b.hash.Write(line)
 	}
+	wg.Wait()
 	b.bar.Add(b.st.Offset - before)
-	if b.bytes >= b.cfg.MemoryBytes {
+	var memory int64
+	for _, p := range b.post {
+		memory += p.memory()
+	}
+	if memory >= b.cfg.MemoryBytes {
 		return b.flush()
 	}
 	return nil
 }
 
+// addBatch adds the postings of bt's terms of the given shard, its first doc being row first.
+// A row's terms are found in three passes: load their slots, find their entries, load those
+// entries, then append; the loads of a pass do not wait on each other, so the cache misses
+// of a row's rare terms overlap instead of coming one after another.
+func (r *runPostings) addBatch(bt *batch, first int64, shard, shards int) {
+	var idx []int
+	var touched uint32
+	for i := range bt.docs {
+		d := &bt.docs[i]
+		mask := uint64(len(r.slots) - 1)
+		for _, h := range d.hashes {
+			if termShard(h, shards) == shard {
+				touched += r.slots[h&mask].idx
+			}
+		}
+		idx = idx[:0]
+		prev := int32(0)
+		for j, end := range d.termEnds {
+			if h := d.hashes[j]; termShard(h, shards) == shard {
+				idx = append(idx, r.termIndex(bt.arena[d.start+prev:d.start+end], h))
+			}
+			prev = end
+		}
+		for _, t := range idx {
+			touched += r.terms[t].tailUsed
+		}
+		k := 0
+		for j, h := range d.hashes {
+			if termShard(h, shards) == shard {
+				r.appendPosting(idx[k], first+int64(i), d.freqs[j])
+				k++
+			}
+		}
+	}
+	r.touched = touched
+}
+
 // flush writes the postings in memory as the next sorted run and checkpoints: the row files
 // are synced, then state.json names the run and the corpus offset it covers.
 func (b *builder) flush() error {
-	if len(b.post) > 0 {
+	// each shard is a run of its own: no term is in two shards, so the merge joins a term's
+	// postings from the runs of successive flushes only, in their order
+	for _, p := range b.post {
+		if p.len() == 0 {
+			continue
+		}
 		name := fmt.Sprintf("run-%04d", len(b.st.Runs))
-		if err := atomicfile.Create(filepath.Join(b.dir, name), b.writeRun); err != nil {
+		if err := atomicfile.Create(filepath.Join(b.dir, name), func(f *os.File) error { return writeRun(f, p) }); err != nil {
 			return err
 		}
 		b.st.Runs = append(b.st.Runs, name)
-		clear(b.post)
-		b.bytes = 0
+		p.reset()
 	}
 	for _, f := range []*os.File{b.norms, b.ids, b.idOff} {
 		if err := f.Sync(); err != nil {
@@ -408,27 +474,11 @@ func (b *builder) flush() error {
 	return jsonfile.Write(filepath.Join(b.dir, "state.json"), &b.st, func() error { return nil })
 }
 
-// writeRun writes the postings in memory sorted by term: per term uvarint(len) term
-// uvarint(df) uvarint(last doc) uvarint(len) postings.
-func (b *builder) writeRun(f *os.File) error {
-	terms := make([]string, 0, len(b.post))
-	for t := range b.post {
-		terms = append(terms, t)
-	}
-	slices.Sort(terms)
+// writeRun writes p as a sorted run (runPostings.writeTo).
+func writeRun(f *os.File, p *runPostings) error {
 	w := bufio.NewWriterSize(f, 1<<20)
-	var hdr []byte
-	for _, t := range terms {
-		p := b.post[t]
-		hdr = binary.AppendUvarint(hdr[:0], uint64(len(t)))
-		hdr = append(hdr, t...)
-		hdr = binary.AppendUvarint(hdr, uint64(p.df))
-		hdr = binary.AppendUvarint(hdr, uint64(p.last))
-		hdr = binary.AppendUvarint(hdr, uint64(len(p.buf)))
-		w.Write(hdr)
-		if _, err := w.Write(p.buf); err != nil {
-			return err
-		}
+	if err := p.writeTo(w); err != nil {
+		return err
 	}
 	return w.Flush()
 }

@@ -3,8 +3,10 @@ package bm25
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -79,4 +81,39 @@ func sameFiles(t *testing.T, a, b string) {
 	if _, err := os.Stat(filepath.Join(b, partialName)); err == nil {
 		t.Errorf("%s: the partial folder is left", b)
 	}
+}
+
+// TestLinesLongerThanTheReadBuffer: a corpus row of 3 MB (past the reader's 1 MiB buffer)
+// between short ones, and a last line without a newline, keep their rows and terms.
+func TestLinesLongerThanTheReadBuffer(t *testing.T) {
+	dir := t.TempDir()
+	corpus := filepath.Join(dir, "corpus.jsonl")
+	long := strings.Repeat("needle ", 3<<20/7)
+	text := `{"id": "a", "contents": "first row"}` + "\n" + `{"id": "b", "contents": "` + long + `"}` + "\n" +
+		`{"id": "c", "contents": "last row needle"}`
+	if err := os.WriteFile(corpus, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	x := buildAndOpen(t, corpus, filepath.Join(dir, "ix"))
+	dist, labels := make([]float32, 3), make([]int64, 3)
+	if err := x.Search(context.Background(), []string{"needle"}, 3, dist, labels); err != nil {
+		t.Fatal(err)
+	}
+	if x.Ntotal() != 3 || min(labels[0], labels[1]) != 1 || max(labels[0], labels[1]) != 2 || labels[2] != -1 {
+		t.Fatalf("%d rows; hits of \"needle\": rows %v, want 1 (3 MB of it) and 2", x.Ntotal(), labels)
+	}
+}
+
+// buildAndOpen builds corpus into out and opens it; closed when the test ends.
+func buildAndOpen(t testing.TB, corpus, out string) *Index {
+	t.Helper()
+	if err := Build(BuildConfig{Corpus: corpus, Out: out}); err != nil {
+		t.Fatal(err)
+	}
+	x, err := Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { x.Close() })
+	return x
 }

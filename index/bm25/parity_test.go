@@ -93,14 +93,7 @@ not json
 	if err := os.WriteFile(corpus, []byte(lines), 0o644); err != nil { // no final newline
 		t.Fatal(err)
 	}
-	if err := Build(BuildConfig{Corpus: corpus, Out: filepath.Join(dir, "ix")}); err != nil {
-		t.Fatal(err)
-	}
-	x, err := Open(filepath.Join(dir, "ix"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer x.Close()
+	x := buildAndOpen(t, corpus, filepath.Join(dir, "ix"))
 	m := x.Meta()
 	if m.Rows != 6 || m.DocCount != 2 || m.BadRows != 3 || m.SumTotalTermFreq != 5 {
 		t.Errorf("meta %+v: want 6 rows, doc count 2, 3 bad rows, 5 terms", m)

@@ -16,10 +16,11 @@ import (
 // TestRehearsal is the by-hand BM25 rehearsal (docs/measurements/2026-11-27-bm25-pruning.md):
 // with NEEDLE_BM25_INDEX (a built folder) and NEEDLE_BM25_QUERIES ({"query"} lines) set, it
 // times Search one query at a time, grouped by the postings the query's terms hold; times
-// exhaustive scoring (the oracle) on the same queries; times the whole query set as one call
-// against one call per query; checks the hits equal pyserini's where NEEDLE_BM25_PYSERINI
-// (bench/pyserini_bm25.py search output) is set; and writes the figures as JSON to
-// NEEDLE_BM25_OUT. Skipped without them.
+// exhaustive scoring (the oracle) on the same queries unless NEEDLE_BM25_EXHAUSTIVE=0 (at
+// millions of rows it takes seconds a query); times the whole query set as one call against
+// one call per query; where NEEDLE_BM25_PYSERINI (bench/pyserini_bm25.py search output) is
+// set, checks the hits equal pyserini's and groups pyserini's times by the same postings; and
+// writes the figures as JSON to NEEDLE_BM25_OUT. Skipped without them.
 func TestRehearsal(t *testing.T) {
 	dir, qpath := os.Getenv("NEEDLE_BM25_INDEX"), os.Getenv("NEEDLE_BM25_QUERIES")
 	if dir == "" || qpath == "" {
@@ -37,31 +38,50 @@ func TestRehearsal(t *testing.T) {
 	const k = 10
 	ctx := context.Background()
 	out := map[string]any{"queries": len(queries), "rows": x.Ntotal(), "terms": x.Meta().Terms}
+	withExhaustive := os.Getenv("NEEDLE_BM25_EXHAUSTIVE") != "0"
+	ref := os.Getenv("NEEDLE_BM25_PYSERINI")
+	var pyserini []pyseriniHits
+	if ref != "" {
+		pyserini = testenv.ReadJSONL[pyseriniHits](t, ref)
+	}
 	// one at a time, pruned and exhaustive alternating, grouped by postings of the query
-	groups := []int64{0, 5_000, 50_000, 500_000, 5_000_000, 1 << 62}
-	pruned, full := map[int][]time.Duration{}, map[int][]time.Duration{}
+	groups := []int64{0, 5_000, 50_000, 500_000, 5_000_000, 50_000_000, 1 << 62}
+	pruned, full, lucene := map[int][]time.Duration{}, map[int][]time.Duration{}, map[int][]time.Duration{}
 	var all, allFull []time.Duration
 	dist, labels := make([]float32, k), make([]int64, k)
-	for _, q := range queries {
+	for i, q := range queries {
 		g := slices.IndexFunc(groups[1:], func(lim int64) bool { return postingsOf(x, q) < lim })
 		t0 := time.Now()
 		if err := x.Search(ctx, []string{q}, k, dist, labels); err != nil {
 			t.Fatal(err)
 		}
 		t1 := time.Now()
-		exhaustive(x, q, k)
-		t2 := time.Now()
-		pruned[g], full[g] = append(pruned[g], t1.Sub(t0)), append(full[g], t2.Sub(t1))
-		all, allFull = append(all, t1.Sub(t0)), append(allFull, t2.Sub(t1))
+		pruned[g], all = append(pruned[g], t1.Sub(t0)), append(all, t1.Sub(t0))
+		if withExhaustive {
+			exhaustive(x, q, k)
+			t2 := time.Now()
+			full[g], allFull = append(full[g], t2.Sub(t1)), append(allFull, t2.Sub(t1))
+		}
+		if i < len(pyserini) {
+			lucene[g] = append(lucene[g], time.Duration(pyserini[i].Ms*float64(time.Millisecond)))
+		}
 	}
 	for g := range groups[:len(groups)-1] {
 		if len(pruned[g]) > 0 {
-			out[fmt.Sprintf("postings_%d_%d", groups[g], groups[g+1])] = map[string]any{"n": len(pruned[g]),
-				"median_ms": ms(pct(pruned[g], 50)), "exhaustive_median_ms": ms(pct(full[g], 50))}
+			row := map[string]any{"n": len(pruned[g]), "median_ms": ms(pct(pruned[g], 50)), "p99_ms": ms(pct(pruned[g], 99))}
+			if withExhaustive {
+				row["exhaustive_median_ms"] = ms(pct(full[g], 50))
+			}
+			if len(lucene[g]) > 0 {
+				row["pyserini_median_ms"], row["pyserini_p99_ms"] = ms(pct(lucene[g], 50)), ms(pct(lucene[g], 99))
+			}
+			out[fmt.Sprintf("postings_%d_%d", groups[g], groups[g+1])] = row
 		}
 	}
 	out["median_ms"], out["p99_ms"] = ms(pct(all, 50)), ms(pct(all, 99))
-	out["exhaustive_median_ms"], out["exhaustive_p99_ms"] = ms(pct(allFull, 50)), ms(pct(allFull, 99))
+	if withExhaustive {
+		out["exhaustive_median_ms"], out["exhaustive_p99_ms"] = ms(pct(allFull, 50)), ms(pct(allFull, 99))
+	}
 	// the whole set in one call against one call per query, alternating, three rounds each
 	bulkD, bulkL := make([]float32, len(queries)*k), make([]int64, len(queries)*k)
 	var oneCall, perQuery []time.Duration
@@ -77,8 +97,8 @@ func TestRehearsal(t *testing.T) {
 		oneCall, perQuery = append(oneCall, t1.Sub(t0)), append(perQuery, time.Since(t1))
 	}
 	out["one_call_s"], out["one_by_one_s"] = slices.Min(oneCall).Seconds(), slices.Min(perQuery).Seconds()
-	if ref := os.Getenv("NEEDLE_BM25_PYSERINI"); ref != "" {
-		out["pyserini_equal"], out["pyserini_compared"] = comparePyserini(t, x, ref, bulkD, bulkL, k)
+	if ref != "" {
+		out["pyserini_equal"], out["pyserini_compared"] = comparePyserini(x, pyserini, bulkD, bulkL, k)
 	}
 	b, _ := json.MarshalIndent(out, "", "  ")
 	t.Logf("%s", b)
@@ -87,12 +107,16 @@ func TestRehearsal(t *testing.T) {
 	}
 }
 
-// comparePyserini counts the queries whose ids and scores equal pyserini's in ref.
-func comparePyserini(t *testing.T, x *Index, ref string, dist []float32, labels []int64, k int) (equal, n int) {
-	for q, w := range testenv.ReadJSONL[struct {
-		Docids []string
-		Scores []float32
-	}](t, ref) {
+// pyseriniHits is a line of bench/pyserini_bm25.py search output.
+type pyseriniHits struct {
+	Docids []string
+	Scores []float32
+	Ms     float64 // LuceneSearcher.search's time for the query
+}
+
+// comparePyserini counts the queries whose ids and scores equal pyserini's.
+func comparePyserini(x *Index, pyserini []pyseriniHits, dist []float32, labels []int64, k int) (equal, n int) {
+	for q, w := range pyserini {
 		var ids []string
 		var scores []float32
 		for j := q * k; j < (q+1)*k && labels[j] >= 0; j++ {

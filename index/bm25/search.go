@@ -63,10 +63,10 @@ func (x *Index) Search(ctx context.Context, queries []string, k int, dist []floa
 // searcher is one Search call's scratch.
 type searcher struct {
 	a       Analyzer
-	terms   [][]byte
-	counts  map[string]int
+	terms   bag
 	cursors []*cursor
 	bounds  []float64 // bounds[i]: the sum of the score bounds of cursors[:i]
+	window  []float64 // window[i]: the sum of the block bounds of cursors[:i] in topK's window
 	top     topHeap
 }
 
@@ -95,26 +95,15 @@ func (s *searcher) search(x *Index, text string, k int, dist []float32, labels [
 // maxClauses distinct terms) and opens a cursor on each term of the index, sorted by score
 // bound, lowest first.
 func (s *searcher) queryCursors(x *Index, text string) {
-	if s.counts == nil {
-		s.counts = map[string]int{}
-	}
-	clear(s.counts)
-	s.terms = s.terms[:0]
-	s.a.Terms(text, func(t []byte) {
-		if n, ok := s.counts[string(t)]; ok {
-			s.counts[string(t)] = n + 1
-		} else if len(s.terms) < maxClauses {
-			s.counts[string(t)] = 1
-			s.terms = append(s.terms, bytes.Clone(t))
-		}
-	})
+	s.terms.reset()
+	s.a.Terms(text, func(t []byte) { s.terms.add(t, maxClauses) })
 	s.cursors = s.cursors[:0]
-	for _, t := range s.terms {
-		df, post, blocks := x.lookup(t)
+	for i := range s.terms.len() {
+		df, post, blocks := x.lookup(s.terms.term(i))
 		if df == 0 {
 			continue
 		}
-		s.cursors = append(s.cursors, newCursor(post, blocks, float32(s.counts[string(t)])*x.idf(df), x))
+		s.cursors = append(s.cursors, newCursor(post, blocks, float32(s.terms.counts[i])*x.idf(df), x))
 	}
 	slices.SortFunc(s.cursors, func(a, b *cursor) int { return cmp.Compare(a.maxScore, b.maxScore) })
 	s.bounds = append(s.bounds[:0], 0)
@@ -127,13 +116,20 @@ func (s *searcher) queryCursors(x *Index, text string) {
 // 9 does): once k rows are held, the worst of them is a threshold; the terms of lowest bounds
 // whose bounds together stay below it are not essential (a row that has none of the others
 // cannot enter), so rows are drawn from the essential terms only; a row is dropped as soon as
-// its score so far plus the bounds of the terms not yet read stays below the threshold; and
-// where even the per-block bounds of all terms stay below it, whole blocks are skipped. A row
+// its score so far plus the bounds of the terms not yet read (their block bounds in the
+// current window of rows) stays below the threshold; and where even the per-block bounds of
+// all terms stay below it, whole blocks are skipped. A row
 // whose score could equal the threshold is always scored (ties go by id), so the hits and
 // scores are exactly those of scoring every row.
 func (s *searcher) topK(x *Index, k int) {
 	cs, essential := s.cursors, 0
 	full := func() bool { return len(s.top.hits) == k }
+	// window: rows up to windowEnd lie, for every term, in the block that holds row d or
+	// follows it, so the sum of those blocks' bounds holds for them all and is summed once per
+	// window, not once per row (as Lucene's MaxScore keeps its "up to")
+	windowEnd := int64(-1)
+	s.window = slices.Grow(s.window[:0], len(cs)+1)[:len(cs)+1]
+	s.window[0] = 0
 	for {
 		d := int64(noMore)
 		for _, c := range cs[essential:] {
@@ -143,15 +139,16 @@ func (s *searcher) topK(x *Index, k int) {
 			return
 		}
 		if full() {
-			var bound float64
-			upto := int64(noMore)
-			for _, c := range cs {
-				b, last := c.blockBound(d)
-				bound, upto = bound+float64(b), min(upto, last)
+			if d > windowEnd {
+				windowEnd = noMore
+				for i, c := range cs {
+					b, last := c.blockBound(d)
+					s.window[i+1], windowEnd = s.window[i]+float64(b), min(windowEnd, last)
+				}
 			}
-			if below(bound, s.top.hits[0].score) {
+			if below(s.window[len(cs)], s.top.hits[0].score) {
 				for _, c := range cs[essential:] {
-					c.advance(upto + 1)
+					c.advance(windowEnd + 1)
 				}
 				continue
 			}
@@ -165,7 +162,8 @@ func (s *searcher) topK(x *Index, k int) {
 		}
 		dropped := false
 		for i := essential - 1; i >= 0; i-- {
-			if below(score+s.bounds[i+1], s.top.hits[0].score) {
+			// the unread terms' block bounds in this window: tighter than their bounds on any row
+			if below(score+s.window[i+1], s.top.hits[0].score) {
 				dropped = true
 				break
 			}

@@ -1,11 +1,13 @@
-// Package procstat reads this process's memory figures from /proc/self/status, for the
-// benchmarks' reports and the tests that bound memory.
+// Package procstat reads this process's memory figures from /proc/self/status and its CPU
+// time, for the benchmarks' reports and the tests that bound memory.
 package procstat
 
 import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
+	"time"
 )
 
 // KB is a field of /proc/self/status in kB: "RssAnon" (heap, stacks), "RssFile" (mapped
@@ -24,4 +26,14 @@ func KB(field string) int64 {
 // ResetPeak makes VmHWM the current RSS (Linux's /proc/self/clear_refs "5").
 func ResetPeak() error {
 	return os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
+}
+
+// CPU is the user + system CPU time of this process so far (all threads); 0 when unknown.
+// On a shared machine it is what to compare where wall time swings with the neighbours' load.
+func CPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
