@@ -41,6 +41,28 @@ func Map(path string, write, populate bool) (data []byte, release func(), err er
 	}, nil
 }
 
+// MapOpen is Map read-only that keeps the file open: f serves system calls on the mapped bytes
+// (sendfile), and release unmaps and closes it.
+func MapOpen(path string, populate bool) (f *os.File, data []byte, release func(), err error) {
+	if f, err = os.Open(path); err != nil {
+		return nil, nil, nil, err
+	}
+	st, err := f.Stat()
+	if err == nil {
+		data, err = File(f, st.Size(), false, populate)
+	}
+	if err != nil {
+		f.Close()
+		return nil, nil, nil, err
+	}
+	return f, data, func() {
+		if data != nil {
+			unix.Munmap(data)
+		}
+		f.Close()
+	}, nil
+}
+
 // File maps the first size bytes of the open file f (write and populate as for Map); the
 // mapping stays valid after f is closed. Size 0 maps to nil. The error names the file.
 func File(f *os.File, size int64, write, populate bool) ([]byte, error) {

@@ -363,12 +363,13 @@ func (r *Receiver) serve(manifest []uint64) {
 	if r.opt.Store == nil {
 		return
 	}
-	data, release, err := mapfile.Map(r.f.out, false, false)
+	f, data, release, err := mapfile.MapOpen(r.f.out, false)
 	if err != nil {
 		r.logf("needle weights recv: not re-serving %s: %v", r.f.out, err)
 		return
 	}
 	snap := store.NewSnapshot(r.st.Run, r.st.Version, r.outChunkMap, data, release)
+	snap.File = f
 	if manifest != nil {
 		snap.SetManifest(manifest)
 	}

@@ -178,7 +178,7 @@ func (s *Sender) save() error {
 
 // mapHalf maps half i, which holds version v, as a snapshot.
 func (s *Sender) mapHalf(i int, v uint64) (*store.Snapshot, error) {
-	data, release, err := mapfile.Map(s.half(i), false, true) // the encode job reads it all
+	f, data, release, err := mapfile.MapOpen(s.half(i), true) // the encode job reads it all
 	if err != nil {
 		return nil, err
 	}
@@ -187,7 +187,9 @@ func (s *Sender) mapHalf(i int, v uint64) (*store.Snapshot, error) {
 		release()
 		return nil, fmt.Errorf("%s: %w", s.half(i), err)
 	}
-	return store.NewSnapshot(s.st.Run, v, l, data, release), nil
+	snap := store.NewSnapshot(s.st.Run, v, l, data, release)
+	snap.File = f
+	return snap, nil
 }
 
 // Tensor is one tensor of a version to publish.
