@@ -63,7 +63,10 @@ type Receiver struct {
 	upIdx       int
 	build       *build          // the version being built in next, nil when none
 	snap        *store.Snapshot // Out as re-served
-	m           counters
+	// spareMap is spare mapped with its page tables filled, made right after the spare (while
+	// waiting for the next version) so that the next delta step starts without that pass.
+	spareMap *mapped
+	m        counters
 }
 
 // Open takes the folder of opt.Out and recovers it from a crash (see files.recover).
@@ -109,6 +112,7 @@ func (r *Receiver) Close() {
 	if r.build != nil && r.build.m != nil {
 		r.build.m.close(false)
 	}
+	r.closeSpareMap()
 	r.lock.Close()
 }
 
@@ -316,10 +320,10 @@ func (r *Receiver) commit(ctx context.Context, plan wire.Plan, n int64, took tim
 			return dataError{fmt.Errorf("version %d as built: %s", plan.Target, why)}
 		}
 	}
-	if err := b.m.close(true); err != nil {
+	m := b.m
+	if err := m.f.Sync(); err != nil { // unmapped after the engine is told: off the version's path
 		return localError{err}
 	}
-	b.m = nil
 	r.st.Run, r.st.Version, r.st.Committing, r.st.Full = plan.Run, plan.Target, true, nil
 	if err := r.save(); err != nil {
 		return err
@@ -327,6 +331,8 @@ func (r *Receiver) commit(ctx context.Context, plan wire.Plan, n int64, took tim
 	if err := os.Rename(r.f.next, r.f.out); err != nil {
 		return localError{err}
 	}
+	b.m = nil
+	defer m.close(false)
 	if err := atomicfile.SyncDir(r.f.dir); err != nil {
 		return localError{err}
 	}
@@ -398,11 +404,13 @@ func (r *Receiver) notify(ctx context.Context) {
 	}
 }
 
-// makeSpare copies Out to spare; without room for it the receiver goes on without one.
+// makeSpare copies Out to spare and maps it; without room for it the receiver goes on
+// without one.
 func (r *Receiver) makeSpare() error {
 	if r.opt.NoSpare {
 		return nil
 	}
+	r.closeSpareMap()
 	r.st.Spare = 0
 	if err := copyFile(r.f.spare, r.f.out); err != nil {
 		os.Remove(r.f.spare)
@@ -411,7 +419,29 @@ func (r *Receiver) makeSpare() error {
 		return r.save()
 	}
 	r.st.Spare = r.st.Version
+	if m, err := openMapped(r.f.spare, r.outChunkMap.Size); err == nil {
+		r.spareMap = m
+	} else {
+		r.logf("needle weights recv: spare not mapped ahead (%v): the next delta step maps it", err)
+	}
 	return r.save()
+}
+
+// closeSpareMap unmaps the spare if it is mapped ahead.
+func (r *Receiver) closeSpareMap() {
+	if r.spareMap != nil {
+		r.spareMap.close(false)
+		r.spareMap = nil
+	}
+}
+
+// takeSpareMap returns the spare's mapping made ahead, now next's (renamed), or maps next.
+func (r *Receiver) takeSpareMap(size int64) (*mapped, error) {
+	if m := r.spareMap; m != nil {
+		r.spareMap = nil
+		return m, nil
+	}
+	return openMapped(r.f.next, size)
 }
 
 // counters are the receiver's metrics.
