@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"needle/internal/atomicfile"
+	"needle/internal/idle"
 	"needle/internal/mapfile"
 	"needle/internal/prom"
 	"needle/weights/store"
@@ -412,7 +413,8 @@ func (r *Receiver) makeSpare() error {
 	}
 	r.closeSpareMap()
 	r.st.Spare = 0
-	if err := copyFile(r.f.spare, r.f.out); err != nil {
+	// At idle priority: it must not slow the versions of other receivers on the host.
+	if err := idle.Run(func() error { return copyFile(r.f.spare, r.f.out) }); err != nil {
 		os.Remove(r.f.spare)
 		r.m.errors("disk").Add(1)
 		r.logf("needle weights recv: no spare copy (%v): the next delta step copies %s first", err, r.f.out)

@@ -25,6 +25,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"needle/internal/atomicfile"
+	"needle/internal/idle"
 	"needle/internal/mapfile"
 	"needle/internal/prom"
 	"needle/safetensors"
@@ -347,9 +348,14 @@ func (s *Sender) startJob(prev, cur *store.Snapshot) {
 			js.Base = prev.Version
 			s.Store.FinishStep(step, nil, err)
 		}
-		// The manifest after the step: receivers wait for its records, not for this hash;
-		// a receiver that restarts checks its file against it.
-		cur.Manifest(s.opt.Threads)
+		// The manifest after the step, on one thread at idle priority: receivers wait for
+		// the step's records (or a full version's bytes), not for this hash, and it must not
+		// slow them where they share the host; a full step's End carries it once it is done,
+		// and a receiver that restarts checks its file against it.
+		idle.Run(func() error {
+			cur.Manifest(1)
+			return nil
+		})
 		if err != nil {
 			js.Err = err.Error()
 			s.logf("needle weights send: encoding version %d: %v (receivers get it in full)", cur.Version, err)
