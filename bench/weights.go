@@ -93,17 +93,21 @@ type weightsReport struct {
 	// into the sender's other half, never written before: Begin and the copy, plus the Commit.
 	// What a trainer waits for; timed once the receivers have made their spare copies (a
 	// trainer's host does not share its cores with them).
-	PublishCopySeconds float64      `json:"publish_copy_seconds"`
-	UplinkCopies       float64      `json:"uplink_copies"` // delta bytes the sender sent / the step's bytes
-	WireBytes          int64        `json:"wire_bytes"`
-	AstraFlow          int64        `json:"astraflow_bytes"`
-	EncodeSeconds      float64      `json:"encode_seconds"` // the sender's job: encode, frame, hash
-	EncodeOfBW         float64      `json:"encode_of_read_bandwidth"`
-	ApplySeconds       float64      `json:"apply_seconds"`
-	NumPy              *numpyResult `json:"numpy,omitempty"`
-	EncodeSpeedup      float64      `json:"encode_speedup,omitempty"`
-	ApplySpeedup       float64      `json:"apply_speedup,omitempty"`
-	WireRatio          float64      `json:"wire_ratio"`
+	PublishCopySeconds float64 `json:"publish_copy_seconds"`
+	// PublishOverwriteSeconds is the same copy (Begin and the copy, no Commit) into the half
+	// that held version 1: from a trainer's third version on, every publish overwrites a
+	// half's pages instead of filling fresh ones.
+	PublishOverwriteSeconds float64      `json:"publish_overwrite_seconds"`
+	UplinkCopies            float64      `json:"uplink_copies"` // delta bytes the sender sent / the step's bytes
+	WireBytes               int64        `json:"wire_bytes"`
+	AstraFlow               int64        `json:"astraflow_bytes"`
+	EncodeSeconds           float64      `json:"encode_seconds"` // the sender's job: encode, frame, hash
+	EncodeOfBW              float64      `json:"encode_of_read_bandwidth"`
+	ApplySeconds            float64      `json:"apply_seconds"`
+	NumPy                   *numpyResult `json:"numpy,omitempty"`
+	EncodeSpeedup           float64      `json:"encode_speedup,omitempty"`
+	ApplySpeedup            float64      `json:"apply_speedup,omitempty"`
+	WireRatio               float64      `json:"wire_ratio"`
 }
 
 // numpyResult is what bench/weights_astraflow.py measured on the same buffers.
@@ -206,6 +210,9 @@ func Weights(w io.Writer, o WeightsOptions) error {
 	if err := compareKernels(&rep, slot1.Path, slot2.Path, work, o); err != nil {
 		return err
 	}
+	if rep.PublishOverwriteSeconds, err = overwriteCopy(filepath.Join(work, "send"), tensors, slot2.Path); err != nil {
+		return err
+	}
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err == nil {
 		rep.PeakRSS = ru.Maxrss << 10 // KiB on Linux
@@ -273,6 +280,20 @@ func beginAndCopy(s *sender.Sender, ts []weightstest.Tensor, src string) (*sende
 		return nil
 	})
 	return slot, secs, err
+}
+
+// overwriteCopy times a publisher's copy of the version at src into half 0 of the sender's
+// folder dir, which holds a version (a new run on the folder: half 0 is the half it writes
+// first). The publish is then aborted.
+func overwriteCopy(dir string, ts []weightstest.Tensor, src string) (float64, error) {
+	s, err := sender.Open(sender.Options{Dir: dir, NewRun: true})
+	if err != nil {
+		return 0, err
+	}
+	defer s.Close()
+	_, secs, err := beginAndCopy(s, ts, src)
+	s.Abort()
+	return secs, err
 }
 
 // waitSpares waits until each of receivers (their folders under work) holds a spare copy of

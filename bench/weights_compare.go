@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"sync"
 
+	"needle/internal/mapfile"
 	"needle/kernels/trainer/delta"
 	"needle/weights/store"
 	"needle/weights/wire"
@@ -93,18 +94,13 @@ func compareKernels(rep *weightsReport, oldPath, curPath, work string, o Weights
 	return nil
 }
 
-// copyFile copies src to dst in the kernel (no pages of either mapped here).
+// copyFile copies src to dst (mapfile.Copy: the pages of src mapped, dst written with pwrite).
 func copyFile(dst, src string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
 	out, err := os.Create(dst)
 	if err != nil {
 		return err
 	}
-	if _, err := io.Copy(out, in); err != nil {
+	if _, err := mapfile.Copy(out, src); err != nil {
 		out.Close()
 		return err
 	}

@@ -22,7 +22,7 @@ func TestWeightsTiny(t *testing.T) {
 	if err := json.Unmarshal([]byte(b.String()), &rep); err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.ReadySeconds) != 3 || len(rep.FullReadySeconds) != 3 || rep.PublishCopySeconds <= 0 ||
+	if len(rep.ReadySeconds) != 3 || len(rep.FullReadySeconds) != 3 || rep.PublishCopySeconds <= 0 || rep.PublishOverwriteSeconds <= 0 ||
 		rep.UplinkCopies != 1 || rep.NumPy == nil || rep.WireBytes == 0 {
 		t.Fatalf("report %s", b.String())
 	}

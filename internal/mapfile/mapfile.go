@@ -41,6 +41,28 @@ func Map(path string, write, populate bool) (data []byte, release func(), err er
 	}, nil
 }
 
+// MapOpen is Map read-only that keeps the file open: f serves system calls on the mapped bytes
+// (sendfile), and release unmaps and closes it.
+func MapOpen(path string, populate bool) (f *os.File, data []byte, release func(), err error) {
+	if f, err = os.Open(path); err != nil {
+		return nil, nil, nil, err
+	}
+	st, err := f.Stat()
+	if err == nil {
+		data, err = File(f, st.Size(), false, populate)
+	}
+	if err != nil {
+		f.Close()
+		return nil, nil, nil, err
+	}
+	return f, data, func() {
+		if data != nil {
+			unix.Munmap(data)
+		}
+		f.Close()
+	}, nil
+}
+
 // File maps the first size bytes of the open file f (write and populate as for Map); the
 // mapping stays valid after f is closed. Size 0 maps to nil. The error names the file.
 func File(f *os.File, size int64, write, populate bool) ([]byte, error) {
@@ -78,4 +100,26 @@ func Reserve(f *os.File, size int64) error {
 		return fmt.Errorf("reserve %d bytes for %s: %w", size, f.Name(), err)
 	}
 	return nil
+}
+
+// copyPiece is how many bytes Copy writes per call.
+const copyPiece = 8 << 20
+
+// Copy writes the whole file at src into dst from offset 0 and returns its size: src is mapped
+// read-only and written with pwrite, one copy per byte. io.Copy between two files would ask
+// the kernel for copy_file_range, which tmpfs lacks: its fallback splices page by page, 4-5 s
+// for 3.09 GB on a 2-core Zen 4 where this takes about a second (docs/measurements/
+// 2026-11-28-weights-full-versions.md).
+func Copy(dst *os.File, src string) (int64, error) {
+	data, release, err := Map(src, false, true)
+	if err != nil {
+		return 0, err
+	}
+	defer release()
+	for off := 0; off < len(data); off += copyPiece {
+		if _, err := dst.WriteAt(data[off:min(off+copyPiece, len(data))], int64(off)); err != nil {
+			return 0, fmt.Errorf("copy %s to %s: %w", src, dst.Name(), err)
+		}
+	}
+	return int64(len(data)), nil
 }

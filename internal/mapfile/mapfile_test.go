@@ -86,3 +86,36 @@ func TestReserve(t *testing.T) {
 		t.Fatalf("read-only file: %v", err)
 	}
 }
+
+// TestCopy: a file of several pieces and a ragged end arrives whole, an empty one copies
+// nothing, and a read-only destination is an error naming both files.
+func TestCopy(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "src")
+	want := make([]byte, 2*copyPiece+12345)
+	for i := range want {
+		want[i] = byte(i*31 + i>>13)
+	}
+	os.WriteFile(src, want, 0o644)
+	dst, err := os.Create(filepath.Join(dir, "dst"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dst.Close()
+	if n, err := Copy(dst, src); err != nil || n != int64(len(want)) {
+		t.Fatalf("copied %d bytes, %v", n, err)
+	}
+	if got, _ := os.ReadFile(dst.Name()); string(got) != string(want) {
+		t.Fatal("the copy differs from its source")
+	}
+	os.WriteFile(src, nil, 0o644)
+	if n, err := Copy(dst, src); err != nil || n != 0 {
+		t.Fatalf("empty source: %d bytes, %v", n, err)
+	}
+	os.WriteFile(src, want[:100], 0o644)
+	ro, _ := os.Open(dst.Name())
+	defer ro.Close()
+	if _, err := Copy(ro, src); err == nil || !strings.Contains(err.Error(), src) || !strings.Contains(err.Error(), dst.Name()) {
+		t.Fatalf("read-only destination: %v", err)
+	}
+}

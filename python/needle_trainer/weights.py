@@ -3,13 +3,12 @@
 publish(tensors) lays the tensors out as a safetensors file in the sender's shared-memory
 double buffer (the half not being served), copies their bytes there and commits: the sender
 acks at once and encodes the delta from the previous version in the background while
-receivers pull. The copy is this process's only cost (about the time to read the tensors once).
+receivers pull. The copy (pwrite from each tensor's buffer) is this process's only cost.
 
 Protocol: JSON lines over the sender's unix socket (weights/sender/control.go).
 """
 import ctypes
 import json
-import mmap
 import os
 import socket
 
@@ -95,22 +94,24 @@ class Publisher:
 
     @staticmethod
     def _fill(slot, items):
-        with open(slot["path"], "r+b") as f:
-            if slot["size"] == 0:
-                return
-            mm = mmap.mmap(f.fileno(), slot["size"])
-            try:
-                view = ctypes.c_char.from_buffer(mm)
-                base = ctypes.addressof(view)
-                for (name, x), (begin, end) in zip(items, slot["offsets"]):
-                    ptr, n, owner = _host(x, name)
-                    if n != end - begin:
-                        raise ValueError(f"{name}: {n} bytes, its slot has {end - begin}")
-                    ctypes.memmove(base + begin, ptr, n)
-                    del owner
-                del view
-            finally:
-                mm.close()
+        """Writes each tensor's bytes at its offset with pwrite, straight from the tensor's own
+        buffer: a fresh shared-memory page is filled once, where a copy through a mapping faults
+        it in zeroed first (the sender's own publish, sender.Write, does the same)."""
+        fd = os.open(slot["path"], os.O_WRONLY)
+        try:
+            for (name, x), (begin, end) in zip(items, slot["offsets"]):
+                ptr, n, owner = _host(x, name)
+                if n != end - begin:
+                    raise ValueError(f"{name}: {n} bytes, its slot has {end - begin}")
+                if n == 0:
+                    continue
+                view = memoryview((ctypes.c_char * n).from_address(ptr)).cast("B")
+                done = 0
+                while done < n:  # Linux writes at most ~2 GiB per call
+                    done += os.pwrite(fd, view[done:], begin + done)
+                del view, owner
+        finally:
+            os.close(fd)
 
     def wait(self, version):
         """The stats of version's background encode job, once it has finished (dict)."""

@@ -16,7 +16,10 @@ import (
 	"net"
 	"os"
 	"sync"
+	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"needle/internal/prom"
 	"needle/weights/store"
@@ -274,23 +277,88 @@ func (c *conn) broken(err error, snap *store.Snapshot) error {
 	return err
 }
 
-// sendFull sends snap as a full step from record first.
+// sendFull sends snap as a full step from record first. When snap has its file open and the
+// client is on TCP, each record's bytes go with sendfile (by reference to the file's pages:
+// no copy through this process, which need not touch the mapping), corked so that a record's
+// small header leaves with its bytes. A page overwritten while still in a socket buffer (the
+// owner retired the version with abort and publishes over it) reaches the client changed:
+// the record's frame check, made from the version's bytes, fails there and the client asks
+// again, as it does when the retirement closes its connection.
 func (c *conn) sendFull(snap *store.Snapshot, first int) error {
 	l := snap.ChunkMap
 	step := wire.Step{StepInfo: wire.StepInfo{To: snap.Version}, Size: l.Size, Chunk: l.Chunk, Header: l.Header, First: first}
 	if err := c.write(wire.AppendFrame(nil, wire.KindStep, wire.Marshal(step))); err != nil {
 		return err
 	}
+	var raw syscall.RawConn
+	if tc, ok := c.Conn.(*net.TCPConn); ok && snap.File != nil {
+		if rc, err := tc.SyscallConn(); err == nil && setCork(rc, true) == nil {
+			raw = rc
+			defer setCork(rc, false)
+		}
+	}
 	for i := first; i < l.Chunks(); i++ {
 		_, off, n := l.Span(i)
-		head, chunk := snap.RawRecordHead(i), snap.Data[off:off+n]
-		if err := c.write(head, chunk); err != nil {
+		head := snap.RawRecordHead(i)
+		var err error
+		if raw != nil {
+			if err = c.write(head); err == nil {
+				err = c.sendFile(raw, snap.File, off, n)
+			}
+		} else {
+			err = c.write(head, snap.Data[off:off+n])
+		}
+		if err != nil {
 			return err
 		}
-		c.s.sentFull.Add(float64(len(head) + len(chunk)))
+		c.s.sentFull.Add(float64(int64(len(head)) + n))
 	}
 	end := wire.End{Records: l.Chunks(), Manifest: snap.KnownManifest()}
 	return c.write(wire.AppendFrame(nil, wire.KindEnd, wire.Marshal(end)))
+}
+
+// sendFile sends n bytes of f from offset off on the connection behind rc, within WriteTimeout.
+func (c *conn) sendFile(rc syscall.RawConn, f *os.File, off, n int64) error {
+	if c.s.WriteTimeout > 0 {
+		c.SetWriteDeadline(time.Now().Add(c.s.WriteTimeout))
+	}
+	src := int(f.Fd())
+	var serr error
+	err := rc.Write(func(fd uintptr) bool {
+		for n > 0 {
+			w, err := unix.Sendfile(int(fd), src, &off, int(n))
+			n -= int64(max(w, 0))
+			switch {
+			case err == unix.EAGAIN:
+				return false // the poller waits for room, then calls again
+			case err == unix.EINTR:
+			case err != nil:
+				serr = fmt.Errorf("sendfile %s: %w", f.Name(), err)
+				return true
+			case w == 0:
+				serr = fmt.Errorf("sendfile %s: the file ended %d bytes early", f.Name(), n)
+				return true
+			}
+		}
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	return serr
+}
+
+// setCork sets TCP_CORK: partial segments are held until it is cleared (which sends them).
+func setCork(rc syscall.RawConn, on bool) error {
+	v := 0
+	if on {
+		v = 1
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_CORK, v) }); err != nil {
+		return err
+	}
+	return serr
 }
 
 // sendStep streams a delta step's frames from record first as they are produced.

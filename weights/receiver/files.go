@@ -2,7 +2,6 @@ package receiver
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 
@@ -91,15 +90,10 @@ func (m *mapped) close(sync bool) error {
 	return err
 }
 
-// copyFile makes dst a copy of src (reserved first, then copied by the kernel with
-// copy_file_range where it can), atomically: dst appears complete or not at all.
+// copyFile makes dst a copy of src (reserved first, then written from a mapping of src:
+// mapfile.Copy), atomically: dst appears complete or not at all.
 func copyFile(dst, src string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	st, err := in.Stat()
+	st, err := os.Stat(src)
 	if err != nil {
 		return err
 	}
@@ -109,7 +103,7 @@ func copyFile(dst, src string) error {
 	}
 	err = mapfile.Reserve(tmp, st.Size())
 	if err == nil {
-		_, err = io.Copy(tmp, in)
+		_, err = mapfile.Copy(tmp, src)
 	}
 	if err == nil {
 		err = tmp.Sync()

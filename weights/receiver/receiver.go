@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"needle/internal/atomicfile"
+	"needle/internal/idle"
 	"needle/internal/mapfile"
 	"needle/internal/prom"
 	"needle/weights/store"
@@ -63,7 +64,10 @@ type Receiver struct {
 	upIdx       int
 	build       *build          // the version being built in next, nil when none
 	snap        *store.Snapshot // Out as re-served
-	m           counters
+	// spareMap is spare mapped with its page tables filled, made right after the spare (while
+	// waiting for the next version) so that the next delta step starts without that pass.
+	spareMap *mapped
+	m        counters
 }
 
 // Open takes the folder of opt.Out and recovers it from a crash (see files.recover).
@@ -109,6 +113,7 @@ func (r *Receiver) Close() {
 	if r.build != nil && r.build.m != nil {
 		r.build.m.close(false)
 	}
+	r.closeSpareMap()
 	r.lock.Close()
 }
 
@@ -316,10 +321,10 @@ func (r *Receiver) commit(ctx context.Context, plan wire.Plan, n int64, took tim
 			return dataError{fmt.Errorf("version %d as built: %s", plan.Target, why)}
 		}
 	}
-	if err := b.m.close(true); err != nil {
+	m := b.m
+	if err := m.f.Sync(); err != nil { // unmapped after the engine is told: off the version's path
 		return localError{err}
 	}
-	b.m = nil
 	r.st.Run, r.st.Version, r.st.Committing, r.st.Full = plan.Run, plan.Target, true, nil
 	if err := r.save(); err != nil {
 		return err
@@ -327,6 +332,8 @@ func (r *Receiver) commit(ctx context.Context, plan wire.Plan, n int64, took tim
 	if err := os.Rename(r.f.next, r.f.out); err != nil {
 		return localError{err}
 	}
+	b.m = nil
+	defer m.close(false)
 	if err := atomicfile.SyncDir(r.f.dir); err != nil {
 		return localError{err}
 	}
@@ -363,12 +370,13 @@ func (r *Receiver) serve(manifest []uint64) {
 	if r.opt.Store == nil {
 		return
 	}
-	data, release, err := mapfile.Map(r.f.out, false, false)
+	f, data, release, err := mapfile.MapOpen(r.f.out, false)
 	if err != nil {
 		r.logf("needle weights recv: not re-serving %s: %v", r.f.out, err)
 		return
 	}
 	snap := store.NewSnapshot(r.st.Run, r.st.Version, r.outChunkMap, data, release)
+	snap.File = f
 	if manifest != nil {
 		snap.SetManifest(manifest)
 	}
@@ -397,20 +405,45 @@ func (r *Receiver) notify(ctx context.Context) {
 	}
 }
 
-// makeSpare copies Out to spare; without room for it the receiver goes on without one.
+// makeSpare copies Out to spare and maps it; without room for it the receiver goes on
+// without one.
 func (r *Receiver) makeSpare() error {
 	if r.opt.NoSpare {
 		return nil
 	}
+	r.closeSpareMap()
 	r.st.Spare = 0
-	if err := copyFile(r.f.spare, r.f.out); err != nil {
+	// At idle priority: it must not slow the versions of other receivers on the host.
+	if err := idle.Run(func() error { return copyFile(r.f.spare, r.f.out) }); err != nil {
 		os.Remove(r.f.spare)
 		r.m.errors("disk").Add(1)
 		r.logf("needle weights recv: no spare copy (%v): the next delta step copies %s first", err, r.f.out)
 		return r.save()
 	}
 	r.st.Spare = r.st.Version
+	if m, err := openMapped(r.f.spare, r.outChunkMap.Size); err == nil {
+		r.spareMap = m
+	} else {
+		r.logf("needle weights recv: spare not mapped ahead (%v): the next delta step maps it", err)
+	}
 	return r.save()
+}
+
+// closeSpareMap unmaps the spare if it is mapped ahead.
+func (r *Receiver) closeSpareMap() {
+	if r.spareMap != nil {
+		r.spareMap.close(false)
+		r.spareMap = nil
+	}
+}
+
+// takeSpareMap returns the spare's mapping made ahead, now next's (renamed), or maps next.
+func (r *Receiver) takeSpareMap(size int64) (*mapped, error) {
+	if m := r.spareMap; m != nil {
+		r.spareMap = nil
+		return m, nil
+	}
+	return openMapped(r.f.next, size)
 }
 
 // counters are the receiver's metrics.

@@ -99,6 +99,7 @@ func (r *Receiver) step(ctx context.Context, run string, info wire.StepInfo, res
 func (r *Receiver) openStep(run string, l *wire.ChunkMap, info wire.StepInfo) error {
 	if info.Full() {
 		r.dropBuild(errors.New("a full step replaces it"))
+		r.closeSpareMap()
 		spare := r.st.Spare != 0
 		r.st.Spare = 0
 		r.st.Full = &wire.Resume{Run: run, To: info.To}
@@ -146,6 +147,8 @@ func (r *Receiver) baseForDelta(run string, info wire.StepInfo) error {
 	if !r.verified || r.st.Version != info.From || r.st.Run != run {
 		return dataError{fmt.Errorf("delta step %d -> %d of run %s, but %s is version %d of run %s", info.From, info.To, run, r.f.out, r.have(), r.st.Run)}
 	}
+	var m *mapped
+	var err error
 	if r.st.Spare == info.From {
 		r.st.Spare = 0
 		if err := r.save(); err != nil {
@@ -154,10 +157,13 @@ func (r *Receiver) baseForDelta(run string, info wire.StepInfo) error {
 		if err := os.Rename(r.f.spare, r.f.next); err != nil {
 			return localError{err}
 		}
-	} else if err := copyFile(r.f.next, r.f.out); err != nil {
-		return localError{err}
+		m, err = r.takeSpareMap(r.outChunkMap.Size)
+	} else {
+		r.closeSpareMap()
+		if err = copyFile(r.f.next, r.f.out); err == nil {
+			m, err = openMapped(r.f.next, r.outChunkMap.Size)
+		}
 	}
-	m, err := openMapped(r.f.next, r.outChunkMap.Size)
 	if err != nil {
 		return localError{err}
 	}

@@ -25,6 +25,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"needle/internal/atomicfile"
+	"needle/internal/idle"
 	"needle/internal/mapfile"
 	"needle/internal/prom"
 	"needle/safetensors"
@@ -178,7 +179,9 @@ func (s *Sender) save() error {
 
 // mapHalf maps half i, which holds version v, as a snapshot.
 func (s *Sender) mapHalf(i int, v uint64) (*store.Snapshot, error) {
-	data, release, err := mapfile.Map(s.half(i), false, true) // the encode job reads it all
+	// Not populated: filling the page tables of a whole version up front would delay the
+	// commit; the encode job's reads fault them in 16 pages at a time (fault-around).
+	f, data, release, err := mapfile.MapOpen(s.half(i), false)
 	if err != nil {
 		return nil, err
 	}
@@ -187,7 +190,9 @@ func (s *Sender) mapHalf(i int, v uint64) (*store.Snapshot, error) {
 		release()
 		return nil, fmt.Errorf("%s: %w", s.half(i), err)
 	}
-	return store.NewSnapshot(s.st.Run, v, l, data, release), nil
+	snap := store.NewSnapshot(s.st.Run, v, l, data, release)
+	snap.File = f
+	return snap, nil
 }
 
 // Tensor is one tensor of a version to publish.
@@ -343,9 +348,14 @@ func (s *Sender) startJob(prev, cur *store.Snapshot) {
 			js.Base = prev.Version
 			s.Store.FinishStep(step, nil, err)
 		}
-		// The manifest after the step: receivers wait for its records, not for this hash;
-		// a receiver that restarts checks its file against it.
-		cur.Manifest(s.opt.Threads)
+		// The manifest after the step, on one thread at idle priority: receivers wait for
+		// the step's records (or a full version's bytes), not for this hash, and it must not
+		// slow them where they share the host; a full step's End carries it once it is done,
+		// and a receiver that restarts checks its file against it.
+		idle.Run(func() error {
+			cur.Manifest(1)
+			return nil
+		})
 		if err != nil {
 			js.Err = err.Error()
 			s.logf("needle weights send: encoding version %d: %v (receivers get it in full)", cur.Version, err)

@@ -7,6 +7,7 @@
 package store
 
 import (
+	"os"
 	"sync"
 
 	"needle/weights/wire"
@@ -19,6 +20,9 @@ type Snapshot struct {
 	Run        string
 	Version    uint64
 	wire.Image // ChunkMap and Data, the whole file: valid while a reference is held
+	// File, when the owner keeps it open, is Data's file: a full step is sent from it with
+	// sendfile (its pages go to the socket by reference, not copied through the process).
+	File *os.File
 
 	release func() // the owner's cleanup (munmap), run once retired and unreferenced
 

@@ -173,15 +173,23 @@ func (l *ChunkMap) BaseOffset(base *ChunkMap, match []int, i int) (int64, bool) 
 // computed by threads goroutines.
 func (l *ChunkMap) Hash(data []byte, threads int) []uint64 {
 	out := make([]uint64, l.Chunks())
+	threads = max(threads, 1)
+	hash := func(w int) {
+		for i := w; i < len(out); i += threads {
+			_, off, n := l.Span(i)
+			out[i] = xxhash.Sum64(data[off : off+n])
+		}
+	}
+	if threads == 1 { // on the caller's thread (which may have a priority of its own: idle.Run)
+		hash(0)
+		return out
+	}
 	var wg sync.WaitGroup
-	for w := range max(threads, 1) {
+	for w := range threads {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := w; i < len(out); i += max(threads, 1) {
-				_, off, n := l.Span(i)
-				out[i] = xxhash.Sum64(data[off : off+n])
-			}
+			hash(w)
 		}()
 	}
 	wg.Wait()
