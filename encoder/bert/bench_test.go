@@ -5,10 +5,10 @@ import (
 	"math/rand"
 	"slices"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
+	"needle/internal/procstat"
 	"needle/kernels/bert/nn"
 	"needle/testkit/testenv"
 )
@@ -84,15 +84,6 @@ func BenchmarkEncodeQuery(b *testing.B) {
 	}
 }
 
-// cpuTime is the CPU time of the process so far (user + system, all threads).
-func cpuTime(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 // BenchmarkPrecisions runs the fp16, int8 and (where the CPU has it) bf16 encoders alternately
 // on the same inputs and reports each one's passages/s on 256 glosses and single-query
 // latency, and the speedups over fp16. On a shared machine wall time swings with the
@@ -124,12 +115,12 @@ func BenchmarkPrecisions(b *testing.B) {
 					return nil
 				},
 			} {
-				t0, c0 := time.Now(), cpuTime(b)
+				t0, c0 := time.Now(), procstat.CPU()
 				if err := run(); err != nil {
 					b.Fatal(err)
 				}
 				d := time.Since(t0)
-				cpu[i][j] += cpuTime(b) - c0
+				cpu[i][j] += procstat.CPU() - c0
 				total[i][j] += d
 				if best[i][j] == 0 || d < best[i][j] {
 					best[i][j] = d
