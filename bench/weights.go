@@ -38,6 +38,7 @@ type WeightsOptions struct {
 	Format    wire.Format // of delta records
 	Python    string      // interpreter of the AstraFlow NumPy baseline; "" skips it
 	Script    string      // bench/weights_astraflow.py
+	AstraFlow string      // a checkout of AstraFlow: the script's encode runs its _compute_delta ("" the NumPy restatement)
 	MembwMiB  int
 	Log       *log.Logger // the nodes' logs; nil: discarded
 	// Needle is the needle binary that runs each receiver as its own process (`needle weights
@@ -113,6 +114,7 @@ type weightsReport struct {
 // numpyResult is what bench/weights_astraflow.py measured on the same buffers.
 type numpyResult struct {
 	Version       string  `json:"numpy"`
+	Encode        string  `json:"encode"` // "astraflow" (its own _compute_delta) or "numpy" (the restatement)
 	EncodeSeconds float64 `json:"encode_seconds"`
 	ApplySeconds  float64 `json:"apply_seconds"`
 	Bytes         int64   `json:"bytes"`

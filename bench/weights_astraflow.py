@@ -8,10 +8,23 @@ The data sections of two safetensors files (bf16 weights) are compared as uint16
 {u64 nnz, u16 elem_size, u16 flags, i32 reserved}; apply is NumPy's scatter `base[idx] = vals` into
 SCRATCH (a copy of OLD the benchmark wrote), checked against NEW. Best of 3 runs after a warm-up,
 one thread (NumPy's). Prints one JSON line.
+
+--astraflow CHECKOUT (by hand; a checkout of Infini-AI-Lab/astraflow, never committed; its sender
+imports torch and pyzmq): encode is AstraFlow's own TransferAgent._compute_delta instead, unmodified,
+on one buffer holding both halves as its sender's shared memory does (old in half 0, new in half 1),
+called on an agent made without its services (no __init__: only the buffers and locks the method
+reads). Its time is the method's own (`_delta_compute_time`, best of 3 after a warm-up); the records
+it wrote are checked against the NumPy encode's. Apply stays NumPy's scatter.
 """
 import argparse
 import json
+import mmap
+import os
+import struct
+import sys
+import threading
 import time
+import types
 
 import numpy as np
 
@@ -26,11 +39,44 @@ def best(fn, repeats=3):
     return t
 
 
+def astraflow_encode(checkout, old, new, idx, vals):
+    """Times AstraFlow's TransferAgent._compute_delta on old -> new; checks its records."""
+    # The package's top __init__ imports the whole dataflow stack (torchdata, ...): its parent
+    # packages are made bare, the transfer package and the sender module load as they ship.
+    for name in ("astraflow", "astraflow.core", "astraflow.core.weight_manager"):
+        pkg = types.ModuleType(name)
+        pkg.__path__ = [os.path.join(checkout, *name.split("."))]
+        sys.modules[name] = pkg
+    from astraflow.core.weight_manager.transfer.sender_agent import TransferAgent
+
+    n = old.nbytes
+    agent = TransferAgent.__new__(TransferAgent)
+    agent.mmap_buffer = mmap.mmap(-1, 2 * n)
+    agent.mmap_buffer[:n] = old.tobytes()
+    agent.mmap_buffer[n:] = new.tobytes()
+    agent._single_buffer_length = n
+    agent._delta_mmap = mmap.mmap(-1, 16 + 6 * idx.size + (1 << 20))
+    agent._delta_mmap_lock, agent._delta_lock = threading.Lock(), threading.Lock()
+    t = float("inf")
+    for _ in range(4):  # a warm-up, then the best of 3
+        agent._delta_ready = False
+        agent._compute_delta(2, 1)
+        assert agent._delta_ready, "AstraFlow's _compute_delta failed (its log says why)"
+        t = min(t, agent._delta_compute_time)
+    nnz, = struct.unpack_from("<Q", agent._delta_mmap, 0)
+    got = np.frombuffer(agent._delta_mmap, dtype=idx.dtype, count=nnz, offset=16)
+    got_vals = np.frombuffer(agent._delta_mmap, dtype=np.uint16, count=nnz, offset=16 + idx.nbytes)
+    assert nnz == idx.size and np.array_equal(got, idx) and np.array_equal(got_vals, vals), \
+        "AstraFlow's records differ from the NumPy encode's"
+    return t
+
+
 def main():
     ap = argparse.ArgumentParser()
     for a in ("--old", "--new", "--base"):
         ap.add_argument(a, required=True)
     ap.add_argument("--header", type=int, required=True, help="bytes of the safetensors header (8 + JSON)")
+    ap.add_argument("--astraflow", help="checkout of AstraFlow: encode with its own _compute_delta (see above)")
     a = ap.parse_args()
     old = np.memmap(a.old, dtype=np.uint16, mode="r", offset=a.header)
     new = np.memmap(a.new, dtype=np.uint16, mode="r", offset=a.header)
@@ -44,13 +90,15 @@ def main():
 
     t_enc = best(encode)
     idx, vals = out["idx"], out["vals"]
+    if a.astraflow:
+        t_enc = astraflow_encode(a.astraflow, old, new, idx, vals)
 
     def scatter():
         base[idx] = vals
 
     t_apply = best(scatter)
     assert np.array_equal(base, new), "scatter did not rebuild the new version"
-    print(json.dumps({"numpy": np.__version__, "encode_seconds": t_enc, "apply_seconds": t_apply,
+    print(json.dumps({"numpy": np.__version__, "encode": "astraflow" if a.astraflow else "numpy", "encode_seconds": t_enc, "apply_seconds": t_apply,
                       "bytes": 16 + idx.nbytes + vals.nbytes, "changed": int(idx.size)}))
 
 

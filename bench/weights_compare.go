@@ -156,7 +156,11 @@ func applyFrames(t *wire.Target, frames [][]byte, threads int) error {
 
 // runNumPy runs the AstraFlow baseline on the files and reads its JSON line.
 func runNumPy(o WeightsOptions, oldPath, curPath, scratch string, header int) (*numpyResult, error) {
-	cmd := exec.Command(o.Python, o.Script, "--old", oldPath, "--new", curPath, "--base", scratch, "--header", fmt.Sprint(header))
+	args := []string{o.Script, "--old", oldPath, "--new", curPath, "--base", scratch, "--header", fmt.Sprint(header)}
+	if o.AstraFlow != "" {
+		args = append(args, "--astraflow", o.AstraFlow)
+	}
+	cmd := exec.Command(o.Python, args...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {

@@ -27,6 +27,7 @@ func runBenchWeights(args []string) error {
 	fs.StringVar(&format, "format", "compact", "delta records: compact or astraflow")
 	fs.StringVar(&o.Python, "python", "", "Python with NumPy for the AstraFlow baseline (empty: skip it)")
 	fs.StringVar(&o.Script, "script", "bench/weights_astraflow.py", "the baseline script")
+	fs.StringVar(&o.AstraFlow, "astraflow", "", "a checkout of AstraFlow (by hand, never committed): the baseline's encode runs AstraFlow's own _compute_delta instead of its NumPy restatement (--python needs torch and pyzmq)")
 	fs.IntVar(&o.MembwMiB, "membw-mib", 512, "buffer of the read-bandwidth measurement")
 	exe, _ := os.Executable()
 	fs.StringVar(&o.Needle, "needle", exe, "needle binary that runs each receiver as its own process (empty: receivers in this process)")
