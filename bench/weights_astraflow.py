@@ -98,8 +98,8 @@ def main():
 
     t_apply = best(scatter)
     assert np.array_equal(base, new), "scatter did not rebuild the new version"
-    print(json.dumps({"numpy": np.__version__, "encode": "astraflow" if a.astraflow else "numpy", "encode_seconds": t_enc, "apply_seconds": t_apply,
-                      "bytes": 16 + idx.nbytes + vals.nbytes, "changed": int(idx.size)}))
+    print(json.dumps({"numpy": np.__version__, "encode": "astraflow" if a.astraflow else "numpy",
+                      "encode_seconds": t_enc, "apply_seconds": t_apply, "bytes": 16 + idx.nbytes + vals.nbytes, "changed": int(idx.size)}))
 
 
 if __name__ == "__main__":

@@ -67,7 +67,10 @@ static inline vf DOTMM_F(fma)(vf a, vf b, vf c) {
 // at 8 lanes it is the identity.
 static inline v8 DOTMM_F(fold8)(vf v) {
 #if VW == 16
-	return __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7) + __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
+	// Shuffles, not memcpy from &v: an accumulator whose address is taken is kept in memory by
+	// GCC, which then loads and stores it at every FMA of the tile's loop.
+	return __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7) +
+	       __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
 #else
 	return v;
 #endif
@@ -111,12 +114,9 @@ static inline __attribute__((always_inline)) void DOTMM_F(tile)(const float *a, 
 	int64_t t = 0;
 	for (; t + VW <= d; t += VW) {
 		vf bv[DOTMM_JB];
-#pragma GCC unroll 4
 		for (int j = 0; j < nb; j++) bv[j] = DOTMM_F(load)(b + j * ldb + t);
-#pragma GCC unroll 4
 		for (int q = 0; q < nq; q++) {
 			const vf av = DOTMM_F(load)(a + q * lda + t);
-#pragma GCC unroll 4
 			for (int j = 0; j < nb; j++) acc[q * nb + j] = DOTMM_F(fma)(av, bv[j], acc[q * nb + j]);
 		}
 	}
