@@ -17,6 +17,28 @@ import (
 // populate the kernel fills the page tables up front (MAP_POPULATE): for a caller that will
 // touch every page, one pass instead of a fault per page. An empty file maps to nil.
 func Map(path string, write, populate bool) (data []byte, release func(), err error) {
+	f, data, err := open(path, write, populate)
+	if err != nil {
+		return nil, nil, err
+	}
+	f.Close() // the mapping outlives it
+	return data, func() { unmap(data) }, nil
+}
+
+// MapOpen is Map read-only that keeps the file open: f serves system calls on the mapped bytes
+// (sendfile), and release unmaps and closes it.
+func MapOpen(path string, populate bool) (f *os.File, data []byte, release func(), err error) {
+	if f, data, err = open(path, false, populate); err != nil {
+		return nil, nil, nil, err
+	}
+	return f, data, func() {
+		unmap(data)
+		f.Close()
+	}, nil
+}
+
+// open opens the file at path and maps it whole (Map's write and populate); the caller closes f.
+func open(path string, write, populate bool) (*os.File, []byte, error) {
 	flag := os.O_RDONLY
 	if write {
 		flag = os.O_RDWR
@@ -25,42 +47,23 @@ func Map(path string, write, populate bool) (data []byte, release func(), err er
 	if err != nil {
 		return nil, nil, err
 	}
-	defer f.Close()
 	st, err := f.Stat()
+	var data []byte
+	if err == nil {
+		data, err = File(f, st.Size(), write, populate)
+	}
 	if err != nil {
+		f.Close()
 		return nil, nil, err
 	}
-	data, err = File(f, st.Size(), write, populate)
-	if err != nil {
-		return nil, nil, err
-	}
-	return data, func() {
-		if data != nil {
-			unix.Munmap(data)
-		}
-	}, nil
+	return f, data, nil
 }
 
-// MapOpen is Map read-only that keeps the file open: f serves system calls on the mapped bytes
-// (sendfile), and release unmaps and closes it.
-func MapOpen(path string, populate bool) (f *os.File, data []byte, release func(), err error) {
-	if f, err = os.Open(path); err != nil {
-		return nil, nil, nil, err
+// unmap releases a mapping made here (nil: an empty file, nothing mapped).
+func unmap(data []byte) {
+	if data != nil {
+		unix.Munmap(data)
 	}
-	st, err := f.Stat()
-	if err == nil {
-		data, err = File(f, st.Size(), false, populate)
-	}
-	if err != nil {
-		f.Close()
-		return nil, nil, nil, err
-	}
-	return f, data, func() {
-		if data != nil {
-			unix.Munmap(data)
-		}
-		f.Close()
-	}, nil
 }
 
 // File maps the first size bytes of the open file f (write and populate as for Map); the
