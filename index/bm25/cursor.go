@@ -114,10 +114,24 @@ func (c *cursor) advance(target int64) int64 {
 			c.setShallow(b)
 		}
 	}
-	for c.doc < target {
-		c.next()
+	// block b holds target or the first row after it, so the scan stops inside it: no end or
+	// block check per posting (as next makes), and the freq kept is only the last one's
+	p, pos, doc := c.post, c.pos, c.doc
+	var f uint64
+	for doc < target {
+		var d uint64
+		if p[pos]|p[pos+1] < 0x80 {
+			d, f = uint64(p[pos]), uint64(p[pos+1])
+			pos += 2
+		} else {
+			var n int
+			d, f, n = postingVarint(p[pos:])
+			pos += n
+		}
+		doc += int64(d)
 	}
-	return c.doc
+	c.pos, c.doc, c.freq = pos, doc, f
+	return doc
 }
 
 // blockBound returns the bound of the term's score on the rows of the block that holds row
