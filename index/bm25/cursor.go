@@ -17,15 +17,11 @@ type cursor struct {
 	pos      int   // offset in post of the next posting
 	block    int   // block of doc
 	blockEnd int64 // last row of block: next decodes a block record only when doc passes it
-	shallow  int   // block of the last blockBound target, never before block
-	// shallowEnd and shallowBound are block shallow's last row and score bound (noMore and 0
-	// past the last block), decoded once per block rather than once per blockBound call
-	shallowEnd   int64
-	shallowBound float32
-	doc          int64  // current row; noMore past the last, -1 before the first
-	freq         uint64 //
-	weight       float32
-	maxScore     float32 // bound of the term's score on any row
+	shallow  int   // the first block that may hold rows of the current window (windowStart)
+	doc      int64 // current row; noMore past the last, -1 before the first
+	freq     uint64
+	weight   float32
+	maxScore float32 // bound of the term's score on any row
 }
 
 func newCursor(post, blocks []byte, weight float32, x *Index) *cursor {
@@ -37,20 +33,8 @@ func newCursor(post, blocks []byte, weight float32, x *Index) *cursor {
 	}
 	c.maxScore = termScore(weight, best)
 	c.blockEnd = int64(readBlock(blocks, 0).lastRow)
-	c.setShallow(0)
 	c.next()
 	return c
-}
-
-// setShallow moves the shallow block to b and decodes its record.
-func (c *cursor) setShallow(b int) {
-	c.shallow = b
-	if b == c.nblocks {
-		c.shallowEnd, c.shallowBound = noMore, 0
-		return
-	}
-	r := readBlock(c.blocks, b)
-	c.shallowEnd, c.shallowBound = int64(r.lastRow), termScore(c.weight, r.maxImpact)
 }
 
 // postingVarint decodes the (doc delta, freq) pair at the start of p, n bytes: the general
@@ -87,9 +71,6 @@ func (c *cursor) enterBlock() {
 	for c.block++; int64(readBlock(c.blocks, c.block).lastRow) < c.doc; c.block++ {
 	}
 	c.blockEnd = int64(readBlock(c.blocks, c.block).lastRow)
-	if c.shallow < c.block {
-		c.setShallow(c.block)
-	}
 }
 
 // advance moves to the first posting at or after row target, jumping over whole blocks that
@@ -110,9 +91,6 @@ func (c *cursor) advance(target int64) int64 {
 		prev := readBlock(c.blocks, b-1)
 		c.pos, c.doc, c.block = int(prev.end-c.start), int64(prev.lastRow), b
 		c.blockEnd = int64(readBlock(c.blocks, b).lastRow)
-		if c.shallow < b {
-			c.setShallow(b)
-		}
 	}
 	// block b holds target or the first row after it, so the scan stops inside it: no end or
 	// block check per posting (as next makes), and the freq kept is only the last one's
@@ -134,18 +112,37 @@ func (c *cursor) advance(target int64) int64 {
 	return doc
 }
 
-// blockBound returns the bound of the term's score on the rows of the block that holds row
-// target or the first row after it, and that block's last row; 0 and noMore past the last
-// block. It moves no posting.
-func (c *cursor) blockBound(target int64) (float32, int64) {
-	if c.shallowEnd < target {
-		b := c.shallow + 1
-		for b < c.nblocks && int64(readBlock(c.blocks, b).lastRow) < target {
-			b++
-		}
-		c.setShallow(b)
+// windowStart moves the shallow block to the block that holds row start or the first row
+// after it and returns that block's last row; noMore past the last block. It moves no
+// posting.
+func (c *cursor) windowStart(start int64) int64 {
+	b := max(c.shallow, c.block)
+	for b < c.nblocks && int64(readBlock(c.blocks, b).lastRow) < start {
+		b++
 	}
-	return c.shallowBound, c.shallowEnd
+	c.shallow = b
+	if b == c.nblocks {
+		return noMore
+	}
+	return int64(readBlock(c.blocks, b).lastRow)
+}
+
+// windowBound returns the bound of the term's score on the rows from the window's start
+// (windowStart) to end: the largest impact bound of the blocks that may hold them, scored
+// once (termScore grows with impact); 0 where no block does.
+func (c *cursor) windowBound(end int64) float32 {
+	if c.shallow == c.nblocks {
+		return 0
+	}
+	var best float32
+	for b := c.shallow; b < c.nblocks; b++ {
+		r := readBlock(c.blocks, b)
+		best = max(best, r.maxImpact)
+		if int64(r.lastRow) >= end {
+			break
+		}
+	}
+	return termScore(c.weight, best)
 }
 
 // score is the term's BM25 score on row doc, the cursor's current posting.

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"slices"
 	"sync"
@@ -112,71 +113,90 @@ func (s *searcher) queryCursors(x *Index, text string) {
 	}
 }
 
-// topK offers to s.top every row that may enter the k best, by block-max MaxScore (as Lucene
-// 9 does): once k rows are held, the worst of them is a threshold; the terms of lowest bounds
-// whose bounds together stay below it are not essential (a row that has none of the others
-// cannot enter), so rows are drawn from the essential terms only; a row is dropped as soon as
-// its score so far plus the bounds of the terms not yet read (their block bounds in the
-// current window of rows) stays below the threshold; and where even the per-block bounds of
-// all terms stay below it, whole blocks are skipped. A row
-// whose score could equal the threshold is always scored (ties go by id), so the hits and
-// scores are exactly those of scoring every row.
+// topK offers to s.top every row that may enter the k best, by block-max MaxScore (as
+// Lucene 9.7's MaxScoreBulkScorer does). Once k rows are held, the worst of them is a
+// threshold. The rows are walked in windows, each up to the end of the first block of the
+// terms whose bounds (on any row) are essential; in a window every term's bound is the
+// largest of its block bounds there, scored once per window rather than once per row or
+// block. Where the bounds of all terms together stay below the threshold, the window is
+// skipped; otherwise the terms of lowest bounds whose window bounds together stay below it
+// are not essential there (a row that has none of the others cannot enter), so rows are
+// drawn from the essential terms only, and a row is dropped as soon as its score so far plus
+// the window bounds of the terms not yet read stays below the threshold. A row whose score
+// could equal the threshold is always scored (ties go by id), so the hits and scores are
+// exactly those of scoring every row.
 func (s *searcher) topK(x *Index, k int) {
-	cs, essential := s.cursors, 0
-	full := func() bool { return len(s.top.hits) == k }
-	// window: rows up to windowEnd lie, for every term, in the block that holds row d or
-	// follows it, so the sum of those blocks' bounds holds for them all and is summed once per
-	// window, not once per row (as Lucene's MaxScore keeps its "up to")
-	windowEnd := int64(-1)
-	s.window = slices.Grow(s.window[:0], len(cs)+1)[:len(cs)+1]
-	s.window[0] = 0
-	for {
-		d := int64(noMore)
-		for _, c := range cs[essential:] {
-			d = min(d, c.doc)
+	cs, essential := s.cursors, 0 // cs[:essential]: not essential on any row
+	threshold := func() float32 {
+		if len(s.top.hits) < k {
+			return float32(math.Inf(-1)) // nothing is below it: every row is scored
 		}
-		if d == noMore {
+		return s.top.hits[0].score
+	}
+	s.window = slices.Grow(s.window[:0], len(cs)+1)[:len(cs)+1]
+	s.window[0] = 0 // window[i]: the sum of the window bounds of cs[:i]
+	for end := int64(-1); end != noMore; {
+		// the window starts after the last one, and at the first row of an essential term
+		first := int64(noMore)
+		for _, c := range cs[essential:] {
+			first = min(first, c.doc)
+		}
+		start := max(end+1, first)
+		if start == noMore {
 			return
 		}
-		if full() {
-			if d > windowEnd {
-				windowEnd = noMore
-				for i, c := range cs {
-					b, last := c.blockBound(d)
-					s.window[i+1], windowEnd = s.window[i]+float64(b), min(windowEnd, last)
-				}
-			}
-			if below(s.window[len(cs)], s.top.hits[0].score) {
-				for _, c := range cs[essential:] {
-					c.advance(windowEnd + 1)
-				}
-				continue
-			}
+		for _, c := range cs[:essential] {
+			c.windowStart(start)
 		}
-		var score float64
+		end = noMore
 		for _, c := range cs[essential:] {
-			if c.doc == d {
-				score += float64(c.score(x, d))
-				c.next()
-			}
+			end = min(end, c.windowStart(start))
 		}
-		dropped := false
-		for i := essential - 1; i >= 0; i-- {
-			// the unread terms' block bounds in this window: tighter than their bounds on any row
-			if below(score+s.window[i+1], s.top.hits[0].score) {
-				dropped = true
+		for i, c := range cs {
+			s.window[i+1] = s.window[i] + float64(c.windowBound(end))
+		}
+		lead := essential // cs[:lead]: not essential in this window
+		for lead < len(cs) && below(s.window[lead+1], threshold()) {
+			lead++
+		}
+		for _, c := range cs[lead:] {
+			c.advance(start)
+		}
+		for {
+			d := int64(noMore)
+			for _, c := range cs[lead:] {
+				d = min(d, c.doc)
+			}
+			if d > end || d == noMore {
 				break
 			}
-			if c := cs[i]; c.advance(d) == d {
-				score += float64(c.score(x, d))
+			var score float64
+			for _, c := range cs[lead:] {
+				if c.doc == d {
+					score += float64(c.score(x, d))
+					c.next()
+				}
 			}
-		}
-		if dropped {
-			continue
-		}
-		s.top.offer(hit{d, float32(score)}, k)
-		for full() && essential < len(cs) && below(s.bounds[essential+1], s.top.hits[0].score) {
-			essential++
+			dropped := false
+			for i := lead - 1; i >= 0; i-- {
+				if below(score+s.window[i+1], threshold()) {
+					dropped = true
+					break
+				}
+				if c := cs[i]; c.advance(d) == d {
+					score += float64(c.score(x, d))
+				}
+			}
+			if dropped {
+				continue
+			}
+			s.top.offer(hit{d, float32(score)}, k)
+			for essential < len(cs) && below(s.bounds[essential+1], threshold()) {
+				essential++
+			}
+			for lead < len(cs) && below(s.window[lead+1], threshold()) {
+				lead++
+			}
 		}
 	}
 }
