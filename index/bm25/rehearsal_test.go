@@ -48,8 +48,9 @@ func TestRehearsal(t *testing.T) {
 	groups := []int64{0, 5_000, 50_000, 500_000, 5_000_000, 50_000_000, 1 << 62}
 	pruned, full, lucene := map[int][]time.Duration{}, map[int][]time.Duration{}, map[int][]time.Duration{}
 	var all, allFull []time.Duration
-	// each query's group is found before any is timed: walking a query's postings between
-	// searches would evict the caches the search uses (pyserini's loop walks nothing between)
+	// each query's group is found once, before the timed loop, so that the searches run back to
+	// back as pyserini's timed loop runs them (a query's postings walked between searches did
+	// not change the medians consistently: docs/measurements/2026-11-28-bm25-latency.md)
 	group := make([]int, len(queries))
 	for i, q := range queries {
 		n := postingsOf(x, q)

@@ -160,7 +160,7 @@ func (s *searcher) topK(x *Index, k int) {
 			lead++
 		}
 		for _, c := range cs[lead:] {
-			c.advance(start)
+			c.advance(start) // rows before start, read in an earlier window, are not offered twice
 		}
 		for {
 			d := int64(noMore)
