@@ -66,7 +66,7 @@ func (c *cursor) next() {
 	}
 }
 
-// enterBlock moves block (and shallow, where behind) to the block that holds doc.
+// enterBlock moves block to the block that holds doc.
 func (c *cursor) enterBlock() {
 	for c.block++; int64(readBlock(c.blocks, c.block).lastRow) < c.doc; c.block++ {
 	}
