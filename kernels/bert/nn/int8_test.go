@@ -145,7 +145,8 @@ func TestLinearInt8BadInput(t *testing.T) {
 
 // BenchmarkLinearInt8 compares LinearInt8 and LinearBF16 (where the level has it) with Linear
 // (fp16 weights) on MiniLM's FFN-in shape (384 -> 1536) for a query's 12 rows and a batch's
-// 2,048 rows; sub-benchmarks fp16, int8 and bf16.
+// 2,048 rows, and 288 rows (a batch of 32 nine-token queries, what 64 clients give a 2-core
+// server); sub-benchmarks fp16, int8 and bf16.
 func BenchmarkLinearInt8(b *testing.B) {
 	const in, out = 384, 1536
 	r := rand.New(rand.NewSource(13))
@@ -163,7 +164,7 @@ func BenchmarkLinearInt8(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, rows := range []int{12, 2048} {
+	for _, rows := range []int{12, 288, 2048} {
 		x, y := randVec(r, rows*in, 1), make([]float32, rows*out)
 		run := func(b *testing.B, linear func() error) {
 			for b.Loop() {

@@ -106,14 +106,20 @@ static inline void DOTMM_F(reduce8)(const vf *acc, int n, float *out) {
 #endif
 
 // tile computes the nq x nb (constants once inlined) dot products of the a rows at a (stride
-// lda) with the b rows at b (stride ldb) into c (stride ldc).
+// lda) with the b rows at b (stride ldb) into c (stride ldc). With next set, it also prefetches
+// the next tile's DOTMM_JB b rows into L2 as it goes, a cache line per row at a time: a scan's
+// rows come from memory (30 MB for 20,000 x 384), and the hardware prefetcher alone left a tile's
+// first loads waiting on them (measured: one thread, 32 queries, 58 GFLOP/s on 20,000 rows
+// against 81 on 2,000 that stay in cache).
 static inline __attribute__((always_inline)) void DOTMM_F(tile)(const float *a, int64_t lda, int nq,
-		const float *b, int64_t ldb, int nb, int64_t d, float *c, int64_t ldc) {
+		const float *b, int64_t ldb, int nb, int64_t d, float *c, int64_t ldc, const float *next) {
 	vf acc[DOTMM_QB * DOTMM_JB];
 	for (int k = 0; k < nq * nb; k++) acc[k] = (vf){0};
 	int64_t t = 0;
 	for (; t + VW <= d; t += VW) {
 		vf bv[DOTMM_JB];
+		if (next && t % 16 == 0) // 16 floats: one 64-byte line of each row
+			for (int j = 0; j < DOTMM_JB; j++) _mm_prefetch((const char *)(next + j * ldb + t), _MM_HINT_T1);
 		for (int j = 0; j < nb; j++) bv[j] = DOTMM_F(load)(b + j * ldb + t);
 		for (int q = 0; q < nq; q++) {
 			const vf av = DOTMM_F(load)(a + q * lda + t);
@@ -135,7 +141,7 @@ static inline __attribute__((always_inline)) void DOTMM_F(tile)(const float *a, 
 
 // DOTMM_TILE gives every tile shape (nq, nb) its own inlined tile.
 #define DOTMM_TILE(q, b_) \
-	case (q) * 16 + (b_): DOTMM_F(tile)(a + i * lda, lda, q, bj, ldb, b_, d, c + i * ldc + j, ldc); break;
+	case (q) * 16 + (b_): DOTMM_F(tile)(a + i * lda, lda, q, bj, ldb, b_, d, c + i * ldc + j, ldc, i ? NULL : next); break;
 #define DOTMM_TILES_Q(q) DOTMM_TILE(q, 1) DOTMM_TILE(q, 2) DOTMM_TILE(q, 3) DOTMM_TILE(q, 4)
 
 void DOTMM_F(dotmm)(const float *a, int64_t lda, int64_t na, const float *b, int64_t ldb, int64_t nb, int64_t d,
@@ -143,6 +149,8 @@ void DOTMM_F(dotmm)(const float *a, int64_t lda, int64_t na, const float *b, int
 	for (int64_t j = 0; j < nb; j += DOTMM_JB) {
 		const float *bj = b + j * ldb;
 		const int jn = nb - j < DOTMM_JB ? (int)(nb - j) : DOTMM_JB;
+		// The first a tile of each b tile prefetches the next whole b tile (the last has none).
+		const float *next = j + 2 * DOTMM_JB <= nb ? bj + DOTMM_JB * ldb : NULL;
 		for (int64_t i = 0; i < na; i += DOTMM_QB) {
 			const int qn = na - i < DOTMM_QB ? (int)(na - i) : DOTMM_QB;
 			switch (qn * 16 + jn) {
