@@ -26,8 +26,10 @@ func init() {
 	weightsCmds.add(command{name: "publish", summary: "publish a safetensors file to a sender", run: runWeightsPublish})
 }
 
-// daemonLog is where the daemons' log lines go: standard error, as the log package writes them.
-func daemonLog() *log.Logger { return log.New(os.Stderr, "", log.LstdFlags) }
+// daemonLog is where the daemons' log lines go: standard error, as the log package writes them,
+// to the microsecond: a version reaches its receivers within a second, and the order of their
+// lines across processes is what a slow one is diagnosed from.
+func daemonLog() *log.Logger { return log.New(os.Stderr, "", log.LstdFlags|log.Lmicroseconds) }
 
 func signalContext() (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

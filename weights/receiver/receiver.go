@@ -325,6 +325,17 @@ func (r *Receiver) commit(ctx context.Context, plan wire.Plan, n int64, took tim
 	if err := m.f.Sync(); err != nil { // unmapped after the engine is told: off the version's path
 		return localError{err}
 	}
+	// The version Out held stays open across the rename: dropping its last name would free its
+	// pages inside the rename (1.5B shape, 3.09 GB: 0.6-1.6 s of the rename, two receivers on
+	// a 2-core Zen 4 VM) before the engine is told. They are freed after, at idle priority.
+	prevOut, openErr := os.Open(r.f.out) // none before the first version
+	dropPrev := func() {
+		if openErr == nil {
+			idle.Run(prevOut.Close)
+			openErr = os.ErrClosed
+		}
+	}
+	defer dropPrev()
 	r.st.Run, r.st.Version, r.st.Committing, r.st.Full = plan.Run, plan.Target, true, nil
 	if err := r.save(); err != nil {
 		return err
@@ -358,6 +369,7 @@ func (r *Receiver) commit(ctx context.Context, plan wire.Plan, n int64, took tim
 	if r.opt.Ready != nil {
 		r.opt.Ready(plan.Run, plan.Target)
 	}
+	dropPrev()        // before the spare copy: never three versions' pages at once
 	if r.upIdx != 0 { // back to the preferred upstream for the next version
 		r.up.close()
 		r.up, r.upIdx = nil, 0

@@ -204,3 +204,59 @@ func TestTree(t *testing.T) {
 		t.Errorf("the sender sent %v delta bytes, want each of its 4 steps once (%v)", d, deltaBytes)
 	}
 }
+
+// heldNotifier counts, when the engine is told of a version, the receiver's open files that
+// are an earlier version of Out (its name dropped by the rename: "(deleted)").
+type heldNotifier struct {
+	out  string
+	held chan int
+}
+
+func (h heldNotifier) String() string { return "held files" }
+
+func (h heldNotifier) Notify(_ context.Context, u Update) error {
+	h.held <- deletedOpen(h.out)
+	return nil
+}
+
+// deletedOpen is how many of this process's file descriptors are the file once named path.
+func deletedOpen(path string) int {
+	fds, _ := os.ReadDir("/proc/self/fd")
+	n := 0
+	for _, fd := range fds {
+		if target, err := os.Readlink(filepath.Join("/proc/self/fd", fd.Name())); err == nil && target == path+" (deleted)" {
+			n++
+		}
+	}
+	return n
+}
+
+// TestPreviousVersionHeldUntilTold: the file of the version Out held before is still open
+// while the engine is told of the new one (its pages are not freed inside the rename, on the
+// version's path), and closed right after: one such file at each notice, none once the
+// receiver waits for the next version.
+func TestPreviousVersionHeldUntilTold(t *testing.T) {
+	dir := t.TempDir()
+	_, snd, pub := startSender(t, filepath.Join(dir, "send"), wire.Compact)
+	out := filepath.Join(dir, "r", "model.safetensors")
+	n := heldNotifier{out: out, held: make(chan int, 10)}
+	r := startReceiverWith(t, out, false, func(o *Options) { o.Notifier = n }, snd.addr)
+	img, _ := weightstest.Image(model, 1)
+	for v := uint64(1); v <= 3; v++ {
+		if v > 1 {
+			img = weightstest.Step(img, 0.01, v)
+		}
+		if _, err := pub.PublishImage(img, 0); err != nil {
+			t.Fatal(err)
+		}
+		r.waitFor(t, v)
+		if held, want := <-n.held, min(int(v)-1, 1); held != want {
+			t.Fatalf("version %d: %d earlier versions of %s open while the engine was told, want %d", v, held, out, want)
+		}
+		r.check(t, img)
+	}
+	r.stop()
+	if held := deletedOpen(out); held != 0 {
+		t.Fatalf("%d earlier versions of %s still open after the receiver stopped", held, out)
+	}
+}

@@ -6,7 +6,6 @@ import (
 	"runtime"
 	"slices"
 	"sync"
-	"unsafe"
 
 	"github.com/klauspost/compress/zstd"
 
@@ -58,10 +57,11 @@ const (
 
 // AppendRecord appends the record of s, the delta of a tensor from oldBits to newBits, in
 // format f to dst. AstraFlow's needs only newBits' values (in s); the compact format reads
-// oldBits too (which high bytes a change kept).
-func AppendRecord(dst []byte, f Format, s *delta.Sparse, oldBits, newBits []byte) ([]byte, error) {
+// oldBits too (which high bytes a change kept) and builds its payload in *scratch before
+// compressing it (nil: a new one each call).
+func AppendRecord(dst []byte, f Format, s *delta.Sparse, oldBits, newBits []byte, scratch *[]byte) ([]byte, error) {
 	if f == Compact {
-		return appendCompact(dst, s, oldBits, newBits)
+		return appendCompact(dst, s, oldBits, newBits, scratch)
 	}
 	dst = binary.LittleEndian.AppendUint64(dst, uint64(s.Count()))
 	dst = binary.LittleEndian.AppendUint16(dst, uint16(s.ElemSize))
@@ -163,7 +163,10 @@ func ApplyRecord(base []byte, elemSize int, f Format, rec []byte, scratch *delta
 //	32 payload: sparse = zstd(gaps || low byte planes || exceptions); dense = the raw new tensor
 //
 // Gaps: entry k stores idx[k] - idx[k-1] - 1 (entry 0 stores idx[0]) in width w bytes; a
-// gap >= M = 2^(8w)-1 is written as floor(gap/M) words of M then the remainder. Byte planes:
+// gap >= M = 2^(8w)-1 is written as floor(gap/M) words of M then the remainder. The encoder
+// writes the width of the shortest gap stream (the narrowest of equal ones). The payload is
+// written by the native kernel nl_delta_compact_payload (kernels/trainer/delta/compact.c,
+// tested against a Go restatement of this format); it is read here. Byte planes:
 // byte 0 of every new value, then byte 1, ... (zstd finds the repeated bytes).
 //
 // Version 2 stores the planes of the low half of each value only (byte 0 of bf16/fp16, bytes
@@ -206,38 +209,6 @@ func lowBytes(version, elemSize int) int {
 	return elemSize / 2
 }
 
-// gapBytes returns the gap-stream size of s for widths 1, 2 and 4.
-func gapBytes(s *delta.Sparse) [3]uint64 {
-	if s.IndexSize == 4 {
-		return gapCosts(indexView[uint32](s))
-	}
-	return gapCosts(indexView[uint64](s))
-}
-
-func gapCosts[T uint32 | uint64](idx []T) [3]uint64 {
-	var words [3]uint64
-	prev := int64(-1)
-	for _, i := range idx {
-		g := uint64(int64(i) - prev - 1)
-		prev = int64(i)
-		words[0] += g/gapMax(1) + 1
-		words[1] += g/gapMax(2) + 1
-		words[2] += g/gapMax(4) + 1
-	}
-	return [3]uint64{words[0], 2 * words[1], 4 * words[2]}
-}
-
-// indexView is s's indices as integers, without Sparse.Index's width test and byte decoding per
-// entry: the record's passes run once per changed element of every step (an optimizer's step
-// changes 1-2.5% of a model), and read the indices several times. Indices are little-endian,
-// as the machines needle builds for (x86-64, arm64) store integers.
-func indexView[T uint32 | uint64](s *delta.Sparse) []T {
-	if s.Count() == 0 {
-		return nil
-	}
-	return unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(s.Indices))), s.Count())
-}
-
 func putCompactHeader(dst []byte, version, kind, w, elemSize int, n, nnz, raw uint64) []byte {
 	dst = append(dst, compactMagic...)
 	dst = append(dst, byte(version), byte(kind), byte(w), byte(elemSize))
@@ -247,8 +218,10 @@ func putCompactHeader(dst []byte, version, kind, w, elemSize int, n, nnz, raw ui
 }
 
 // appendCompact appends the compact record (version 2) of s, the delta from oldBits to
-// newBits, to dst: sparse, or dense where that is smaller.
-func appendCompact(dst []byte, s *delta.Sparse, oldBits, newBits []byte) ([]byte, error) {
+// newBits, to dst: sparse, or dense where that is smaller. The payload is built in *scratch
+// (kept for the next call) and compressed straight into dst: with room in dst, nothing else is
+// allocated or copied.
+func appendCompact(dst []byte, s *delta.Sparse, oldBits, newBits []byte, scratch *[]byte) ([]byte, error) {
 	if int64(len(newBits)) != s.Len*int64(s.ElemSize) || len(oldBits) != len(newBits) {
 		return nil, fmt.Errorf("tensors of %d and %d bytes, delta is for %d elements of %d bytes", len(oldBits), len(newBits), s.Len, s.ElemSize)
 	}
@@ -256,103 +229,25 @@ func appendCompact(dst []byte, s *delta.Sparse, oldBits, newBits []byte) ([]byte
 	dense := func() []byte {
 		return append(putCompactHeader(dst, compactVersion, compactDense, 0, es, n, nnz, uint64(len(newBits))), newBits...)
 	}
-	costs := gapBytes(s)
-	wi := 0
-	for i := range costs {
-		if costs[i] < costs[wi] {
-			wi = i
-		}
+	if scratch == nil {
+		scratch = new([]byte)
 	}
-	w := []int{1, 2, 4}[wi]
 	low := lowBytes(compactVersion, es)
-	if costs[wi]+nnz*uint64(low) >= uint64(len(newBits)) {
+	payload, layout, err := delta.AppendCompactPayload((*scratch)[:0], s, oldBits, 0, low, true)
+	if err != nil {
+		return nil, err
+	}
+	*scratch = payload
+	if uint64(layout.GapBytes)+nnz*uint64(low) >= uint64(len(newBits)) {
 		return dense(), nil
 	}
-	payload := appendPlanes(appendGaps(make([]byte, 0, costs[wi]+nnz*uint64(low)+64), s, w), s, low)
-	payload = appendExceptions(payload, s, oldBits, low)
+	w := layout.Width
 	out := putCompactHeader(dst, compactVersion, compactSparse, w, es, n, nnz, uint64(len(payload)))
 	out = zenc().EncodeAll(payload, out)
 	if len(out)-len(dst)-compactHdrLen >= len(newBits) {
 		return dense(), nil
 	}
 	return out, nil
-}
-
-// appendGaps appends the gap words of s with width w (appended as u64 and cut to w bytes, so
-// dst needs 8 spare bytes of capacity to avoid growing).
-func appendGaps(dst []byte, s *delta.Sparse, w int) []byte {
-	if s.IndexSize == 4 {
-		return appendGapWords(dst, indexView[uint32](s), w)
-	}
-	return appendGapWords(dst, indexView[uint64](s), w)
-}
-
-func appendGapWords[T uint32 | uint64](dst []byte, idx []T, w int) []byte {
-	prev, m := int64(-1), gapMax(w)
-	for _, i := range idx {
-		g := uint64(int64(i) - prev - 1)
-		prev = int64(i)
-		for ; g >= m; g -= m {
-			dst = binary.LittleEndian.AppendUint64(dst, m)[:len(dst)+w]
-		}
-		dst = binary.LittleEndian.AppendUint64(dst, g)[:len(dst)+w]
-	}
-	return dst
-}
-
-// appendPlanes appends byte planes 0 to planes-1 of s's new values.
-func appendPlanes(dst []byte, s *delta.Sparse, planes int) []byte {
-	for b := range planes {
-		for k := b; k < len(s.Values); k += s.ElemSize {
-			dst = append(dst, s.Values[k])
-		}
-	}
-	return dst
-}
-
-// appendExceptions appends the exceptions of a version-2 record: the entries of s whose bytes
-// from low on differ from oldBits' at their index.
-func appendExceptions(dst []byte, s *delta.Sparse, oldBits []byte, low int) []byte {
-	var entries []int
-	if s.IndexSize == 4 {
-		entries = exceptions(indexView[uint32](s), s.Values, oldBits, s.ElemSize, low)
-	} else {
-		entries = exceptions(indexView[uint64](s), s.Values, oldBits, s.ElemSize, low)
-	}
-	es := s.ElemSize
-	dst = binary.AppendUvarint(dst, uint64(len(entries)))
-	prev := -1
-	for _, k := range entries {
-		dst = binary.AppendUvarint(dst, uint64(k-prev-1))
-		dst = append(dst, s.Values[k*es+low:(k+1)*es]...)
-		prev = k
-	}
-	return dst
-}
-
-// exceptions returns the entries whose new value (vals, es bytes each) differs from oldBits'
-// value at its index in bytes low and up. bf16 and fp16 (es 2, low 1) compare one byte.
-func exceptions[T uint32 | uint64](idx []T, vals, oldBits []byte, es, low int) []int {
-	var entries []int
-	if es == 2 && low == 1 {
-		vals = vals[:2*len(idx)]
-		for k, i := range idx {
-			if vals[2*k+1] != oldBits[2*int(i)+1] {
-				entries = append(entries, k)
-			}
-		}
-		return entries
-	}
-	for k, i := range idx {
-		v, o := vals[k*es:(k+1)*es], oldBits[int(i)*es:(int(i)+1)*es]
-		for j := low; j < es; j++ { // a loop, not bytes.Equal: 1 or 2 bytes, a call cost more
-			if v[j] != o[j] {
-				entries = append(entries, k)
-				break
-			}
-		}
-	}
-	return entries
 }
 
 // decodeCompact checks a compact record for a tensor of n elements of elemSize bytes and returns

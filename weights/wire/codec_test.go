@@ -22,7 +22,7 @@ func encodeRecord(t testing.TB, f Format, oldBits, newBits []byte, es int) (delt
 	if err := delta.Encode(&s, oldBits, newBits, es, 2); err != nil {
 		t.Fatal(err)
 	}
-	rec, err := AppendRecord(nil, f, &s, oldBits, newBits)
+	rec, err := AppendRecord(nil, f, &s, oldBits, newBits, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func TestAstraFlowWideIndices(t *testing.T) {
 		wide.Indices = binary.LittleEndian.AppendUint64(wide.Indices, math.MaxUint32-2+3*k)
 		wide.Values = append(wide.Values, byte(k), 0)
 	}
-	rec, err := AppendRecord(nil, AstraFlow, &wide, nil, nil)
+	rec, err := AppendRecord(nil, AstraFlow, &wide, nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func TestCompactFallsBackToDense(t *testing.T) {
 	if err := delta.Encode(&s, oldBits, newBits, 2, 1); err != nil {
 		t.Fatal(err)
 	}
-	rec, err := appendCompact(nil, &s, oldBits, newBits)
+	rec, err := appendCompact(nil, &s, oldBits, newBits, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func TestCompactFallsBackToDense(t *testing.T) {
 	if err := delta.Encode(&s, oldBits, newBits, 2, 1); err != nil {
 		t.Fatal(err)
 	}
-	if rec, err = appendCompact(nil, &s, oldBits, newBits); err != nil {
+	if rec, err = appendCompact(nil, &s, oldBits, newBits, nil); err != nil {
 		t.Fatal(err)
 	}
 	if rec[5] != compactSparse || rec[6] != 1 || len(rec) >= int(s.Count())*6 {
@@ -142,9 +142,9 @@ func TestCompactGapEscapes(t *testing.T) {
 func buildSparseCompact(t testing.TB, s *delta.Sparse, oldBits []byte, version, w int) []byte {
 	t.Helper()
 	low := lowBytes(version, s.ElemSize)
-	payload := appendPlanes(appendGaps(nil, s, w), s, low)
-	if version == 2 {
-		payload = appendExceptions(payload, s, oldBits, low)
+	payload, _, err := delta.AppendCompactPayload(nil, s, oldBits, w, low, version == 2)
+	if err != nil {
+		t.Fatal(err)
 	}
 	rec := putCompactHeader(nil, version, compactSparse, w, s.ElemSize, uint64(s.Len), uint64(s.Count()), uint64(len(payload)))
 	return zenc().EncodeAll(payload, rec)
@@ -159,7 +159,11 @@ func TestBadRecordsLeaveBaseUntouched(t *testing.T) {
 	cmod := func(f func(b []byte) []byte) []byte { return f(bytes.Clone(compact)) }
 	// v2 builds a version-2 record whose exceptions section is ex.
 	v2 := func(ex ...byte) []byte {
-		payload := append(appendPlanes(appendGaps(nil, &s, 1), &s, 1), ex...)
+		payload, _, err := delta.AppendCompactPayload(nil, &s, oldBits, 1, 1, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		payload = append(payload, ex...)
 		return zenc().EncodeAll(payload, putCompactHeader(nil, 2, compactSparse, 1, 2, 1000, uint64(nnz), uint64(len(payload))))
 	}
 	cases := []struct {
@@ -214,7 +218,7 @@ func TestBadRecordsLeaveBaseUntouched(t *testing.T) {
 func FuzzApplyRecord(f *testing.F) {
 	oldBits, newBits := weightstest.Pair(300, 2, 0.05, 13)
 	s, astra := encodeRecord(f, AstraFlow, oldBits, newBits, 2)
-	compact, _ := appendCompact(nil, &s, oldBits, newBits)
+	compact, _ := appendCompact(nil, &s, oldBits, newBits, nil)
 	f.Add(byte(0), astra)
 	f.Add(byte(1), compact)
 	f.Add(byte(1), buildSparseCompact(f, &s, oldBits, 1, 1))

@@ -25,7 +25,7 @@ func TestApplyRejects(t *testing.T) {
 	if err := delta.Encode(&sp, make([]byte, 16), bytes.Repeat([]byte{1}, 16), 2, 1); err != nil {
 		t.Fatal(err)
 	}
-	rec, _ := AppendRecord(nil, AstraFlow, &sp, nil, bytes.Repeat([]byte{1}, 16))
+	rec, _ := AppendRecord(nil, AstraFlow, &sp, nil, bytes.Repeat([]byte{1}, 16), nil)
 	for _, c := range []struct {
 		rec  Record
 		want string

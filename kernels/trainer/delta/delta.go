@@ -17,6 +17,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"unsafe"
 
@@ -154,6 +155,54 @@ func grow(b []byte, n int64) []byte {
 		return make([]byte, 0, n)
 	}
 	return b[:0]
+}
+
+// PayloadLayout is how AppendCompactPayload laid out a payload's gap stream.
+type PayloadLayout struct {
+	Width    int   // bytes per gap word: 1, 2 or 4
+	GapBytes int64 // the gap stream's length, before the planes
+}
+
+// AppendCompactPayload appends to dst the payload of a compact record of weights/wire (its
+// codec.go has the format) for s, the delta from oldBits: the gap stream in words of width
+// bytes (0: the width of the shortest stream), byte planes 0 to planes-1 of the values, and
+// with exceptions the entries whose bytes from planes on differ from oldBits'
+// (nl_delta_compact_payload). dst grows to the longest payload first, so the payload is
+// written once, in place.
+func AppendCompactPayload(dst []byte, s *Sparse, oldBits []byte, width, planes int, exceptions bool) ([]byte, PayloadLayout, error) {
+	widths := []int{width}
+	switch width {
+	case 0:
+		widths = []int{1, 2, 4}
+	case 1, 2, 4:
+	default:
+		return nil, PayloadLayout{}, fmt.Errorf("gap width %d is not 1, 2 or 4 (or 0: the shortest)", width)
+	}
+	if planes < 1 || planes > s.ElemSize {
+		return nil, PayloadLayout{}, fmt.Errorf("%d byte planes of %d-byte values", planes, s.ElemSize)
+	}
+	if err := s.Check(len(oldBits)); err != nil { // the kernel reads oldBits at every index
+		return nil, PayloadLayout{}, err
+	}
+	// Every entry takes one gap word and the escapes at most Len/M more (the gaps add up to
+	// less than Len); the exceptions are written 10 bytes on, then moved behind their count.
+	nnz, gapRoom := s.Count(), int64(0)
+	for _, w := range widths {
+		gapRoom = max(gapRoom, int64(w)*(nnz+s.Len/(1<<(8*w)-1)+1))
+	}
+	bound := gapRoom + nnz*int64(planes)
+	ex := C.int32_t(0)
+	if exceptions {
+		bound += 10 + nnz*int64(10+s.ElemSize-planes)
+		ex = 1
+	}
+	dst = slices.Grow(dst, int(bound))
+	out := dst[len(dst):cap(dst)]
+	var used C.int32_t
+	var gapBytes C.int64_t
+	n := C.nl_delta_compact_payload(ptr(oldBits), C.int32_t(s.ElemSize), ptr(s.Indices), C.int32_t(s.IndexSize),
+		ptr(s.Values), C.int64_t(nnz), C.int32_t(width), C.int32_t(planes), ex, ptr(out), &used, &gapBytes)
+	return dst[:len(dst)+int(n)], PayloadLayout{Width: int(used), GapBytes: int64(gapBytes)}, nil
 }
 
 // Check verifies s against a tensor of len(base)/s.ElemSize elements: sizes, strictly

@@ -43,6 +43,23 @@ int32_t nl_delta_apply(int32_t level, void *base, int64_t n, int32_t elem_size,
                            const void *idx, int32_t idx_size, const void *vals, int64_t nnz,
                            char *err, int64_t errlen);
 
+/* nl_delta_compact_payload writes to out the payload of a compact record (weights/wire/codec.go)
+ * of nnz entries as nl_delta_encode wrote them (idx, vals) for a tensor whose old bits are
+ * old_bits: the gap words, then byte planes 0 to planes-1 of the values (byte b of every
+ * value), then, when exceptions is set, a uvarint count and, per entry whose bytes from planes
+ * on differ from old_bits' at its index, the uvarint of its entry number less the previous
+ * one's less 1 and those bytes. Gaps: entry k's is idx[k] - idx[k-1] - 1 (entry 0's is idx[0]),
+ * written as floor(gap / M) words of M = 2^(8 width) - 1, then the rest, in words of width 1,
+ * 2 or 4 bytes; width 0 takes the width of the shortest gap stream (the narrowest of equal
+ * ones). *width_used is the width written, *gap_bytes the gap stream's length. It trusts its
+ * arguments: indices strictly increasing and below the old tensor's length n, out with room,
+ * for each width it may write, for width * (nnz + n / M) + nnz * planes bytes and, with
+ * exceptions, 10 + nnz * (10 + elem_size - planes) more. Returns the bytes written. */
+int64_t nl_delta_compact_payload(const void *old_bits, int32_t elem_size, const void *idx,
+                                 int32_t idx_size, const void *vals, int64_t nnz, int32_t width,
+                                 int32_t planes, int32_t exceptions, void *out, int32_t *width_used,
+                                 int64_t *gap_bytes);
+
 #ifdef __cplusplus
 }
 #endif

@@ -197,3 +197,125 @@ func TestIndexWidthPast2to32(t *testing.T) {
 		}
 	}
 }
+
+// naiveGapCosts and naiveCompactPayload restate the compact payload (weights/wire/codec.go) in
+// Go, entry by entry: the oracle of nl_delta_compact_payload.
+func naiveGapCosts(idx []uint64) [3]uint64 {
+	var c [3]uint64
+	for k, w := range []uint64{1, 2, 4} {
+		m, next := uint64(1)<<(8*w)-1, uint64(0)
+		for _, i := range idx {
+			c[k] += w * ((i-next)/m + 1)
+			next = i + 1
+		}
+	}
+	return c
+}
+
+func naiveCompactPayload(idx []uint64, vals, oldBits []byte, es, width, planes int, exceptions bool) []byte {
+	var out []byte
+	m, next := uint64(1)<<(8*width)-1, uint64(0)
+	for _, i := range idx {
+		g := i - next
+		next = i + 1
+		for ; g >= m; g -= m {
+			out = binary.LittleEndian.AppendUint64(out, m)[:len(out)+width]
+		}
+		out = binary.LittleEndian.AppendUint64(out, g)[:len(out)+width]
+	}
+	for b := range planes {
+		for k := range idx {
+			out = append(out, vals[k*es+b])
+		}
+	}
+	if !exceptions {
+		return out
+	}
+	var ex []byte
+	count, prev := 0, -1
+	for k, i := range idx {
+		v := vals[k*es+planes : (k+1)*es]
+		if !bytes.Equal(v, oldBits[int(i)*es+planes:(int(i)+1)*es]) {
+			ex = append(binary.AppendUvarint(ex, uint64(k-prev-1)), v...)
+			prev, count = k, count+1
+		}
+	}
+	return append(binary.AppendUvarint(out, uint64(count)), ex...)
+}
+
+// TestCompactPayloadMatchesNaive: every width, plane count and index size, with and without
+// exceptions, on changes from none to all and gaps past each width's escape word; the payload
+// is written in place after dst's bytes, which stay.
+func TestCompactPayloadMatchesNaive(t *testing.T) {
+	for _, es := range []int{2, 4} {
+		for _, n := range append(sizes, 300000) {
+			for _, frac := range []float64{0, 0.0001, 0.01, 0.3, 1} {
+				oldBits, newBits := weightstest.Pair(n, es, frac, uint64(n)+7)
+				// Exceptions: every 5th change reaches the high byte. Gaps of exactly one escape
+				// word (255 after element 0, 65535 between multiples of 65536) where nothing else
+				// changed.
+				changed, _ := naive(oldBits, newBits, es)
+				for k := 0; k < len(changed); k += 5 {
+					newBits[int(changed[k])*es+es-1] ^= 0x40
+				}
+				for i := 0; i < n; i += 65536 {
+					newBits[i*es] ^= 1
+				}
+				if n > 256 {
+					newBits[256*es] ^= 1
+				}
+				wantIdx, vals := naive(oldBits, newBits, es)
+				for _, is := range []int{4, 8} {
+					s := Sparse{Len: int64(n), ElemSize: es, IndexSize: is, Values: vals}
+					for _, i := range wantIdx {
+						s.Indices = binary.LittleEndian.AppendUint64(s.Indices, i)[:len(s.Indices)+is]
+					}
+					costs := naiveGapCosts(wantIdx)
+					shortest := 0
+					for w := range costs {
+						if costs[w] < costs[shortest] {
+							shortest = w
+						}
+					}
+					for _, width := range []int{0, 1, 2, 4} {
+						want := PayloadLayout{Width: width}
+						if width == 0 {
+							want.Width = 1 << shortest
+						}
+						want.GapBytes = int64(costs[map[int]int{1: 0, 2: 1, 4: 2}[want.Width]])
+						for planes := 1; planes <= es; planes++ {
+							for _, ex := range []bool{false, true} {
+								got, layout, err := AppendCompactPayload([]byte("head"), &s, oldBits, width, planes, ex)
+								if err != nil {
+									t.Fatal(err)
+								}
+								wantBytes := naiveCompactPayload(wantIdx, vals, oldBits, es, want.Width, planes, ex)
+								if string(got[:4]) != "head" || !bytes.Equal(got[4:], wantBytes) || layout != want {
+									t.Fatalf("es=%d n=%d frac=%v is=%d width=%d planes=%d exceptions=%v: %d bytes, %+v; want %d, %+v", es, n, frac, is, width, planes, ex, len(got)-4, layout, len(wantBytes), want)
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestCompactPayloadRefusesBadArguments(t *testing.T) {
+	oldBits, newBits := weightstest.Pair(100, 2, 0.1, 1)
+	var s Sparse
+	if err := Encode(&s, oldBits, newBits, 2, 1); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		width, planes int
+		old           []byte
+		want          string
+	}{{3, 1, oldBits, "gap width 3"}, {-1, 1, oldBits, "gap width -1"}, {1, 0, oldBits, "0 byte planes"}, {1, 3, oldBits, "3 byte planes"},
+		{1, 1, oldBits[:100], "tensor has 100 bytes"}} {
+		if _, _, err := AppendCompactPayload(nil, &s, c.old, c.width, c.planes, true); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("width %d planes %d old of %d bytes: error %v, want %q", c.width, c.planes, len(c.old), err, c.want)
+		}
+	}
+}
