@@ -52,20 +52,6 @@ func FuzzTokenize(f *testing.F) {
 	})
 }
 
-// tokenizeGeneral is tokenize without its ASCII fast path: every position through tokenLen,
-// the reference the fast path is checked against.
-func tokenizeGeneral(text string, emit func(start, end int)) {
-	for pos := 0; pos < len(text); {
-		if n := tokenLen(text[pos:]); n > 0 {
-			emit(pos, pos+n)
-			pos += n
-			continue
-		}
-		_, n := runeAt(text, pos)
-		pos += n
-	}
-}
-
 // FuzzTokenizeFastPath: tokenize cuts any text as the general matcher alone does.
 func FuzzTokenizeFastPath(f *testing.F) {
 	for _, s := range []string{"The quick brown fox, 42 times.", "a_b x.y don't 1,000 3.14 a:b", "cafe\u0301 x\u200by", "#1 *2 1\u20e3 a*b",
@@ -75,7 +61,7 @@ func FuzzTokenizeFastPath(f *testing.F) {
 	f.Fuzz(func(t *testing.T, text string) {
 		var got, want []int
 		tokenize(text, func(start, end int) { got = append(got, start, end) })
-		tokenizeGeneral(text, func(start, end int) { want = append(want, start, end) })
+		scanTokens(text, false, func(start, end int) { want = append(want, start, end) })
 		if !slices.Equal(got, want) {
 			t.Fatalf("%q: spans %v, the general matcher's %v", text, got, want)
 		}

@@ -132,16 +132,21 @@ func unit(s string, i int) (wordClass, uint8, int) {
 // StandardTokenizer emits. The scanner takes the longest match of its rules at each position (words and
 // numbers, emoji sequences, South-East Asian runs, single Han and Hiragana characters) and
 // skips one rune where none matches.
-func tokenize(text string, emit func(start, end int)) {
+func tokenize(text string, emit func(start, end int)) { scanTokens(text, true, emit) }
+
+// scanTokens is tokenize, with its ASCII fast path or (the reference the fast path is tested
+// against) without.
+func scanTokens(text string, fast bool, emit func(start, end int)) {
 	for pos := 0; pos < len(text); {
 		// ASCII fast path (a tenth of a build's CPU went to the general matcher): a byte that
 		// starts no token is skipped, and a run of letters and digits that an ASCII byte which
 		// joins nothing ends is a word, as longestMatch finds; anything else goes to it.
-		switch asciiKinds[text[pos]] {
-		case asciiNone:
+		switch kind := asciiKinds[text[pos]]; {
+		case !fast:
+		case kind == asciiNone:
 			pos++
 			continue
-		case asciiCore:
+		case kind == asciiCore:
 			end := pos + 1
 			for end < len(text) && asciiKinds[text[end]] == asciiCore {
 				end++
