@@ -438,17 +438,24 @@ func (r *runPostings) addBatch(bt *batch, first int64, shard, shards int) {
 // are synced, then state.json names the run and the corpus offset it covers.
 func (b *builder) flush() error {
 	// each shard is a run of its own: no term is in two shards, so the merge joins a term's
-	// postings from the runs of successive flushes only, in their order
-	for _, p := range b.post {
+	// postings from the runs of successive flushes only, in their order. The shards are
+	// sorted and written at once: one after another left a core idle through each flush.
+	var wg sync.WaitGroup
+	errs := make([]error, len(b.post))
+	for shard, p := range b.post {
 		if p.len() == 0 {
 			continue
 		}
 		name := fmt.Sprintf("run-%04d", len(b.st.Runs))
-		if err := atomicfile.Create(filepath.Join(b.dir, name), func(f *os.File) error { return writeRun(f, p) }); err != nil {
-			return err
-		}
 		b.st.Runs = append(b.st.Runs, name)
-		p.reset()
+		wg.Go(func() {
+			errs[shard] = atomicfile.Create(filepath.Join(b.dir, name), func(f *os.File) error { return writeRun(f, p) })
+			p.reset()
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
 	}
 	for _, f := range []*os.File{b.norms, b.ids, b.idOff} {
 		if err := f.Sync(); err != nil {
