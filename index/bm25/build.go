@@ -3,7 +3,6 @@ package bm25
 import (
 	"bufio"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -217,6 +216,7 @@ type batch struct {
 	text        []byte   // the lines, back to back
 	lines       [][]byte // views of text
 	arena       []byte
+	ids         []byte   // the docs' ids, back to back
 	ends, freqs []int32  // the docs' termEnds and freqs, back to back
 	hashes      []uint64 // the docs' hashes, back to back
 	docs        []doc
@@ -285,8 +285,9 @@ func (b *builder) index(r io.Reader) error {
 			defer wg.Done()
 			var a Analyzer
 			var terms bag
+			var rows rowReader
 			for bt := range jobs {
-				bt.analyze(&a, &terms)
+				bt.analyze(&a, &terms, &rows)
 				close(bt.done)
 			}
 		}()
@@ -314,33 +315,30 @@ func (b *builder) index(r io.Reader) error {
 
 // reset empties a batch for reuse, keeping its slices.
 func (bt *batch) reset() {
-	bt.text, bt.lines, bt.arena = bt.text[:0], bt.lines[:0], bt.arena[:0]
+	bt.text, bt.lines, bt.arena, bt.ids = bt.text[:0], bt.lines[:0], bt.arena[:0], bt.ids[:0]
 	bt.ends, bt.freqs, bt.hashes = bt.ends[:0], bt.freqs[:0], bt.hashes[:0]
 }
 
-// analyze fills bt.docs from bt.lines; terms is the worker's scratch bag.
-func (bt *batch) analyze(a *Analyzer, terms *bag) {
+// analyze fills bt.docs from bt.lines; terms and rows are the worker's scratch.
+func (bt *batch) analyze(a *Analyzer, terms *bag, rows *rowReader) {
 	bt.docs = slices.Grow(bt.docs[:0], len(bt.lines))[:len(bt.lines)]
 	clear(bt.docs)
 	for i, line := range bt.lines {
 		d := &bt.docs[i]
 		d.size = len(line)
-		var row struct {
-			ID       json.RawMessage `json:"id"`
-			Contents *string         `json:"contents"`
-		}
-		if json.Unmarshal(line, &row) != nil || row.Contents == nil {
+		id, contents, ok := rows.read(line)
+		if !ok {
 			d.bad = 1
 		}
-		d.id = idString(row.ID)
+		idStart := len(bt.ids)
+		bt.ids = append(bt.ids, id...)
+		d.id = bt.ids[idStart:len(bt.ids):len(bt.ids)]
 		d.start = int32(len(bt.arena))
 		terms.reset()
-		if row.Contents != nil {
-			a.Terms(*row.Contents, func(t []byte) {
-				d.length++
-				terms.add(t, math.MaxInt)
-			})
-		}
+		a.Terms(contents, func(t []byte) {
+			d.length++
+			terms.add(t, math.MaxInt)
+		})
 		bt.arena = append(bt.arena, terms.text...)
 		// the doc's ends and freqs are cut from batch-wide slices: two allocations a batch
 		// rather than two a row (earlier rows keep their views when append moves the slices)
@@ -348,15 +346,6 @@ func (bt *batch) analyze(a *Analyzer, terms *bag) {
 		bt.ends, bt.freqs, bt.hashes = append(bt.ends, terms.ends...), append(bt.freqs, terms.counts...), append(bt.hashes, terms.hashes...)
 		d.termEnds, d.freqs, d.hashes = bt.ends[first:n:n], bt.freqs[first:n:n], bt.hashes[first:n:n]
 	}
-}
-
-// idString is a row's "id" as pyserini reads it: a JSON string's text, else the raw JSON.
-func idString(raw json.RawMessage) []byte {
-	var s string
-	if len(raw) > 0 && raw[0] == '"' && json.Unmarshal(raw, &s) == nil {
-		return []byte(s)
-	}
-	return raw
 }
 
 // add appends a batch's rows: postings in memory, norms and ids to their files; it writes a
@@ -449,17 +438,24 @@ func (r *runPostings) addBatch(bt *batch, first int64, shard, shards int) {
 // are synced, then state.json names the run and the corpus offset it covers.
 func (b *builder) flush() error {
 	// each shard is a run of its own: no term is in two shards, so the merge joins a term's
-	// postings from the runs of successive flushes only, in their order
-	for _, p := range b.post {
+	// postings from the runs of successive flushes only, in their order. The shards are
+	// sorted and written at once: one after another left a core idle through each flush.
+	var wg sync.WaitGroup
+	errs := make([]error, len(b.post))
+	for shard, p := range b.post {
 		if p.len() == 0 {
 			continue
 		}
 		name := fmt.Sprintf("run-%04d", len(b.st.Runs))
-		if err := atomicfile.Create(filepath.Join(b.dir, name), func(f *os.File) error { return writeRun(f, p) }); err != nil {
-			return err
-		}
 		b.st.Runs = append(b.st.Runs, name)
-		p.reset()
+		wg.Go(func() {
+			errs[shard] = atomicfile.Create(filepath.Join(b.dir, name), func(f *os.File) error { return writeRun(f, p) })
+			p.reset()
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
 	}
 	for _, f := range []*os.File{b.norms, b.ids, b.idOff} {
 		if err := f.Sync(); err != nil {

@@ -1,6 +1,7 @@
 package bm25
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf16"
@@ -48,5 +49,21 @@ func FuzzTokenize(f *testing.F) {
 			}
 			last = end
 		})
+	})
+}
+
+// FuzzTokenizeFastPath: tokenize cuts any text as the general matcher alone does.
+func FuzzTokenizeFastPath(f *testing.F) {
+	for _, s := range []string{"The quick brown fox, 42 times.", "a_b x.y don't 1,000 3.14 a:b", "cafe\u0301 x\u200by", "#1 *2 1\u20e3 a*b",
+		strings.Repeat("a", 255) + " " + strings.Repeat("b", 256) + " " + strings.Repeat("7", 300), "\"quoted\"\nline\ttab", "ab\xffcd"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		var got, want []int
+		tokenize(text, func(start, end int) { got = append(got, start, end) })
+		scanTokens(text, false, func(start, end int) { want = append(want, start, end) })
+		if !slices.Equal(got, want) {
+			t.Fatalf("%q: spans %v, the general matcher's %v", text, got, want)
+		}
 	})
 }

@@ -132,8 +132,31 @@ func unit(s string, i int) (wordClass, uint8, int) {
 // StandardTokenizer emits. The scanner takes the longest match of its rules at each position (words and
 // numbers, emoji sequences, South-East Asian runs, single Han and Hiragana characters) and
 // skips one rune where none matches.
-func tokenize(text string, emit func(start, end int)) {
+func tokenize(text string, emit func(start, end int)) { scanTokens(text, true, emit) }
+
+// scanTokens is tokenize, with its ASCII fast path or (the reference the fast path is tested
+// against) without.
+func scanTokens(text string, fast bool, emit func(start, end int)) {
 	for pos := 0; pos < len(text); {
+		// ASCII fast path (a tenth of a build's CPU went to the general matcher): a byte that
+		// starts no token is skipped, and a run of letters and digits that an ASCII byte which
+		// joins nothing ends is a word, as longestMatch finds; anything else goes to it.
+		switch kind := asciiKinds[text[pos]]; {
+		case !fast:
+		case kind == asciiNone:
+			pos++
+			continue
+		case kind == asciiCore:
+			end := pos + 1
+			for end < len(text) && asciiKinds[text[end]] == asciiCore {
+				end++
+			}
+			if end-pos <= maxTokenUnits && (end == len(text) || asciiKinds[text[end]] == asciiNone) {
+				emit(pos, end)
+				pos = end
+				continue
+			}
+		}
 		if n := tokenLen(text[pos:]); n > 0 {
 			emit(pos, pos+n)
 			pos += n
@@ -143,6 +166,26 @@ func tokenize(text string, emit func(start, end int)) {
 		pos += n
 	}
 }
+
+// Kinds of bytes for tokenize's ASCII fast path.
+const (
+	asciiOther = iota // not ASCII, or an ASCII byte that may join or start a token otherwise
+	asciiNone         // starts no token and joins none: Word_Break Other, no emoji (not '#' or '*', keycap starts)
+	asciiCore         // a letter or digit
+)
+
+// asciiKinds is the kind of every byte value, from the word classes.
+var asciiKinds = func() (k [256]uint8) {
+	for c := range rune(utf8.RuneSelf) {
+		switch class, flags := props(c); {
+		case class == wbLetter || class == wbNumeric:
+			k[c] = asciiCore
+		case class == wbOther && flags == 0 && c != '#' && c != '*':
+			k[c] = asciiNone
+		}
+	}
+	return k
+}()
 
 // tokenLen returns the length of the token at the start of s, 0 if none starts there.
 func tokenLen(s string) int {
