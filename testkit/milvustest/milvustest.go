@@ -20,12 +20,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -53,6 +55,7 @@ type Server struct {
 	metrics int // the /healthz port
 	cmd     *exec.Cmd
 	exited  chan struct{} // closed when cmd has exited
+	healthy bool          // it was healthy once: its ports are known to its data and tests
 }
 
 var serial atomic.Int64
@@ -230,7 +233,14 @@ func (s *Server) Restart(t testing.TB) {
 	}
 	err := s.launch()
 	if errors.Is(err, errExited) {
-		t.Logf("milvustest: %v; starting it once more. Its crash:\n%s", err, crashLines(s.logPath()))
+		crash := crashLines(s.logPath())
+		t.Logf("milvustest: %v; starting it once more. Its crash:\n%s", err, crash)
+		// A port taken between freePorts and Milvus's bind: a server that never ran can move.
+		if strings.Contains(crash, "address already in use") && !s.healthy {
+			if err := s.configure(); err != nil {
+				t.Fatalf("milvustest: %v", err)
+			}
+		}
 		err = s.launch()
 	}
 	if err != nil {
@@ -284,6 +294,7 @@ func (s *Server) waitHealthy() error {
 			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK && bytes.Contains(body, []byte("OK")) {
+				s.healthy = true
 				return nil
 			}
 		}
@@ -314,18 +325,51 @@ func (s *Server) signal(sig syscall.Signal, grace time.Duration) {
 
 func (s *Server) logPath() string { return filepath.Join(s.dir, "logs", "milvus-stdout.log") }
 
-// freePorts returns n distinct loopback ports that were free a moment ago.
+// freePorts returns n distinct loopback ports that were free a moment ago, drawn below the
+// kernel's ephemeral range: a port from that range can be taken by any outgoing connection
+// (Milvus's own components dial each other and etcd while the rest still bind) before Milvus
+// binds it, which crashed a start with "bind: address already in use".
 func freePorts(n int) ([]int, error) {
-	ports := make([]int, n)
-	for i := range ports {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+	low := ephemeralLow()
+	const floor = 10000
+	if low-floor < 4*n {
+		return nil, fmt.Errorf("no port range below the ephemeral one (starts at %d)", low)
+	}
+	ports := make([]int, 0, n)
+	for tries := 0; len(ports) < n; tries++ {
+		if tries == 100*n {
+			return nil, fmt.Errorf("no %d free loopback ports in [%d, %d)", n, floor, low)
+		}
+		port := floor + rand.IntN(low-floor)
+		if slices.Contains(ports, port) {
+			continue
+		}
+		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 		if err != nil {
-			return nil, err
+			continue
 		}
 		defer ln.Close()
-		ports[i] = ln.Addr().(*net.TCPAddr).Port
+		ports = append(ports, port)
 	}
 	return ports, nil
+}
+
+// ephemeralLow is the first port of the kernel's ephemeral range (Linux's default 32768 when
+// the setting cannot be read).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return 32768
+	}
+	low, err := strconv.Atoi(f[0])
+	if err != nil {
+		return 32768
+	}
+	return low
 }
 
 // tail returns the last n lines of the file at path (for failure reports).

@@ -43,3 +43,19 @@ func TestStartKillRestart(t *testing.T) {
 		t.Fatalf("after Restart: %v", err)
 	}
 }
+
+// TestFreePortsBelowEphemeral: the ports a server gets are distinct and none can be taken by an
+// outgoing connection (the kernel's ephemeral range starts above them).
+func TestFreePortsBelowEphemeral(t *testing.T) {
+	ports, err := freePorts(12)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int]bool{}
+	for _, p := range ports {
+		if p >= ephemeralLow() || p < 1024 || seen[p] {
+			t.Fatalf("port %d of %v: want distinct ports in [1024, %d)", p, ports, ephemeralLow())
+		}
+		seen[p] = true
+	}
+}
