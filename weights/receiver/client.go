@@ -54,6 +54,11 @@ func (u *upstream) next(buf []byte) (wire.Kind, []byte, []byte, error) {
 	return wire.ReadFrame(u.br, buf)
 }
 
+// nextUnchecked reads the next frame into buf; the caller checks it.
+func (u *upstream) nextUnchecked(buf []byte) (wire.Frame, []byte, error) {
+	return wire.ReadUnchecked(u.br, buf)
+}
+
 func (u *upstream) close() { u.nc.Close() }
 
 // serverSaid reports whether err is an Error frame with one of codes.

@@ -290,6 +290,23 @@ func TestCorruptAndTruncated(t *testing.T) {
 	}
 }
 
+// TestCorruptFullRecord: a flipped byte in a raw record of a full step, whose check runs on
+// the goroutine that writes it (not on the reader), fails that check before the record is
+// written: the step is discarded and taken again in full, and the file is the version.
+func TestCorruptFullRecord(t *testing.T) {
+	dir := t.TempDir()
+	_, snd, pub := startSender(t, filepath.Join(dir, "send"), wire.Compact)
+	img, _ := weightstest.Image(bigModel, 16)
+	pub.PublishImage(img, 0)
+	px := newProxy(t, snd.addr, fault{at: int64(len(img)) / 2, kind: "flip"})
+	r := startReceiver(t, filepath.Join(dir, "r", "model.safetensors"), false, px.addr)
+	r.waitFor(t, 1)
+	r.check(t, img)
+	if got := r.opt.Metrics.Counter("needle_weights_receiver_errors_total", "", "cause", "check").Get(); got != 1 {
+		t.Errorf("want one check failure, got %v:\n%s", got, text(r.opt.Metrics))
+	}
+}
+
 func text(m *prom.Registry) string {
 	var b strings.Builder
 	m.WriteTo(&b)

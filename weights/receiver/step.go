@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"runtime/debug"
+	"slices"
 	"sync"
 
 	"needle/kernels/trainer/delta"
@@ -218,10 +219,22 @@ func fullTarget(l *wire.ChunkMap, m *mapped) *wire.Target {
 }
 
 // item is a record on its way to an applying goroutine; buf is the frame buffer it views.
+// Unless checked, its frame's check runs on that goroutine before the record is applied:
+// the reader goes on to the next frame meanwhile.
 type item struct {
-	idx int
-	rec wire.Record
-	buf []byte
+	idx     int
+	rec     wire.Record
+	frame   wire.Frame
+	checked bool
+	buf     []byte
+}
+
+// check runs the frame's check if the reader did not.
+func (it *item) check() error {
+	if it.checked {
+		return nil
+	}
+	return it.frame.Check()
 }
 
 // saveEvery is how often (in records) a full step's resume point is saved.
@@ -252,7 +265,11 @@ func (r *Receiver) records(first int) (wire.End, int64, error) {
 				failed := applyErr != nil
 				mu.Unlock()
 				if !failed {
-					if err := apply(b.target, it.rec, &scratch); err != nil {
+					err := it.check()
+					if err == nil {
+						err = apply(b.target, it.rec, &scratch)
+					}
+					if err != nil {
 						mu.Lock()
 						applyErr = err
 						mu.Unlock()
@@ -278,7 +295,14 @@ func (r *Receiver) records(first int) (wire.End, int64, error) {
 	idx := first
 	for {
 		buf := <-free
-		k, p, nbuf, rerr := r.up.next(buf)
+		fr, nbuf, rerr := r.up.nextUnchecked(buf)
+		k, p := fr.Kind, fr.Payload
+		// A record is checked by the goroutine that applies it, unless it is relayed: what goes
+		// on to other receivers is checked first.
+		checked := k != wire.KindRecord || b.relay != nil && idx >= relayed
+		if rerr == nil && checked {
+			rerr = fr.Check()
+		}
 		if rerr != nil {
 			free <- nbuf
 			err = rerr
@@ -308,9 +332,9 @@ func (r *Receiver) records(first int) (wire.End, int64, error) {
 			break
 		}
 		if b.relay != nil && idx >= relayed {
-			b.relay.Append(wire.AppendFrame(nil, wire.KindRecord, p))
+			b.relay.Append(slices.Concat(fr.Head[:], p)) // the checked frame as it came: no second hash
 		}
-		work <- item{idx: idx, rec: rec, buf: nbuf}
+		work <- item{idx: idx, rec: rec, frame: fr, checked: checked, buf: nbuf}
 		idx++
 		if b.full && idx%saveEvery == 0 {
 			r.saveFull(prog.applied())

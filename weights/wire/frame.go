@@ -1,4 +1,4 @@
-// Package wire is needle's weight-transfer protocol (protocol 1) and the one codec of weight
+// Package wire is needle's weight-transfer protocol (protocol 2) and the one codec of weight
 // deltas: what a sender, its receivers and a delta file of `needle delta` agree on.
 //   - chunkmap.go: how one version of a safetensors file is cut into chunks, which tensor of a
 //     base version each chunk is diffed against, and the manifest (the xxh64 of each chunk)
@@ -9,7 +9,7 @@
 //   - encode.go, target.go: a whole step: every chunk of a new version encoded against the old
 //     one on several goroutines, in chunk order; and a file image brought to the new version by
 //     its records, each checked against the chunk map;
-//   - frame.go, messages.go: frames that each carry an xxh64 check of their header fields and
+//   - frame.go, messages.go: frames that each carry an xxh3 check of their header fields and
 //     payload; the JSON messages that open a transfer and close each of its steps.
 //
 // It does no I/O policy: callers own connections, files, buffers and deadlines.
@@ -20,12 +20,15 @@
 //	2  u8         protocol version (Proto)
 //	3  u8         kind
 //	4  u32        payload length (at most MaxPayload)
-//	8  u64        xxh64 of bytes 0..8 then the payload
+//	8  u64        check: XXH3-64 of the payload, seeded with bytes 0..8 (as a u64)
 //	16 payload
 //
-// The check covers kind and length, so a frame whose header was damaged fails its check
-// instead of being read as another kind; it sits before the payload so that a sender can
-// write a precomputed frame with one writev.
+// The check covers kind and length (through the seed), so a frame whose header was damaged
+// fails its check instead of being read as another kind; it sits before the payload so that
+// a sender can write a precomputed frame with one writev. Protocol 1 had the same layout with
+// an xxh64 of bytes 0..8 then the payload; XXH3 is 3-4x faster on AVX2 cores, and the frame
+// checks were a sixth of a full version's CPU (every raw byte is hashed by the sender once and
+// by each receiver). Frames of protocol 1 are refused, never read with the wrong check.
 package wire
 
 import (
@@ -35,12 +38,12 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/cespare/xxhash/v2"
+	"github.com/zeebo/xxh3"
 )
 
 // Proto is the protocol version this build speaks; a frame of another version is an error
 // that names both.
-const Proto = 1
+const Proto = 2
 
 // HeaderLen is the size of a frame header.
 const HeaderLen = 16
@@ -88,13 +91,21 @@ func PutHeader(h []byte, k Kind, parts ...[]byte) {
 	}
 	h[0], h[1], h[2], h[3] = 'N', 'W', Proto, byte(k)
 	binary.LittleEndian.PutUint32(h[4:], uint32(n))
-	d := xxhash.New()
-	d.Write(h[:8])
-	for _, p := range parts {
-		d.Write(p)
+	var sum uint64
+	if len(parts) == 1 { // one pass over the payload, no staging through the hasher's buffer
+		sum = xxh3.HashSeed(parts[0], checkSeed(h))
+	} else {
+		d := xxh3.NewSeed(checkSeed(h))
+		for _, p := range parts {
+			d.Write(p)
+		}
+		sum = d.Sum64()
 	}
-	binary.LittleEndian.PutUint64(h[8:], d.Sum64())
+	binary.LittleEndian.PutUint64(h[8:], sum)
 }
+
+// checkSeed is the seed of a frame's check: its header's first 8 bytes.
+func checkSeed(h []byte) uint64 { return binary.LittleEndian.Uint64(h[:8]) }
 
 // AppendFrame appends a whole frame of kind k with the given payload to dst.
 func AppendFrame(dst []byte, k Kind, payload []byte) []byte {
@@ -114,28 +125,52 @@ func WriteFrame(w io.Writer, k Kind, payload []byte) error {
 // stream that ends cleanly before a frame is io.EOF; one that ends inside a frame is
 // io.ErrUnexpectedEOF; damaged bytes wrap ErrCheck.
 func ReadFrame(r *bufio.Reader, buf []byte) (Kind, []byte, []byte, error) {
-	var h [HeaderLen]byte
-	if _, err := io.ReadFull(r, h[:]); err != nil {
-		return 0, nil, buf, err
+	f, buf, err := ReadUnchecked(r, buf)
+	if err == nil {
+		err = f.Check()
 	}
-	k, n, err := ParseHeader(h[:])
 	if err != nil {
 		return 0, nil, buf, err
+	}
+	return f.Kind, f.Payload, buf, nil
+}
+
+// Frame is a frame read whole whose check has not been computed yet: a reader that hands
+// records to other goroutines lets them check each one while it reads the next (on a full
+// version the check reads every byte once more). Kind and Payload must not be acted on
+// before Check returns nil.
+type Frame struct {
+	Head    [HeaderLen]byte
+	Kind    Kind
+	Payload []byte // a view of the reader's buffer
+}
+
+// Check verifies f's check against its header and payload; a mismatch wraps ErrCheck.
+func (f *Frame) Check() error { return verify(f.Head[:], f.Kind, f.Payload) }
+
+// ReadUnchecked is ReadFrame without the check, which the caller runs (Frame.Check) before
+// trusting the frame: the header is parsed (magic, protocol, kind, length bound), the payload
+// read into buf.
+func ReadUnchecked(r *bufio.Reader, buf []byte) (Frame, []byte, error) {
+	var f Frame
+	if _, err := io.ReadFull(r, f.Head[:]); err != nil {
+		return f, buf, err
+	}
+	k, n, err := ParseHeader(f.Head[:])
+	if err != nil {
+		return f, buf, err
 	}
 	if cap(buf) < n {
 		buf = make([]byte, n)
 	}
-	payload := buf[:n]
-	if _, err := io.ReadFull(r, payload); err != nil {
+	f.Kind, f.Payload = k, buf[:n]
+	if _, err := io.ReadFull(r, f.Payload); err != nil {
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF
 		}
-		return 0, nil, buf, fmt.Errorf("%s frame of %d bytes: %w", k, n, err)
+		return f, buf, fmt.Errorf("%s frame of %d bytes: %w", k, n, err)
 	}
-	if err := verify(h[:], k, payload); err != nil {
-		return 0, nil, buf, err
-	}
-	return k, payload, buf, nil
+	return f, buf, nil
 }
 
 // ParseFrame reads the frame at the start of b (frames at rest: a delta file) and returns its
@@ -162,13 +197,10 @@ func ParseFrame(b []byte) (Kind, []byte, int, error) {
 	return k, payload, HeaderLen + n, nil
 }
 
-// verify checks the xxh64 in header h against h's first 8 bytes and the payload.
+// verify checks the check in header h against h's first 8 bytes and the payload.
 func verify(h []byte, k Kind, payload []byte) error {
-	d := xxhash.New()
-	d.Write(h[:8])
-	d.Write(payload)
-	if got, want := d.Sum64(), binary.LittleEndian.Uint64(h[8:]); got != want {
-		return fmt.Errorf("%s frame of %d bytes: xxh64 %016x, header says %016x: %w", k, len(payload), got, want, ErrCheck)
+	if got, want := xxh3.HashSeed(payload, checkSeed(h)), binary.LittleEndian.Uint64(h[8:]); got != want {
+		return fmt.Errorf("%s frame of %d bytes: check %016x, header says %016x: %w", k, len(payload), got, want, ErrCheck)
 	}
 	return nil
 }
@@ -180,7 +212,7 @@ func ParseHeader(h []byte) (Kind, int, error) {
 		return 0, 0, fmt.Errorf("not a needle weights frame (magic %q): %w", h[:2], ErrCheck)
 	}
 	if h[2] != Proto {
-		return 0, 0, fmt.Errorf("peer speaks weights protocol %d, this build speaks %d", h[2], Proto)
+		return 0, 0, fmt.Errorf("frame of weights protocol %d, this build speaks %d: the peer (or the delta file) is of another needle release", h[2], Proto)
 	}
 	k := Kind(h[3])
 	if _, ok := kindNames[k]; !ok {
