@@ -10,7 +10,9 @@ Debian 12 system, from manpages, manpages-dev and base-files):
     dict-foldoc=20230119-1 dict-jargon=4.4.7-3.1 dict-gcide=0.48.5+nmu2
   (and manpages=6.03-2 manpages-dev=6.03-2, base-files as installed)
 
-  python3 bench/realtext_corpus.py CORPUS.jsonl QUERIES.jsonl [ROWS]   # ROWS: 64000
+  python3 bench/realtext_corpus.py CORPUS.jsonl QUERIES.jsonl [ROWS [NATURAL [SOURCES]]]
+      # ROWS 64000, NATURAL (queries) 2000, SOURCES all; index/bm25/testdata's realtext_* were
+      # made with: realtext_corpus.jsonl realtext_queries.jsonl 600 300 free
 
 Rows are {"id", "contents": "\"Title\"\ntext"} as Search-R1's wiki-18 rows are: dictionary
 entries (one in six of GCIDE = Webster 1913, FOLDOC, the Jargon File), fortunes, and passages of ~100 words
@@ -135,6 +137,12 @@ def rows():
         yield from src()
 
 
+def free_rows():
+    """The source whose text may sit in this repository's testdata: the Jargon File (public
+    domain, as its Debian copyright file says)."""
+    yield from dict_entries("jargon")
+
+
 ODD = [
     "", " ", "the", "the of and to a in", "is it or not", "a an the and but if or",
     "©", "®", "™", "© 2007 Free Software Foundation, Inc.", "Copyright © 1989, 1991", "Unix™ and Linux®",
@@ -182,9 +190,9 @@ def natural_queries(docs, n, rng):
     return out
 
 
-def main(corpus, queries, n=64000):
+def main(corpus, queries, n=64000, natural=2000, sources="all"):
     rng = random.Random(20261201)
-    docs = [(t, re.sub(r"[ \t]+", " ", b).strip()) for t, b in rows()]
+    docs = [(t, re.sub(r"[ \t]+", " ", b).strip()) for t, b in {"all": rows, "free": free_rows}[sources]()]
     docs = [d for d in docs if d[1]]
     print(f"{len(docs)} candidate rows", file=sys.stderr)
     rng.shuffle(docs)
@@ -193,7 +201,7 @@ def main(corpus, queries, n=64000):
         for i, (t, b) in enumerate(docs):
             f.write(json.dumps({"id": str(i), "contents": f'"{t}"\n{b}'}, ensure_ascii=False) + "\n")
     with open(queries, "w", encoding="utf-8") as f:
-        for q in natural_queries(docs, 2000, rng) + ODD:
+        for q in natural_queries(docs, int(natural), rng) + ODD:
             f.write(json.dumps({"query": q}, ensure_ascii=False) + "\n")
 
 
