@@ -17,6 +17,11 @@ import (
 // many scripts, and every cased letter below U+20000 to check lowercasing). corpus.jsonl is the first 2,000 WordNet passages of tools/wordnet
 // and six rows of punctuation, possessives, non-ASCII text and a 600-letter word; queries.jsonl
 // 300 WordNet example sentences and ten odd queries (empty, stop words only, over-long).
+// realtext_corpus.jsonl and realtext_queries.jsonl are real English text, made by
+// bench/realtext_corpus.py (its docstring has the command): 600 entries of the Jargon File
+// (public domain; curly quotes, dashes, ™, soft hyphens, no-break spaces and code as written),
+// 300 natural queries drawn from them and the script's 102 odd ones; pyserini_realtext_top10.jsonl
+// is pyserini's search of them.
 
 func TestAnalyzerMatchesPyserini(t *testing.T) {
 	type row struct {
@@ -31,10 +36,20 @@ func TestAnalyzerMatchesPyserini(t *testing.T) {
 }
 
 // TestSearchMatchesPyserini: every top-10 list of needle's index equals pyserini's, ids and
-// scores bit for bit (pyserini's 4-decimal rounding and tie lowering included).
+// scores bit for bit (pyserini's 4-decimal rounding and tie lowering included), on the WordNet
+// set and on the real-text one (Jargon File rows and queries of bench/realtext_corpus.py).
 func TestSearchMatchesPyserini(t *testing.T) {
+	for _, set := range []struct{ corpus, reference string }{
+		{"testdata/corpus.jsonl", "testdata/pyserini_top10.jsonl"},
+		{"testdata/realtext_corpus.jsonl", "testdata/pyserini_realtext_top10.jsonl"},
+	} {
+		t.Run(set.corpus, func(t *testing.T) { searchMatchesPyserini(t, set.corpus, set.reference) })
+	}
+}
+
+func searchMatchesPyserini(t *testing.T, corpus, reference string) {
 	dir := t.TempDir()
-	if err := Build(BuildConfig{Corpus: "testdata/corpus.jsonl", Out: dir}); err != nil {
+	if err := Build(BuildConfig{Corpus: corpus, Out: dir}); err != nil {
 		t.Fatal(err)
 	}
 	x, err := Open(dir)
@@ -42,12 +57,7 @@ func TestSearchMatchesPyserini(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer x.Close()
-	type row struct {
-		Query  string
-		Docids []string
-		Scores []float32
-	}
-	want := testenv.ReadJSONL[row](t, "testdata/pyserini_top10.jsonl")
+	want := testenv.ReadJSONL[pyseriniHits](t, reference)
 	queries := make([]string, len(want))
 	for i, w := range want {
 		queries[i] = w.Query
@@ -57,22 +67,12 @@ func TestSearchMatchesPyserini(t *testing.T) {
 	if err := x.Search(context.Background(), queries, k, dist, labels); err != nil {
 		t.Fatal(err)
 	}
-	ids := testenv.ReadJSONL[struct{ ID string }](t, "testdata/corpus.jsonl")
-	bad := 0
-	for q, w := range want {
-		var gotIDs []string
-		var gotScores []float32
-		for j := q * k; j < (q+1)*k && labels[j] >= 0; j++ {
-			gotIDs, gotScores = append(gotIDs, ids[labels[j]].ID), append(gotScores, dist[j])
-		}
-		if !slices.Equal(gotIDs, w.Docids) || !slices.Equal(gotScores, w.Scores) {
-			if bad++; bad <= 5 {
-				t.Errorf("query %q:\n got %q %v\nwant %q %v", w.Query, gotIDs, gotScores, w.Docids, w.Scores)
-			}
-		}
+	differ := comparePyserini(x, want, dist, labels, k)
+	for _, d := range differ[:min(len(differ), 5)] {
+		t.Error(d)
 	}
-	if bad > 0 {
-		t.Errorf("%d of %d top-10 lists differ from pyserini's", bad, len(want))
+	if len(differ) > 0 {
+		t.Errorf("%d of %d top-10 lists differ from pyserini's", len(differ), len(want))
 	}
 	if len(want) < 300 {
 		t.Fatalf("only %d reference queries", len(want))
