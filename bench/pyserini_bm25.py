@@ -6,6 +6,8 @@ openjdk-17; it bundles Anserini 0.22.1 and Lucene 9):
   python3 -m venv ~/.cache/needle/venv-pyserini
   ~/.cache/needle/venv-pyserini/bin/pip install --no-deps pyserini==0.22.1
   ~/.cache/needle/venv-pyserini/bin/pip install -r bench/pyserini_requirements.txt
+  ~/.cache/needle/venv-pyserini/bin/pip install -r bench/requirements-torch.txt  # import pyserini.search needs torch
+      # (PyPI's torch brings its CUDA packages: the venv is ~5.9 GB)
   export JAVA_HOME=/usr/lib/jvm/java-17-openjdk-amd64
 
 Usage:
