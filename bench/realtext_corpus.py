@@ -1,7 +1,8 @@
 """Writes a corpus of real English text from files that Debian 12 packages ship, and queries
 drawn from it, for the by-hand BM25 parity check against pyserini at the size of issue 38's
 hidden corpus (~64,000 documents, 2,000 natural and 100 odd queries;
-docs/measurements/2026-12-01-bm25-real-text.md). Nothing here is committed output: rebuild it.
+docs/measurements/2026-12-01-bm25-real-text.md). The 64,000-row output is not committed (rebuild it);
+index/bm25/testdata holds a 600-row one (the command below).
 
 Sources (install these exact versions first; the man pages and licenses are already on a
 Debian 12 system, from manpages, manpages-dev and base-files):
