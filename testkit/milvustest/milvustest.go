@@ -357,17 +357,9 @@ func freePorts(n int) ([]int, error) {
 // ephemeralLow is the first port of the kernel's ephemeral range (Linux's default 32768 when
 // the setting cannot be read).
 func ephemeralLow() int {
-	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
-	if err != nil {
-		return 32768
-	}
-	f := strings.Fields(string(b))
-	if len(f) != 2 {
-		return 32768
-	}
-	low, err := strconv.Atoi(f[0])
-	if err != nil {
-		return 32768
+	low := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		fmt.Sscan(string(b), &low) // a value that does not parse leaves the default
 	}
 	return low
 }
