@@ -2,6 +2,7 @@ package bm25
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -42,12 +43,13 @@ type BuildConfig struct {
 // analyzed, run merge buffers.
 const pipelineBytes = 128 << 20
 
-// DefaultMemoryBytes is the postings budget of a build. At 5M Zipfian rows of 100 words
-// (docs/measurements/2026-11-28-bm25-5m.md) 384 MiB built as fast as 512 (2:01 against
-// 1:57-2:14) at 540 MB peak RSS against 672-676: a fifth of pyserini's. wiki-18 (21M
-// passages) writes a few dozen runs, one per shard at each flush; the merge reads them all at
-// once with 1 MiB each.
-const DefaultMemoryBytes = 384 << 20
+// DefaultMemoryBytes is the postings budget of a build. At 5M Zipfian rows of 100 words on a
+// 2-core Zen 3 (docs/measurements/2026-12-02-bm25-build-zen3.md) 320 MiB peaked at 457 MB
+// resident against 384 MiB's 512 MB and 256 MiB's 379-392 MB, in about the same time
+// (2:54-3:12 over the three; one sitting did not separate them): under a quarter of every
+// pyserini peak measured on that corpus (1,995-2,482 MB). wiki-18 (21M passages) writes a few
+// dozen runs, one per shard at each flush; the merge reads them all at once with 1 MiB each.
+const DefaultMemoryBytes = 320 << 20
 
 // batchRows is the rows read, analyzed and added at a time.
 const batchRows = 1024
@@ -486,9 +488,9 @@ func (b *builder) finish() error {
 	for _, f := range []*os.File{b.norms, b.ids, b.idOff} {
 		f.Close()
 	}
-	terms, err := mergeRuns(b.dir, b.st.Runs, b.cfg.Out)
+	terms, err := b.merge()
 	if err != nil {
-		return fmt.Errorf("merging the runs of %s: %w", b.dir, err)
+		return err
 	}
 	if err := b.writeIDOffsets(); err != nil {
 		return err
@@ -497,10 +499,6 @@ func (b *builder) finish() error {
 		if err := os.Rename(filepath.Join(b.dir, from), filepath.Join(b.cfg.Out, to)); err != nil {
 			return err
 		}
-	}
-	ni := normInverseTable(DefaultK1, DefaultB, b.st.SumTotalTermFreq, b.st.DocCount)
-	if err := writeBlocks(b.cfg.Out, terms, &ni); err != nil {
-		return err
 	}
 	if err := atomicfile.SyncDir(b.cfg.Out); err != nil {
 		return err
@@ -515,6 +513,32 @@ func (b *builder) finish() error {
 	}
 	fmt.Fprintf(writer.OrDiscard(b.cfg.Log), "needle: BM25 index of %d rows, %d terms in %s (merge %s)\n", m.Rows, m.Terms, b.cfg.Out, progress.Duration(time.Since(start)))
 	return os.RemoveAll(b.dir)
+}
+
+// merge merges the runs into the dictionary, terms and postings of the output folder and
+// writes its blocks as it goes; it returns the number of terms. The partial folder keeps its
+// norms (a rerun killed here merges again from the same runs).
+func (b *builder) merge() (terms int64, err error) {
+	norms, err := os.ReadFile(filepath.Join(b.dir, "norms"))
+	if err != nil {
+		return 0, err
+	}
+	ni := normInverseTable(DefaultK1, DefaultB, b.st.SumTotalTermFreq, b.st.DocCount)
+	err = atomicfile.Create(filepath.Join(b.cfg.Out, blockOffName), func(offFile *os.File) error {
+		return atomicfile.Create(filepath.Join(b.cfg.Out, blocksName), func(blockFile *os.File) error {
+			w, err := newBlockWriter(norms, &ni, offFile, blockFile)
+			if err != nil {
+				return err
+			}
+			pipe := startBlockPipe(w)
+			terms, err = mergeRuns(b.dir, b.st.Runs, b.cfg.Out, pipe)
+			if err != nil {
+				err = fmt.Errorf("merging the runs of %s: %w", b.dir, err)
+			}
+			return cmp.Or(err, pipe.close())
+		})
+	})
+	return terms, err
 }
 
 // writeIDOffsets writes bm25.idoff: a leading 0, then the end of each row's id.

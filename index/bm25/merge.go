@@ -85,9 +85,10 @@ func (h *runHeap) Pop() any {
 	return x
 }
 
-// mergeRuns merges the runs of dir into out's bm25.dict, bm25.terms and bm25.postings and
-// returns the number of terms. Memory: one record and a 1 MiB buffer per run.
-func mergeRuns(dir string, runs []string, out string) (int64, error) {
+// mergeRuns merges the runs of dir into out's bm25.dict, bm25.terms and bm25.postings, hands
+// each term's postings to blocks, and returns the number of terms. Memory: one record and a
+// 1 MiB buffer per run.
+func mergeRuns(dir string, runs []string, out string, blocks *blockPipe) (int64, error) {
 	var h runHeap
 	defer func() {
 		for _, rr := range h {
@@ -148,6 +149,8 @@ func mergeRuns(dir string, runs []string, out string) (int64, error) {
 			first := binary.PutUvarint(tmp[:], uint64(int64(d)-1-last))
 			post.Write(tmp[:first])
 			post.Write(p[n:])
+			blocks.append(tmp[:first])
+			blocks.append(p[n:])
 			written += int64(first + len(p) - n)
 			df += rr.df
 			last = int64(rr.last)
@@ -161,6 +164,7 @@ func mergeRuns(dir string, runs []string, out string) (int64, error) {
 			}
 			heap.Fix(&h, 0)
 		}
+		blocks.endTerm()
 		writeEntry(df)
 		terms.Write(cur)
 		termOff += int64(len(cur))

@@ -90,11 +90,20 @@ func (r *runPostings) reset() {
 // appendPosting appends (row - the previous row, freq) to the postings of terms[i].
 func (r *runPostings) appendPosting(i int, row int64, freq int32) {
 	t := &r.terms[i]
-	var buf [2 * binary.MaxVarintLen64]byte
-	n := binary.PutUvarint(buf[:], uint64(row-t.last))
-	n += binary.PutUvarint(buf[n:], uint64(freq))
+	delta := uint64(row - t.last)
 	t.last = row
 	t.df++
+	if room := chunkPayload(t.tailLevel) - uint64(t.tailUsed); room >= 2 && delta < 0x80 && freq < 0x80 {
+		// most postings of a run: two one-byte varints, written in place
+		c := r.chunk(t.tail, t.tailLevel)
+		c[t.tailUsed], c[t.tailUsed+1] = byte(delta), byte(freq)
+		t.tailUsed += 2
+		t.size += 2
+		return
+	}
+	var buf [2 * binary.MaxVarintLen64]byte
+	n := binary.PutUvarint(buf[:], delta)
+	n += binary.PutUvarint(buf[n:], uint64(freq))
 	t.size += uint64(n)
 	for p := buf[:n]; len(p) > 0; {
 		if uint64(t.tailUsed) == chunkPayload(t.tailLevel) {
