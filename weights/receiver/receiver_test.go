@@ -35,14 +35,15 @@ type node struct {
 	reg  *prom.Registry
 }
 
-func listen(t *testing.T, st *store.Store) node {
+// listen serves st on loopback; a sender's feed has a layout (layout non-nil).
+func listen(t *testing.T, st *store.Store, layout *feed.Layout) node {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	reg := prom.NewRegistry()
 	srv := feed.New(st, reg)
-	srv.Log = testLog(t)
+	srv.Log, srv.Layout = testLog(t), layout
 	go srv.Serve(ln)
 	t.Cleanup(srv.Close)
 	return node{addr: ln.Addr().String(), srv: srv, reg: reg}
@@ -57,7 +58,7 @@ func startSender(t *testing.T, dir string, f wire.Format) (*sender.Sender, node,
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := listen(t, s.Store)
+	n := listen(t, s.Store, &feed.Layout{})
 	p, err := sender.Dial(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -87,7 +88,7 @@ func startReceiverWith(t *testing.T, out string, reserve bool, set func(*Options
 	set(&opt)
 	if reserve {
 		opt.Store = store.New(4, 1)
-		r.node = listen(t, opt.Store)
+		r.node = listen(t, opt.Store, nil)
 	}
 	os.MkdirAll(filepath.Dir(out), 0o755)
 	rec, err := Open(opt)
