@@ -43,9 +43,9 @@ type Options struct {
 	Token []byte
 	// Silence is how long an upstream may send nothing before it counts as lost (it beats
 	// every wire.BeatEvery); 0: wire.DefaultSilence.
-	Silence time.Duration
-	Threads   int      // goroutines that apply records and hash files
-	FullEvery int      // take every FullEvery-th version in full (a resync); 0 never
+	Silence   time.Duration
+	Threads   int // goroutines that apply records and hash files
+	FullEvery int // take every FullEvery-th version in full (a resync); 0 never
 	// VerifyEach hashes every new version whole against its manifest before publishing it;
 	// otherwise the file is verified when the receiver starts, and each version by the
 	// per-record checks of the wire and the per-chunk checks of apply.
@@ -73,8 +73,8 @@ type Receiver struct {
 	sinceFull   int            // versions taken as deltas since the last full one
 	rt          *route
 	up          *upstream
-	upIdx       int // index of up's address in the route's list
-	upGen       int // the route's generation the index is of
+	upIdx       int             // index of up's address in the route's list
+	upGen       int             // the route's generation the index is of
 	build       *build          // the version being built in next, nil when none
 	snap        *store.Snapshot // Out as re-served
 	// spareMap is spare mapped with its page tables filled, made right after the spare (while
@@ -424,7 +424,7 @@ func (r *Receiver) commit(ctx context.Context, plan wire.Plan, n int64, took tim
 	if r.opt.Ready != nil {
 		r.opt.Ready(plan.Run, plan.Target)
 	}
-	dropPrev() // before the spare copy: never three versions' pages at once
+	dropPrev()                                        // before the spare copy: never three versions' pages at once
 	if list, _ := r.rt.list(); r.up.addr != list[0] { // back to the preferred upstream for the next version
 		r.up.close()
 		r.up, r.upIdx = nil, 0

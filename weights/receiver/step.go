@@ -28,9 +28,9 @@ type build struct {
 	relay    *store.Step    // the open delta step as re-served, nil when not re-serving or full
 	// snap is the full version being received as re-served while it arrives (a growing
 	// snapshot of next), nil when not re-serving or after a delta step changed next.
-	snap *store.Snapshot
-	full bool // the open step is full: its progress is saved for a restart
-	manifest []uint64       // the manifest of the last step's version, if the upstream sent it
+	snap     *store.Snapshot
+	full     bool     // the open step is full: its progress is saved for a restart
+	manifest []uint64 // the manifest of the last step's version, if the upstream sent it
 }
 
 // dropBuild discards next (after an error that makes it useless).

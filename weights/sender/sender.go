@@ -52,15 +52,15 @@ type Sender struct {
 	lock  *os.File
 	m     counters
 
-	mu     sync.Mutex
-	st     savedState
-	snaps  [2]*store.Snapshot       // the committed version of each half, nil when empty
-	open   int                      // the half a publish is writing, -1 when none
+	mu    sync.Mutex
+	st    savedState
+	snaps [2]*store.Snapshot // the committed version of each half, nil when empty
+	open  int                // the half a publish is writing, -1 when none
 	// preparing is closed when a background reservation of that half's pages ends (prepare).
 	preparing [2]chan struct{}
-	jobs   map[uint64]chan struct{} // background jobs of recent versions, closed when done
-	stats  map[uint64]JobStats      // what they did
-	recent []uint64                 // the versions in jobs, oldest first (a bounded history)
+	jobs      map[uint64]chan struct{} // background jobs of recent versions, closed when done
+	stats     map[uint64]JobStats      // what they did
+	recent    []uint64                 // the versions in jobs, oldest first (a bounded history)
 }
 
 // history is how many versions' jobs Wait and Status remember.

@@ -38,8 +38,8 @@ type Snapshot struct {
 	gone     chan struct{} // closed when retired with abort: readers must stop at once
 	idle     chan struct{} // closed when retired and unreferenced
 	manifest []uint64
-	hashing  sync.Mutex // one computation of the manifest at a time
-	heads    []rawHead  // per chunk, made once for every reader (RawRecordHead)
+	hashing  sync.Mutex    // one computation of the manifest at a time
+	heads    []rawHead     // per chunk, made once for every reader (RawRecordHead)
 	ready    int           // records 0..ready-1 are in Data; all of them once complete
 	complete bool          // the whole version is in Data
 	more     chan struct{} // closed and replaced when ready grows or the snapshot completes
