@@ -29,6 +29,13 @@ type SendOptions struct {
 	Sender sender.Options
 	Listen string // TCP address receivers pull from
 	HTTP   string // address of GET /metrics and /status; "" for none
+	// Fanout is how many re-serving receivers pull from each one in the layout of those that
+	// join (1: a chain; the sender always feeds one).
+	Fanout int
+	// Silence is how long a joined receiver may be silent before it leaves the layout; 0:
+	// wire.DefaultSilence.
+	Silence time.Duration
+	Token   []byte // the secret receivers must prove; nil: anyone may pull
 }
 
 // RunSender serves until ctx ends. ready (may be nil) gets the TCP and HTTP addresses once
@@ -48,12 +55,25 @@ func RunSender(ctx context.Context, o SendOptions, ready func(tcp, http string))
 	}
 	defer ctl.Close()
 	srv := feed.New(s.Store, o.Sender.Metrics)
-	srv.Log = o.Sender.Log
-	status := func() any { return s.Status() }
-	return serve(ctx, srv, o.Listen, o.HTTP, o.Sender.Metrics, status, ready)
+	srv.Log, srv.Token, srv.Layout = o.Sender.Log, o.Token, &feed.Layout{Fanout: o.Fanout}
+	if o.Silence > 0 {
+		srv.Silence = o.Silence
+	}
+	status := func() any {
+		return struct {
+			sender.Status
+			Layout [][2]any `json:"layout"` // joined receivers, in join order: [name, route]
+		}{s.Status(), srv.Layout.Routes()}
+	}
+	ln, err := net.Listen("tcp", o.Listen)
+	if err != nil {
+		return err
+	}
+	return serve(ctx, srv, ln, o.HTTP, o.Sender.Metrics, status, ready)
 }
 
-// RecvOptions configures the receiver daemon.
+// RecvOptions configures the receiver daemon. Receiver.Token is also what a re-serving
+// receiver's own clients must prove.
 type RecvOptions struct {
 	Receiver receiver.Options
 	Serve    string // re-serve on this TCP address; "" does not re-serve
@@ -68,13 +88,22 @@ func RunReceiver(ctx context.Context, o RecvOptions, ready func(tcp, http string
 		o.Receiver.Metrics = prom.NewRegistry()
 	}
 	var srv *feed.Feed
+	var ln net.Listener
 	if o.Serve != "" {
 		o.Receiver.Store = store.New(o.Keep, o.Receiver.Threads)
 		srv = feed.New(o.Receiver.Store, o.Receiver.Metrics)
-		srv.Log = o.Receiver.Log
+		srv.Log, srv.Token = o.Receiver.Log, o.Receiver.Token
+		var err error
+		if ln, err = net.Listen("tcp", o.Serve); err != nil {
+			return err
+		}
+		o.Receiver.Serve = ln.Addr().String() // the port picked for ":0"; an unspecified host is filled in at the join
 	}
 	r, err := receiver.Open(o.Receiver)
 	if err != nil {
+		if ln != nil {
+			ln.Close()
+		}
 		return err
 	}
 	defer r.Close()
@@ -86,7 +115,7 @@ func RunReceiver(ctx context.Context, o RecvOptions, ready func(tcp, http string
 		run, v := r.Version()
 		return map[string]any{"out": o.Receiver.Out, "run": run, "version": v}
 	}
-	err = serve(ctx, srv, o.Serve, o.HTTP, o.Receiver.Metrics, status, ready)
+	err = serve(ctx, srv, ln, o.HTTP, o.Receiver.Metrics, status, ready)
 	cancel()
 	if rerr := <-done; err == nil {
 		err = rerr
@@ -94,25 +123,21 @@ func RunReceiver(ctx context.Context, o RecvOptions, ready func(tcp, http string
 	return err
 }
 
-// serve runs srv on tcp (srv nil: none) and the HTTP endpoint until ctx ends.
-func serve(ctx context.Context, srv *feed.Feed, tcp, httpAddr string, reg *prom.Registry, status func() any, ready func(tcp, http string)) error {
+// serve runs srv on ln (srv nil: none) and the HTTP endpoint until ctx ends.
+func serve(ctx context.Context, srv *feed.Feed, ln net.Listener, httpAddr string, reg *prom.Registry, status func() any, ready func(tcp, http string)) error {
 	var tcpAddr, hAddr string
 	errs := make(chan error, 2)
 	if srv != nil {
-		ln, err := net.Listen("tcp", tcp)
-		if err != nil {
-			return err
-		}
 		tcpAddr = ln.Addr().String()
 		go func() { errs <- srv.Serve(ln) }()
 		defer srv.Close()
 	}
 	if httpAddr != "" {
-		ln, err := net.Listen("tcp", httpAddr)
+		hln, err := net.Listen("tcp", httpAddr)
 		if err != nil {
 			return err
 		}
-		hAddr = ln.Addr().String()
+		hAddr = hln.Addr().String()
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", reg)
 		mux.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) {
@@ -120,7 +145,7 @@ func serve(ctx context.Context, srv *feed.Feed, tcp, httpAddr string, reg *prom.
 			json.NewEncoder(w).Encode(status())
 		})
 		hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-		go func() { errs <- hs.Serve(ln) }()
+		go func() { errs <- hs.Serve(hln) }()
 		defer hs.Close()
 	}
 	if ready != nil {

@@ -12,6 +12,7 @@ import (
 
 	"needle/encoder/bert"
 	"needle/engine"
+	"needle/internal/secret"
 	"needle/server"
 	"needle/server/lifecycle"
 )
@@ -28,6 +29,7 @@ type serveFlags struct {
 	host                     string
 	port, topk               int
 	saveAddressTo, authToken string
+	tokenFile                string
 	faissGPU, replace        bool
 	drain                    time.Duration
 	cfg                      server.Config
@@ -65,6 +67,7 @@ func parseServeFlags(args []string) (*serveFlags, error) {
 	fs.BoolVar(&f.engine.ForcePrecision, "force-precision", false, "serve at --precision even where the build manifest records another")
 	fs.StringVar(&f.saveAddressTo, "save-address-to", "", "folder to write Host{ip}_IP{port}.txt = \"{ip}:{port}\" into (ASearcher's client reads it) as soon as the port listens; until ready, requests are held (--load-wait). Removed when the drain begins, before the port refuses connections, unless it is the folder's last address file (docs/lifecycle.md)")
 	fs.StringVar(&f.authToken, "auth-token", os.Getenv("NEEDLE_AUTH_TOKEN"), "if set, /retrieve, /access and /metrics need \"Authorization: Bearer <token>\" (default $NEEDLE_AUTH_TOKEN)")
+	fs.StringVar(&f.tokenFile, "token-file", os.Getenv(secret.EnvFile), "--auth-token read from a file (default $"+secret.EnvFile+"): the same file as `needle weights --token-file`")
 	fs.BoolVar(&f.faissGPU, "faiss_gpu", false, "the anchors' flag: same as --gpu")
 	fs.Var(gpuMode{&f.engine.GPU}, "gpu", "serve a flat index (IndexFlatIP/L2) from the GPUs in fp16 and encode queries on the first of them: --gpu uses them when it can, else says why in one line and serves on the CPU; --gpu=require fails instead")
 	fs.Func("gpus", "comma-separated ordinals of the GPUs to shard the index over, e.g. 0,1 (default: all that CUDA_VISIBLE_DEVICES shows)", func(v string) (err error) {
@@ -138,6 +141,16 @@ func parseServeFlags(args []string) (*serveFlags, error) {
 		return nil, err
 	}
 	f.engine.CacheBytes = int64(f.cacheMB) << 20
+	if f.tokenFile != "" {
+		if f.authToken != "" {
+			return nil, errors.New("--auth-token and --token-file (or $NEEDLE_AUTH_TOKEN and $" + secret.EnvFile + "): give one")
+		}
+		t, err := secret.ReadFile(f.tokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("--token-file: %w", err)
+		}
+		f.authToken = string(t)
+	}
 	f.cfg.DefaultTopK, f.cfg.AuthToken = f.topk, f.authToken
 	if f.faissGPU && !gpuGiven {
 		f.engine.GPU = engine.GPUAuto

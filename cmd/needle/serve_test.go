@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -90,5 +92,22 @@ func TestServeFlagsRefuseNonPositiveLimits(t *testing.T) {
 				t.Errorf("--%s %s: error %v, want one naming --%s", name, v, err, name)
 			}
 		}
+	}
+}
+
+// --token-file gives the bearer token from a file (the weights daemons' file); with
+// --auth-token too it is an error.
+func TestServeTokenFile(t *testing.T) {
+	t.Setenv("NEEDLE_AUTH_TOKEN", "")
+	path := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(path, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := parseServeFlags([]string{"--index", "i", "--token-file", path})
+	if err != nil || f.cfg.AuthToken != "s3cret" {
+		t.Fatalf("token %q, %v", f.cfg.AuthToken, err)
+	}
+	if _, err := parseServeFlags([]string{"--index", "i", "--token-file", path, "--auth-token", "x"}); err == nil || !strings.Contains(err.Error(), "give one") {
+		t.Fatalf("both: %v", err)
 	}
 }

@@ -166,6 +166,9 @@ func (r *Receiver) Run(ctx context.Context) error {
 			break
 		}
 		cause, round := r.fail(err)
+		if cause == "route" {
+			continue
+		}
 		if !round {
 			r.logf("needle weights recv: %s: %v (%s; trying %s)", name, err, cause, r.upName())
 			continue
@@ -189,6 +192,9 @@ func (r *Receiver) upName() string {
 	return list[r.upIdx%len(list)]
 }
 
+// errRouted ends an attempt that a new route came in the middle of: it goes to the route.
+var errRouted = errors.New("a new route")
+
 // Error causes of an attempt. A data error (a record that does not apply, a check that does
 // not match) discards the version being built and takes the next version in full; a network
 // error keeps it for resuming; a local error (disk) discards it.
@@ -205,6 +211,8 @@ func (r *Receiver) fail(err error) (string, bool) {
 	var le localError
 	cause := "network"
 	switch {
+	case errors.Is(err, errRouted):
+		cause = "route"
 	case errors.Is(err, wire.ErrAuth) || serverSaid(err, wire.CodeAuth):
 		cause = "auth"
 	case errors.As(err, &de) || errors.Is(err, wire.ErrCheck):
@@ -219,7 +227,9 @@ func (r *Receiver) fail(err error) (string, bool) {
 	case serverSaid(err, wire.CodeNotFound):
 		cause = "unknown" // a manifest this upstream does not know: the next may
 	}
-	r.m.errors(cause).Add(1)
+	if cause != "route" {
+		r.m.errors(cause).Add(1)
+	}
 	if r.up != nil {
 		r.up.close()
 		r.up = nil
@@ -271,7 +281,9 @@ func (r *Receiver) once(ctx context.Context) error {
 		hello.Resume = &wire.Resume{Run: b.run, From: b.open.From, To: b.open.To, Record: b.record}
 	}
 	var plan wire.Plan
-	r.rt.use(r.up, true)
+	if r.rt.use(r.up, true) != r.upGen {
+		return errRouted
+	}
 	err := r.up.ask(ctx, hello, wire.KindPlan, &plan)
 	r.rt.use(r.up, false)
 	if err != nil {

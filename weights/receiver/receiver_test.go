@@ -35,21 +35,29 @@ type node struct {
 	reg  *prom.Registry
 }
 
-// listen serves st on loopback; a sender's feed has a layout (layout non-nil).
-func listen(t *testing.T, st *store.Store, layout *feed.Layout) node {
+// listen serves st on loopback, its feed set up by set (nil: as it comes).
+func listen(t *testing.T, st *store.Store, set func(*feed.Feed)) node {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	reg := prom.NewRegistry()
 	srv := feed.New(st, reg)
-	srv.Log, srv.Layout = testLog(t), layout
+	srv.Log = testLog(t)
+	if set != nil {
+		set(srv)
+	}
 	go srv.Serve(ln)
 	t.Cleanup(srv.Close)
 	return node{addr: ln.Addr().String(), srv: srv, reg: reg}
 }
 
 func startSender(t *testing.T, dir string, f wire.Format) (*sender.Sender, node, *sender.Publisher) {
+	return startSenderWith(t, dir, f, nil)
+}
+
+// startSenderWith is startSender whose feed (which has a layout) is a client of token.
+func startSenderWith(t *testing.T, dir string, f wire.Format, token []byte) (*sender.Sender, node, *sender.Publisher) {
 	s, err := sender.Open(sender.Options{Dir: dir, Format: f, Chunk: 4096, Keep: 4, Threads: 2, Log: testLog(t)})
 	if err != nil {
 		t.Fatal(err)
@@ -58,7 +66,7 @@ func startSender(t *testing.T, dir string, f wire.Format) (*sender.Sender, node,
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := listen(t, s.Store, &feed.Layout{})
+	n := listen(t, s.Store, func(f *feed.Feed) { f.Layout, f.Token = &feed.Layout{}, token })
 	p, err := sender.Dial(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -86,9 +94,10 @@ func startReceiverWith(t *testing.T, out string, reserve bool, set func(*Options
 	opt := Options{Upstreams: upstreams, Out: out, Threads: 2, Log: testLog(t),
 		Ready: func(_ string, v uint64) { r.ready <- v }}
 	set(&opt)
-	if reserve {
+	if reserve { // re-serving: a relay of the sender's layout when it joins one
 		opt.Store = store.New(4, 1)
-		r.node = listen(t, opt.Store, nil)
+		r.node = listen(t, opt.Store, func(f *feed.Feed) { f.Token = opt.Token })
+		opt.Serve = r.node.addr
 	}
 	os.MkdirAll(filepath.Dir(out), 0o755)
 	rec, err := Open(opt)

@@ -61,11 +61,13 @@ func (rt *route) set(routed []string) {
 	}
 }
 
-// use records the connection Run uses now (nil: none) and whether it waits for a plan.
-func (rt *route) use(up *upstream, waiting bool) {
+// use records the connection Run uses now (nil: none) and whether it waits for a plan, and
+// returns the route's generation: a route that came since Run chose up is not acted on by set.
+func (rt *route) use(up *upstream, waiting bool) int {
 	rt.mu.Lock()
+	defer rt.mu.Unlock()
 	rt.cur, rt.waiting = up, waiting
-	rt.mu.Unlock()
+	return rt.gen
 }
 
 // join keeps this receiver a member of its sender's layout until ctx ends: it joins the
