@@ -139,7 +139,9 @@ func TestToken(t *testing.T) {
 	r2.waitFor(t, 1)
 	r1.check(t, img)
 	r2.check(t, img)
-	auth := func(reg *prom.Registry) float64 { return counter(reg, "needle_weights_receiver_errors_total", "cause", "auth") }
+	auth := func(reg *prom.Registry) float64 {
+		return counter(reg, "needle_weights_receiver_errors_total", "cause", "auth")
+	}
 	for name, r := range map[string]*rcv{"no token": none, "another token": wrong, "an impostor's upstream": fed} {
 		waitUntil(t, name+"'s refusal", func() bool { return auth(r.opt.Metrics) >= 2 })
 		if got := counter(r.opt.Metrics, "needle_weights_received_bytes_total", "kind", "full"); got != 0 {
