@@ -69,7 +69,32 @@ func TestMain(m *testing.M) {
 	if shared.fx != nil {
 		os.RemoveAll(shared.fx.dir)
 	}
+	if binary.dir != "" {
+		os.RemoveAll(binary.dir)
+	}
 	os.Exit(code)
+}
+
+// binary is the needle binary every test of this process runs, built by the first
+// needleBinary and removed by TestMain.
+var binary struct {
+	sync.Mutex
+	dir, path string
+}
+
+func needleBinary(t *testing.T) string {
+	binary.Lock()
+	defer binary.Unlock()
+	if binary.path == "" {
+		dir, err := os.MkdirTemp("", "needle-e2e-bin")
+		if err != nil {
+			t.Fatal(err)
+		}
+		binary.dir = dir
+		run(t, "go", "build", "-o", filepath.Join(dir, "needle"), "../cmd/needle")
+		binary.path = filepath.Join(dir, "needle")
+	}
+	return binary.path
 }
 
 // newFixture returns the shared fixture, building it on the first call. The tests only read
@@ -100,8 +125,7 @@ func buildFixture(t *testing.T, dir string) *fixture {
 	wordnet := testenv.WordNetDir(t)
 	testenv.Python(t)
 	fx := &fixture{dir: dir}
-	fx.bin = filepath.Join(fx.dir, "needle")
-	run(t, "go", "build", "-o", fx.bin, "../cmd/needle")
+	fx.bin = needleBinary(t)
 	wn := filepath.Join(fx.dir, "wordnet")
 	run(t, "go", "run", "../tools/wordnet", "--dict", wordnet, "--out", wn, "--limit", fmt.Sprint(passages))
 
