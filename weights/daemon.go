@@ -33,7 +33,7 @@ type SendOptions struct {
 	// join (1: a chain; the sender always feeds one).
 	Fanout int
 	// Silence is how long a joined receiver may be silent before it leaves the layout; 0:
-	// wire.DefaultSilence.
+	// feed.MemberSilence.
 	Silence time.Duration
 	Token   []byte // the secret receivers must prove; nil: anyone may pull
 }

@@ -13,6 +13,7 @@ import (
 
 	"needle/internal/secret"
 	"needle/weights"
+	"needle/weights/feed"
 	"needle/weights/receiver"
 	"needle/weights/sender"
 	"needle/weights/wire"
@@ -50,7 +51,7 @@ func runWeightsSend(args []string) error {
 	fs.IntVar(&o.Sender.Threads, "threads", runtime.NumCPU(), "goroutines of an encode job")
 	fs.BoolVar(&o.Sender.NewRun, "new-run", false, "forget the folder's versions and start a new run")
 	fs.IntVar(&o.Fanout, "fanout", 1, "re-serving receivers that pull from each one in the layout of the receivers that join (1: a chain, each host forwarding records as they arrive; the sender always feeds one)")
-	fs.DurationVar(&o.Silence, "silence", wire.DefaultSilence, "a joined receiver silent this long (its host killed or cut off) leaves the layout, and the hosts below it are routed around it")
+	fs.DurationVar(&o.Silence, "silence", feed.MemberSilence, "a joined receiver silent this long (its host killed or cut off) leaves the layout, and the hosts below it are routed around it (they have already noticed on their own transfers: recv --silence)")
 	tokenFile := tokenFileFlag(fs)
 	if err := fs.Parse(args); err != nil {
 		return err

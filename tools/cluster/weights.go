@@ -26,9 +26,9 @@ import (
 // weightsFlags are the rehearsal's settings.
 type weightsFlags struct {
 	hosts, mib, versions, fanout, threads int
-	link, needle, dir, out                string
+	link, needle, dir, out, logs          string
 	changed                               float64
-	star                                  bool
+	star, token                           bool
 }
 
 // versionReport is one version's figures.
@@ -57,9 +57,11 @@ func weights(args []string) error {
 	fs.IntVar(&f.fanout, "fanout", 1, "the sender's --fanout (1: a chain)")
 	fs.IntVar(&f.threads, "threads", 2, "--threads of each needle process")
 	fs.BoolVar(&f.star, "star", false, "receivers do not re-serve: all pull from the sender (the baseline layout)")
+	fs.BoolVar(&f.token, "token", false, "every daemon proves a shared token (--token-file) to its peers")
 	fs.StringVar(&f.needle, "needle", "bin/needle", "the needle binary the hosts run")
 	fs.StringVar(&f.dir, "dir", "/dev/shm", "a tmpfs where the hosts keep their files")
 	fs.StringVar(&f.out, "json", "", "write the per-version figures here as JSON")
+	fs.StringVar(&f.logs, "logs", "", "write each process's log lines into this folder at the end")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -97,10 +99,21 @@ func weights(args []string) error {
 	fmt.Printf("link %s (%.0f Mbit/s), one TCP stream h0 -> h1 carried %.0f Mbit/s of payload (%.0f%% of the rate)\n",
 		f.link, rate/1e6, one/1e6, 100*one/rate)
 
+	var auth []string
+	if f.token {
+		path := filepath.Join(work, "token")
+		if err := os.WriteFile(path, []byte(strconv.FormatInt(time.Now().UnixNano(), 36)+"\n"), 0o600); err != nil {
+			return err
+		}
+		auth = []string{"--token-file", path}
+	}
 	procs := &processes{}
 	defer procs.killAll()
-	send := procs.start(c.Hosts[0], "sender", bin, "weights", "send", "--dir", filepath.Join(work, "send"),
-		"--listen", ":7070", "--http", "", "--threads", fmt.Sprint(f.threads), "--fanout", fmt.Sprint(f.fanout))
+	if f.logs != "" {
+		defer procs.writeLogs(f.logs)
+	}
+	send := procs.start(c.Hosts[0], "sender", bin, append([]string{"weights", "send", "--dir", filepath.Join(work, "send"),
+		"--listen", ":7070", "--http", "", "--threads", fmt.Sprint(f.threads), "--fanout", fmt.Sprint(f.fanout)}, auth...)...)
 	var pub *sender.Publisher
 	if err := until(30*time.Second, func() bool { pub, err = sender.Dial(filepath.Join(work, "send")); return err == nil }); err != nil {
 		return fmt.Errorf("the sender did not start: %v\n%s", err, send.text())
@@ -110,7 +123,7 @@ func weights(args []string) error {
 	for i := 1; i <= f.hosts; i++ {
 		out := filepath.Join(work, fmt.Sprintf("h%d", i), "model.safetensors")
 		os.MkdirAll(filepath.Dir(out), 0o755)
-		args := []string{"weights", "recv", "--from", c.Hosts[0].Addr(7070), "--out", out, "--threads", fmt.Sprint(f.threads), "--name", fmt.Sprintf("h%d", i)}
+		args := append([]string{"weights", "recv", "--from", c.Hosts[0].Addr(7070), "--out", out, "--threads", fmt.Sprint(f.threads), "--name", fmt.Sprintf("h%d", i)}, auth...)
 		if !f.star {
 			args = append(args, "--serve", ":7070")
 		}
@@ -241,6 +254,14 @@ func (ps *processes) killAll() {
 	for _, p := range ps.all {
 		p.cmd.Process.Kill()
 		p.cmd.Wait()
+	}
+}
+
+// writeLogs writes each process's lines to dir/NAME.log.
+func (ps *processes) writeLogs(dir string) {
+	os.MkdirAll(dir, 0o755)
+	for _, p := range ps.all {
+		os.WriteFile(filepath.Join(dir, p.name+".log"), []byte(p.text()+"\n"), 0o644)
 	}
 }
 

@@ -141,7 +141,7 @@ func (r *Receiver) joinOnce(ctx context.Context, addr string) error {
 		}
 	}()
 	var buf []byte
-	for {
+	for first := true; ; first = false {
 		k, p, nbuf, err := up.next(buf)
 		buf = nbuf
 		if err != nil {
@@ -151,8 +151,8 @@ func (r *Receiver) joinOnce(ctx context.Context, addr string) error {
 		if err := wire.Unmarshal(k, wire.KindRoute, p, &rt); err != nil {
 			return err
 		}
-		if !slices.Equal(rt.Upstreams, r.routed()) {
-			r.logf("needle weights recv: %s routes this host through %v", addr, rt.Upstreams)
+		if first || !slices.Equal(rt.Upstreams, r.routed()) {
+			r.logf("needle weights recv: the layout of %s routes this host through %v, then %v", addr, rt.Upstreams, r.rt.static)
 		}
 		r.rt.set(rt.Upstreams)
 	}
