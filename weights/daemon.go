@@ -11,6 +11,7 @@ package weights
 
 import (
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"net"
@@ -69,7 +70,7 @@ func RunSender(ctx context.Context, o SendOptions, ready func(tcp, http string))
 	if err != nil {
 		return err
 	}
-	return serve(ctx, srv, ln, o.HTTP, o.Sender.Metrics, status, ready)
+	return serve(ctx, srv, ln, o.HTTP, o.Token, o.Sender.Metrics, status, ready)
 }
 
 // RecvOptions configures the receiver daemon. Receiver.Token is also what a re-serving
@@ -115,7 +116,7 @@ func RunReceiver(ctx context.Context, o RecvOptions, ready func(tcp, http string
 		run, v := r.Version()
 		return map[string]any{"out": o.Receiver.Out, "run": run, "version": v}
 	}
-	err = serve(ctx, srv, ln, o.HTTP, o.Receiver.Metrics, status, ready)
+	err = serve(ctx, srv, ln, o.HTTP, o.Receiver.Token, o.Receiver.Metrics, status, ready)
 	cancel()
 	if rerr := <-done; err == nil {
 		err = rerr
@@ -123,8 +124,9 @@ func RunReceiver(ctx context.Context, o RecvOptions, ready func(tcp, http string
 	return err
 }
 
-// serve runs srv on ln (srv nil: none) and the HTTP endpoint until ctx ends.
-func serve(ctx context.Context, srv *feed.Feed, ln net.Listener, httpAddr string, reg *prom.Registry, status func() any, ready func(tcp, http string)) error {
+// serve runs srv on ln (srv nil: none) and the HTTP endpoint until ctx ends; with a token,
+// the endpoint wants it as a bearer token (as `needle serve`'s /metrics does).
+func serve(ctx context.Context, srv *feed.Feed, ln net.Listener, httpAddr string, token []byte, reg *prom.Registry, status func() any, ready func(tcp, http string)) error {
 	var tcpAddr, hAddr string
 	errs := make(chan error, 2)
 	if srv != nil {
@@ -144,7 +146,7 @@ func serve(ctx context.Context, srv *feed.Feed, ln net.Listener, httpAddr string
 			w.Header().Set("Content-Type", "application/json")
 			json.NewEncoder(w).Encode(status())
 		})
-		hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		hs := &http.Server{Handler: bearer(token, mux), ReadHeaderTimeout: 10 * time.Second}
 		go func() { errs <- hs.Serve(hln) }()
 		defer hs.Close()
 	}
@@ -160,4 +162,21 @@ func serve(ctx context.Context, srv *feed.Feed, ln net.Listener, httpAddr string
 		}
 		return err
 	}
+}
+
+// bearer lets through requests that carry "Authorization: Bearer <token>" (all when token is
+// nil) and answers others 401.
+func bearer(token []byte, h http.Handler) http.Handler {
+	if token == nil {
+		return h
+	}
+	want := append([]byte("Bearer "), token...)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			w.Header().Set("WWW-Authenticate", "Bearer")
+			http.Error(w, "this endpoint needs the weights token: Authorization: Bearer <the --token-file's token>", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
