@@ -2,10 +2,10 @@ package bench
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math"
+	"runtime"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -26,6 +26,17 @@ type KernelsOptions struct {
 	MinTime  time.Duration // repeat a measurement at least this long (and 3 runs); the best counts
 	MembwMiB int           // size of the buffer read to measure memory bandwidth
 	Only     string        // run only the cases whose name contains this (membw always runs)
+}
+
+// Specs declares the options (`needle bench kernels`'s flags).
+func (o *KernelsOptions) Specs() option.Specs {
+	return option.Specs{
+		option.Bool(&o.JSON, "JSON", "json", false, "print one JSON object (results per case and thread count) instead of a table"),
+		option.Num(&o.Threads, "Threads", "threads", runtime.NumCPU(), option.Above(0), "the 'all threads' count; every case also runs with 1 thread"),
+		option.Num(&o.MinTime, "MinTime", "min-time", time.Second, option.Above(0), "keep repeating a measurement for at least this long (at least 3 runs); the best run counts"),
+		option.Num(&o.MembwMiB, "MembwMiB", "membw-mib", 512, option.Above(0), "size in MiB of the buffer read to measure memory bandwidth (keep it well above the L3 size)"),
+		option.String(&o.Only, "Only", "only", "", "run only the kernel cases whose name contains this text (membw always runs)"),
+	}
 }
 
 // kernelCase is one `needle bench kernels` measurement.
@@ -124,7 +135,7 @@ func Kernels(w io.Writer, opt KernelsOptions) error {
 }
 
 func runKernels(w io.Writer, opt KernelsOptions, cases []kernelCase) error {
-	if err := errors.Join(option.Positive("Threads", opt.Threads), option.Positive("MembwMiB", opt.MembwMiB), option.Positive("MinTime", opt.MinTime)); err != nil {
+	if err := opt.Specs().Check(); err != nil {
 		return err
 	}
 	level, err := cpu.Selected()

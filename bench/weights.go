@@ -11,12 +11,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"sync"
 	"syscall"
 	"time"
 
 	"needle/internal/mapfile"
+	"needle/internal/option"
 	"needle/internal/prom"
 	"needle/platform/membw"
 	"needle/testkit/weightstest"
@@ -45,6 +47,24 @@ type WeightsOptions struct {
 	// recv`), as on a rollout host: their files' pages then count in their memory, not the
 	// benchmark's. Empty: receivers run in this process (tests).
 	Needle string
+}
+
+// Specs declares the options (`needle bench weights`'s flags).
+func (o *WeightsOptions) Specs() option.Specs {
+	return option.Specs{
+		option.String(&o.Shape, "Shape", "shape", "qwen2.5-1.5b", "model shape (bf16): qwen2.5-0.5b, qwen2.5-1.5b, tiny"),
+		option.Num(&o.Changed, "Changed", "changed", 0.01, option.Above(0), "fraction of elements the step changes"),
+		option.Num(&o.Receivers, "Receivers", "receivers", 2, option.Above(0), "receivers on loopback"),
+		option.Bool(&o.Tree, "Tree", "tree", false, "the first receiver re-serves, the others pull from it"),
+		option.String(&o.Dir, "Dir", "dir", "/dev/shm", "folder of the halves and the receivers' files"),
+		option.Num(&o.Threads, "Threads", "threads", runtime.NumCPU(), option.Above(0), "goroutines of encode and apply"),
+		option.Var(&o.Format, "Format", "format", "compact", "delta records: compact or astraflow"),
+		option.String(&o.Python, "Python", "python", "", "Python with NumPy for the AstraFlow baseline (empty: skip it)"),
+		option.String(&o.Script, "Script", "script", "bench/weights_astraflow.py", "the baseline script"),
+		option.String(&o.AstraFlow, "AstraFlow", "astraflow", "", "a checkout of AstraFlow (by hand, never committed): the baseline's encode runs AstraFlow's own _compute_delta instead of its NumPy restatement (--python needs torch and pyzmq)"),
+		option.Num(&o.MembwMiB, "MembwMiB", "membw-mib", 512, option.Above(0), "buffer of the read-bandwidth measurement"),
+		option.String(&o.Needle, "Needle", "needle", "", "needle binary that runs each receiver as its own process (default: this needle; empty: receivers in this process)"),
+	}
 }
 
 // qwen returns the tensors of a Qwen2.5 decoder (tied embeddings) in bf16.

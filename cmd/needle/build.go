@@ -29,7 +29,7 @@ func runBuild(args []string) error {
 	fs.StringVar(&cfg.Prefix, "prefix", "passage: ", "text prepended to every passage before encoding (e5: \"passage: \"; MiniLM/bge: \"\")")
 	fs.StringVar(&cfg.Pooling, "pooling", "", "mean or cls (default: the model's 1_Pooling/config.json, else mean)")
 	batch := fs.Int("batch-size", 64, "passages per encoder forward pass (length-sorted within each chunk of --encode-rows)")
-	precision := fs.String("precision", "fp16", precisionUsage+" (recorded in the manifest; serve encodes queries at it; ignored with --embeddings)")
+	precision := fs.String("precision", "fp16", bert.PrecisionHelp+" (recorded in the manifest; serve encodes queries at it; ignored with --embeddings)")
 	threads := fs.Int("threads", 0, "CPU threads for encoding and FAISS (0 = all cores)")
 	fs.StringVar(&cfg.Embeddings, "embeddings", "", "index existing embeddings instead of encoding: a headerless float32 N x dim memmap (the anchors' emb_e5.memmap) or a float32 .npy")
 	fs.IntVar(&cfg.Dim, "dim", 0, "embedding width of a headerless --embeddings file (default: dimension from a manifest.json beside it)")

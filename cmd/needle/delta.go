@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"maps"
 	"os"
@@ -25,12 +24,12 @@ func init() {
 }
 
 // deltaThreads is the --threads flag shared by both subcommands.
-func deltaThreads(fs *flag.FlagSet) *int {
+func deltaThreads(fs *flagSet) *int {
 	return fs.Int("threads", runtime.NumCPU(), "threads that encode or apply the chunks")
 }
 
 // parseRequired parses args and checks that every named string flag is set.
-func parseRequired(fs *flag.FlagSet, args []string, required map[string]*string) error {
+func parseRequired(fs *flagSet, args []string, required map[string]*string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

@@ -50,6 +50,15 @@ func ParseFormat(s string) (Format, error) {
 	return 0, fmt.Errorf("unknown delta format %q (want astraflow or compact)", s)
 }
 
+// Set is ParseFormat into f: a Format is a flag.Value (the --format of options tables).
+func (f *Format) Set(s string) error {
+	v, err := ParseFormat(s)
+	if err == nil {
+		*f = v
+	}
+	return err
+}
+
 const (
 	astraHeaderLen  = 16
 	astraFlagIndex8 = 1 // flags bit 0: indices are u64
