@@ -100,7 +100,9 @@ func topTitle(t *testing.T, base, token, q string) string {
 // a warm server; times are reported, never asserted.
 func TestPageInBrowser(t *testing.T) {
 	ctx := browser.New(t, time.Minute)
-	base := serve(t, func(c *server.Config) { c.Info = server.Info{Index: "/demo/index.faiss", Model: "/models/fake", Precision: "fp16"} })
+	base := serve(t, func(c *server.Config) {
+		c.Info = server.Info{Index: "/demo/index.faiss", Model: "/models/fake", Precision: "fp16"}
+	})
 	want := topTitle(t, base, "", query)
 
 	// The first load warms the server and the browser; the second is measured.
