@@ -1,12 +1,11 @@
 // Package weights moves a model's weights from a trainer to rollout servers: it is the entry of
-// `needle weights send|recv` and of `needle delta encode|apply`.
-//   - The daemons (daemon.go): a sender (control socket for the trainer, TCP for receivers) or a
-//     receiver (optionally re-serving what it holds), each with an HTTP endpoint for /metrics and
-//     /status. They own the processes' listeners and their shutdown; the logic is in the parts:
-//     wire (the protocol and the one codec of weight deltas), store (what a node serves),
-//     server (TCP), sender (the trainer's double buffer) and receiver (a crash-safe file).
-//   - The delta file (deltafile.go): one step of the same protocol, at rest: the records that
-//     turn one safetensors file into another, encoded and applied by the code the daemons use.
+// `needle weights send|recv|publish`. The daemons (daemon.go): a sender (control socket for
+// the trainer, TCP for receivers) or a receiver (optionally re-serving what it holds), each
+// with an HTTP endpoint for /metrics and /status; their options and flags (options.go). They
+// own the processes' listeners and their shutdown; the logic is in the parts: wire (the
+// protocol and the one codec of weight deltas), store (what a node serves), feed (TCP), sender
+// (the trainer's double buffer) and receiver (a crash-safe file). The same protocol at rest,
+// `needle delta`, is package weights/deltafile.
 package weights
 
 import (
@@ -24,7 +23,7 @@ import (
 	"needle/weights/store"
 )
 
-// SendOptions configures the sender daemon.
+// SendOptions configures the sender daemon; Specs (options.go) declares its flags and defaults.
 type SendOptions struct {
 	Sender sender.Options
 	Listen string // TCP address receivers pull from
@@ -34,6 +33,9 @@ type SendOptions struct {
 // RunSender serves until ctx ends. ready (may be nil) gets the TCP and HTTP addresses once
 // both listen (":0" picks a port: tests and the benchmark).
 func RunSender(ctx context.Context, o SendOptions, ready func(tcp, http string)) error {
+	if err := o.Specs().Check(); err != nil {
+		return err
+	}
 	if o.Sender.Metrics == nil {
 		o.Sender.Metrics = prom.NewRegistry()
 	}
@@ -53,17 +55,29 @@ func RunSender(ctx context.Context, o SendOptions, ready func(tcp, http string))
 	return serve(ctx, srv, o.Listen, o.HTTP, o.Sender.Metrics, status, ready)
 }
 
-// RecvOptions configures the receiver daemon.
+// RecvOptions configures the receiver daemon; Specs (options.go) declares its flags and
+// defaults.
 type RecvOptions struct {
 	Receiver receiver.Options
 	Serve    string // re-serve on this TCP address; "" does not re-serve
 	Keep     int    // delta steps a re-serving receiver retains
 	HTTP     string
+	// NotifyURL (with NotifyBody) or NotifyCmd, split on spaces, tells the engine of each
+	// version (receiver.NewNotifier) when Receiver.Notifier is nil.
+	NotifyURL, NotifyBody, NotifyCmd string
 }
 
 // RunReceiver keeps the file up to date until ctx ends; ready as for RunSender (tcp is ""
 // when not re-serving).
 func RunReceiver(ctx context.Context, o RecvOptions, ready func(tcp, http string)) error {
+	if err := o.Check(); err != nil {
+		return err
+	}
+	n, err := o.notifier()
+	if err != nil {
+		return err
+	}
+	o.Receiver.Notifier = n
 	if o.Receiver.Metrics == nil {
 		o.Receiver.Metrics = prom.NewRegistry()
 	}

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"needle/testkit/weightstest"
+	"needle/bench/synth"
 	"needle/weights/receiver"
 	"needle/weights/sender"
 )
@@ -27,7 +27,7 @@ func TestDaemons(t *testing.T) {
 	ready := func(tcp, h string) { up <- addrs{tcp, h} }
 	sendDone := make(chan error, 1)
 	go func() {
-		sendDone <- RunSender(ctx, SendOptions{Sender: sender.Options{Dir: filepath.Join(dir, "send"), Chunk: 4096, Keep: 2},
+		sendDone <- RunSender(ctx, SendOptions{Sender: sender.Options{Dir: filepath.Join(dir, "send"), Chunk: 4096, Keep: 2, Threads: 2},
 			Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0"}, ready)
 	}()
 	snd := <-up
@@ -36,14 +36,14 @@ func TestDaemons(t *testing.T) {
 	got := make(chan uint64, 4)
 	recvDone := make(chan error, 1)
 	go func() {
-		recvDone <- RunReceiver(ctx, RecvOptions{Receiver: receiver.Options{Upstreams: []string{snd.tcp}, Out: out,
+		recvDone <- RunReceiver(ctx, RecvOptions{Receiver: receiver.Options{Upstreams: []string{snd.tcp}, Out: out, Threads: 2,
 			Ready: func(_ string, v uint64) { got <- v }}, Serve: "127.0.0.1:0", HTTP: "127.0.0.1:0"}, ready)
 	}()
 	rcv := <-up
 	if rcv.tcp == "" {
 		t.Fatal("a re-serving receiver reported no TCP address")
 	}
-	img, _ := weightstest.Image([]weightstest.Tensor{weightstest.T("w", "BF16", 4096)}, 3)
+	img, _ := synth.Image([]synth.Tensor{synth.T("w", "BF16", 4096)}, 3)
 	p, err := sender.Dial(filepath.Join(dir, "send"))
 	if err != nil {
 		t.Fatal(err)
@@ -51,7 +51,7 @@ func TestDaemons(t *testing.T) {
 	defer p.Close()
 	for v := uint64(1); v <= 2; v++ {
 		if v == 2 {
-			img = weightstest.Step(img, 0.01, 9)
+			img = synth.Step(img, 0.01, 9)
 		}
 		if _, err := p.PublishImage(img, 0); err != nil {
 			t.Fatal(err)

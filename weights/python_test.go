@@ -48,10 +48,10 @@ func TestPythonPublish(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	up := make(chan string, 1)
-	go RunSender(ctx, SendOptions{Sender: sender.Options{Dir: send, Chunk: 4096}, Listen: "127.0.0.1:0"}, func(tcp, _ string) { up <- tcp })
+	go RunSender(ctx, SendOptions{Sender: sender.Options{Dir: send, Chunk: 4096, Threads: 2}, Listen: "127.0.0.1:0"}, func(tcp, _ string) { up <- tcp })
 	addr := <-up
 	got := make(chan uint64, 4)
-	go RunReceiver(ctx, RecvOptions{Receiver: receiver.Options{Upstreams: []string{addr}, Out: out,
+	go RunReceiver(ctx, RecvOptions{Receiver: receiver.Options{Upstreams: []string{addr}, Out: out, Threads: 2,
 		Ready: func(_ string, v uint64) { got <- v }}}, nil)
 	lib, _ := filepath.Abs(filepath.Join("..", "build", "native", "libneedle.so"))
 	run := func(mode, target string) {

@@ -93,6 +93,9 @@ func Var(v flag.Value, field, flag, def, help string) Spec {
 	return Spec{Field: field, Flag: flag, Help: help, v: &custom{v: v, def: def}}
 }
 
+// Value is the field's value as its flag takes it (after SetDefaults: the default --help shows).
+func (s Spec) Value() string { return s.v.String() }
+
 // Specs are the options of one Options type (and those it holds), in the order --help
 // lists them.
 type Specs []Spec
