@@ -217,7 +217,7 @@ func Open(opts Options) (*Retriever, error) {
 	var backend string
 	indexField := "Index"
 	if opts.Backend == BackendMilvus {
-		indexField = "Milvus"
+		indexField = "Milvus.URI"
 	}
 	run(0, indexField, func() (close func(), err error) {
 		idx, backend, close, err = OpenIndex(opts)

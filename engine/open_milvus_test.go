@@ -86,7 +86,7 @@ func TestOpenMilvus(t *testing.T) {
 	for coll, msg := range map[string]string{
 		"dim16": "encoder dimension 384 does not match index dimension 16",
 		"short": "corpus has 4 rows but the index has 2 vectors",
-		"none":  `Milvus: milvus at ` + srv.Addr + ` has no collection "none"`,
+		"none":  `Milvus.URI: milvus at ` + srv.Addr + ` has no collection "none"`,
 	} {
 		if _, err := engine.Open(enginetest.Options(milvus(coll))); err == nil || !strings.Contains(err.Error(), msg) {
 			t.Errorf("collection %s: %v, want an error mentioning %q", coll, err, msg)
