@@ -9,7 +9,8 @@ import (
 	"time"
 )
 
-// The case names are the report's rows; their order is delta encode, delta apply, logprob.
+// The case names are the report's rows; their order is delta encode, delta apply, logprob,
+// the fused linear logprob.
 func TestKernelCaseNames(t *testing.T) {
 	var names []string
 	for _, c := range kernelCases() {
@@ -18,7 +19,7 @@ func TestKernelCaseNames(t *testing.T) {
 	want := []string{
 		"delta encode bf16 1GiB 0.5% changed", "delta encode bf16 1GiB 1.0% changed", "delta encode bf16 1GiB 2.0% changed",
 		"delta apply bf16 1GiB 0.5% changed", "delta apply bf16 1GiB 1.0% changed", "delta apply bf16 1GiB 2.0% changed",
-		"logprob bf16 N=1024 V=151936", "logprob bf16 N=2048 V=151936",
+		"logprob bf16 N=1024 V=151936", "logprob bf16 N=2048 V=151936", "linear logprob fp32 N=256 h=1024 V=32768",
 	}
 	if strings.Join(names, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("cases:\n%s\nwant:\n%s", strings.Join(names, "\n"), strings.Join(want, "\n"))
