@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"needle/bench/synth"
 	"needle/testkit/netcluster"
-	"needle/testkit/weightstest"
 	"needle/weights/sender"
 )
 
@@ -34,7 +34,7 @@ import (
 // a publish lands in the middle of one.
 const clusterRate = "200mbit"
 
-var clusterModel = []weightstest.Tensor{weightstest.T("embed", "BF16", 6144, 4096), weightstest.T("norm", "F32", 4096)}
+var clusterModel = []synth.Tensor{synth.T("embed", "BF16", 6144, 4096), synth.T("norm", "F32", 4096)}
 
 // weightsHosts is one such cluster and its daemons.
 type weightsHosts struct {
@@ -187,9 +187,9 @@ func (w *weightsHosts) until(what string, cond func() bool) {
 func (w *weightsHosts) publish() uint64 {
 	var img []byte
 	if n := len(w.published); n == 0 {
-		img, _ = weightstest.Image(clusterModel, 1)
+		img, _ = synth.Image(clusterModel, 1)
 	} else {
-		img = weightstest.Step(w.published[n-1], 0.01, uint64(n+1))
+		img = synth.Step(w.published[n-1], 0.01, uint64(n+1))
 	}
 	w.published = append(w.published, img)
 	v, err := w.pub.PublishImage(img, 0)

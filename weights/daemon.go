@@ -1,12 +1,11 @@
 // Package weights moves a model's weights from a trainer to rollout servers: it is the entry of
-// `needle weights send|recv` and of `needle delta encode|apply`.
-//   - The daemons (daemon.go): a sender (control socket for the trainer, TCP for receivers) or a
-//     receiver (optionally re-serving what it holds), each with an HTTP endpoint for /metrics and
-//     /status. They own the processes' listeners and their shutdown; the logic is in the parts:
-//     wire (the protocol and the one codec of weight deltas), store (what a node serves),
-//     server (TCP), sender (the trainer's double buffer) and receiver (a crash-safe file).
-//   - The delta file (deltafile.go): one step of the same protocol, at rest: the records that
-//     turn one safetensors file into another, encoded and applied by the code the daemons use.
+// `needle weights send|recv|publish`. The daemons (daemon.go): a sender (control socket for
+// the trainer, TCP for receivers) or a receiver (optionally re-serving what it holds), each
+// with an HTTP endpoint for /metrics and /status; their options and flags (options.go). They
+// own the processes' listeners and their shutdown; the logic is in the parts: wire (the
+// protocol and the one codec of weight deltas), store (what a node serves), feed (TCP), sender
+// (the trainer's double buffer) and receiver (a crash-safe file). The same protocol at rest,
+// `needle delta`, is package weights/deltafile.
 package weights
 
 import (
@@ -25,7 +24,7 @@ import (
 	"needle/weights/store"
 )
 
-// SendOptions configures the sender daemon.
+// SendOptions configures the sender daemon; Specs (options.go) declares its flags and defaults.
 type SendOptions struct {
 	Sender sender.Options
 	Listen string // TCP address receivers pull from
@@ -33,15 +32,24 @@ type SendOptions struct {
 	// Fanout is how many re-serving receivers pull from each one in the layout of those that
 	// join (1: a chain; the sender always feeds one).
 	Fanout int
-	// Silence is how long a joined receiver may be silent before it leaves the layout; 0:
-	// feed.MemberSilence.
+	// Silence is how long a joined receiver may be silent before it leaves the layout.
 	Silence time.Duration
-	Token   []byte // the secret receivers must prove; nil: anyone may pull
+	// Token is the secret receivers must prove (nil: read from TokenFile; neither: anyone
+	// may pull).
+	Token     []byte
+	TokenFile string
 }
 
 // RunSender serves until ctx ends. ready (may be nil) gets the TCP and HTTP addresses once
 // both listen (":0" picks a port: tests and the benchmark).
 func RunSender(ctx context.Context, o SendOptions, ready func(tcp, http string)) error {
+	if err := o.Specs().Check(); err != nil {
+		return err
+	}
+	token, err := readToken(o.Token, o.TokenFile)
+	if err != nil {
+		return err
+	}
 	if o.Sender.Metrics == nil {
 		o.Sender.Metrics = prom.NewRegistry()
 	}
@@ -56,10 +64,7 @@ func RunSender(ctx context.Context, o SendOptions, ready func(tcp, http string))
 	}
 	defer ctl.Close()
 	srv := feed.New(s.Store, o.Sender.Metrics)
-	srv.Log, srv.Token, srv.Layout = o.Sender.Log, o.Token, &feed.Layout{Fanout: o.Fanout}
-	if o.Silence > 0 {
-		srv.Silence = o.Silence
-	}
+	srv.Log, srv.Token, srv.Layout, srv.Silence = o.Sender.Log, token, &feed.Layout{Fanout: o.Fanout}, o.Silence
 	status := func() any {
 		return struct {
 			sender.Status
@@ -70,21 +75,36 @@ func RunSender(ctx context.Context, o SendOptions, ready func(tcp, http string))
 	if err != nil {
 		return err
 	}
-	return serve(ctx, srv, ln, o.HTTP, o.Token, o.Sender.Metrics, status, ready)
+	return serve(ctx, srv, ln, o.HTTP, token, o.Sender.Metrics, status, ready)
 }
 
-// RecvOptions configures the receiver daemon. Receiver.Token is also what a re-serving
-// receiver's own clients must prove.
+// RecvOptions configures the receiver daemon; Specs (options.go) declares its flags and
+// defaults. Receiver.Token is also what a re-serving receiver's own clients must prove.
 type RecvOptions struct {
 	Receiver receiver.Options
 	Serve    string // re-serve on this TCP address; "" does not re-serve
 	Keep     int    // delta steps a re-serving receiver retains
 	HTTP     string
+	// NotifyURL (with NotifyBody) or NotifyCmd, split on spaces, tells the engine of each
+	// version (receiver.NewNotifier) when Receiver.Notifier is nil.
+	NotifyURL, NotifyBody, NotifyCmd string
+	TokenFile                        string // holds Receiver.Token when that is nil
 }
 
 // RunReceiver keeps the file up to date until ctx ends; ready as for RunSender (tcp is ""
 // when not re-serving).
 func RunReceiver(ctx context.Context, o RecvOptions, ready func(tcp, http string)) error {
+	if err := o.Check(); err != nil {
+		return err
+	}
+	n, err := o.notifier()
+	if err != nil {
+		return err
+	}
+	o.Receiver.Notifier = n
+	if o.Receiver.Token, err = readToken(o.Receiver.Token, o.TokenFile); err != nil {
+		return err
+	}
 	if o.Receiver.Metrics == nil {
 		o.Receiver.Metrics = prom.NewRegistry()
 	}

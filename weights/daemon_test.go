@@ -9,8 +9,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
-	"needle/testkit/weightstest"
+	"needle/bench/synth"
 	"needle/weights/receiver"
 	"needle/weights/sender"
 )
@@ -29,8 +30,8 @@ func TestDaemons(t *testing.T) {
 	ready := func(tcp, h string) { up <- addrs{tcp, h} }
 	sendDone := make(chan error, 1)
 	go func() {
-		sendDone <- RunSender(ctx, SendOptions{Sender: sender.Options{Dir: filepath.Join(dir, "send"), Chunk: 4096, Keep: 2},
-			Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0", Token: token}, ready)
+		sendDone <- RunSender(ctx, SendOptions{Sender: sender.Options{Dir: filepath.Join(dir, "send"), Chunk: 4096, Keep: 2, Threads: 2},
+			Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0", Fanout: 1, Silence: time.Second, Token: token}, ready)
 	}()
 	snd := <-up
 	out := filepath.Join(dir, "recv", "model.safetensors")
@@ -38,14 +39,14 @@ func TestDaemons(t *testing.T) {
 	got := make(chan uint64, 4)
 	recvDone := make(chan error, 1)
 	go func() {
-		recvDone <- RunReceiver(ctx, RecvOptions{Receiver: receiver.Options{Upstreams: []string{snd.tcp}, Out: out, Token: token,
+		recvDone <- RunReceiver(ctx, RecvOptions{Receiver: receiver.Options{Upstreams: []string{snd.tcp}, Out: out, Threads: 2, Token: token, Silence: time.Second,
 			Ready: func(_ string, v uint64) { got <- v }}, Serve: "127.0.0.1:0", HTTP: "127.0.0.1:0"}, ready)
 	}()
 	rcv := <-up
 	if rcv.tcp == "" {
 		t.Fatal("a re-serving receiver reported no TCP address")
 	}
-	img, _ := weightstest.Image([]weightstest.Tensor{weightstest.T("w", "BF16", 4096)}, 3)
+	img, _ := synth.Image([]synth.Tensor{synth.T("w", "BF16", 4096)}, 3)
 	p, err := sender.Dial(filepath.Join(dir, "send"))
 	if err != nil {
 		t.Fatal(err)
@@ -53,7 +54,7 @@ func TestDaemons(t *testing.T) {
 	defer p.Close()
 	for v := uint64(1); v <= 2; v++ {
 		if v == 2 {
-			img = weightstest.Step(img, 0.01, 9)
+			img = synth.Step(img, 0.01, 9)
 		}
 		if _, err := p.PublishImage(img, 0); err != nil {
 			t.Fatal(err)

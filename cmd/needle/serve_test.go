@@ -61,7 +61,8 @@ func TestServeFlags(t *testing.T) {
 		{[]string{"--index", "i", "extra"}, "unexpected argument"},
 		{[]string{"--index", "i", "--gpu=maybe"}, `takes auto, require or off, not "maybe"`},
 		{[]string{"--index", "i", "--gpus", "0,x"}, `"x" is not a GPU ordinal`},
-		{[]string{"--index", "i", "--cache-mb", "-1"}, "--cache-mb must be >= 0"},
+		{[]string{"--index", "i", "--cache-mb", "-1"}, "--cache-mb: -1, want >= 0"},
+		{[]string{"--index", "i", "--replace", "--port", "0"}, "--replace: with port 0"},
 	} {
 		if _, err := parseServeFlags(tc.args); err == nil || !strings.Contains(err.Error(), tc.err) {
 			t.Errorf("%q: error %v, want one mentioning %q", tc.args, err, tc.err)
@@ -69,17 +70,16 @@ func TestServeFlags(t *testing.T) {
 	}
 }
 
-// A limit of 0 or below is refused with the flag's name (0 would quietly become the
-// default below the flag parser); where 0 means something (--batch-wait, --threads) only
-// negative values are refused.
+// A limit of 0 or below is refused by the library that owns it, with the flag's name; where 0
+// means something (--batch-wait, --threads, --load-wait, --cache-mb) only negative values are.
 func TestServeFlagsRefuseNonPositiveLimits(t *testing.T) {
 	for _, name := range []string{"max-batch", "max-queued", "encoders", "max-queries", "max-topk", "max-hits", "max-body", "max-conns",
-		"read-timeout", "write-timeout", "idle-timeout", "drain", "batch-wait", "threads"} {
+		"read-timeout", "write-timeout", "idle-timeout", "drain", "batch-wait", "threads", "load-wait", "cache-mb", "topk", "nprobe"} {
 		values := []string{"0", "-1"}
-		if strings.HasSuffix(name, "timeout") || name == "drain" || name == "batch-wait" {
+		if strings.HasSuffix(name, "timeout") || name == "drain" || name == "batch-wait" || name == "load-wait" {
 			values = []string{"0s", "-1s"}
 		}
-		zeroOK := name == "batch-wait" || name == "threads"
+		zeroOK := name == "batch-wait" || name == "threads" || name == "load-wait" || name == "cache-mb" || name == "nprobe"
 		for i, v := range values {
 			_, err := parseServeFlags([]string{"--index", "i", "--" + name, v})
 			if i == 0 && zeroOK {
@@ -88,7 +88,7 @@ func TestServeFlagsRefuseNonPositiveLimits(t *testing.T) {
 				}
 				continue
 			}
-			if err == nil || !strings.Contains(err.Error(), "--"+name+" must be") {
+			if err == nil || !strings.HasPrefix(err.Error(), "--"+name+": "+v+", want ") {
 				t.Errorf("--%s %s: error %v, want one naming --%s", name, v, err, name)
 			}
 		}
@@ -104,8 +104,8 @@ func TestServeTokenFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	f, err := parseServeFlags([]string{"--index", "i", "--token-file", path})
-	if err != nil || f.cfg.AuthToken != "s3cret" {
-		t.Fatalf("token %q, %v", f.cfg.AuthToken, err)
+	if err != nil || f.server.AuthToken != "s3cret" {
+		t.Fatalf("token %q, %v", f.server.AuthToken, err)
 	}
 	if _, err := parseServeFlags([]string{"--index", "i", "--token-file", path, "--auth-token", "x"}); err == nil || !strings.Contains(err.Error(), "give one") {
 		t.Fatalf("both: %v", err)

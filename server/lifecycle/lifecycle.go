@@ -21,11 +21,13 @@ import (
 	"time"
 
 	"needle/engine"
+	"needle/internal/option"
 	"needle/internal/writer"
 	"needle/server"
 )
 
-// Options are a serving process's lifecycle settings (needle serve's flags).
+// Options are a serving process's lifecycle settings; Specs declares needle serve's flags of
+// them and their defaults, and Run refuses what they do not take.
 type Options struct {
 	Host          string        // address to bind
 	Port          int           // TCP port (0: a free one)
@@ -40,10 +42,35 @@ type Options struct {
 	Stop <-chan os.Signal
 }
 
+// Specs declares the options.
+func (o *Options) Specs() option.Specs {
+	return option.Specs{
+		option.String(&o.Host, "Host", "host", "127.0.0.1", "address to bind (0.0.0.0 exposes the server to the network)"),
+		option.Num(&o.Port, "Port", "port", 8000, option.From(0), "TCP port (0 picks a free one; see --save-address-to)"),
+		option.String(&o.SaveAddressTo, "SaveAddressTo", "save-address-to", "", "folder to write Host{ip}_IP{port}.txt = \"{ip}:{port}\" into (ASearcher's client reads it) as soon as the port listens; until ready, requests are held (--load-wait). Removed when the drain begins, before the port refuses connections, unless it is the folder's last address file (docs/lifecycle.md)"),
+		option.Bool(&o.Replace, "Replace", "replace", false, "take over --host:--port from the needle serve running there: it keeps serving while this one loads, then drains and exits, and no connection is refused in between (docs/lifecycle.md); without a needle there, start as usual"),
+		option.Num(&o.Drain, "Drain", "drain", 30*time.Second, option.Above(0), "on SIGINT/SIGTERM, how long in-flight requests may finish"),
+	}
+}
+
+// Check refuses the options their specs do not take, a port past 65535, and Replace of port 0.
+func (o Options) Check() error {
+	switch {
+	case o.Port > 65535:
+		return option.Errorf("Port", "%d, want <= 65535", o.Port)
+	case o.Replace && o.Port == 0:
+		return option.Errorf("Replace", "with port 0: give the port of the server to replace")
+	}
+	return o.Specs().Check()
+}
+
 // Run serves srv with the retriever open returns, from the socket to the end of the drain,
 // and returns why it stopped (nil after a drain that completed). srv is ready (SetRetriever)
 // once open returns.
 func Run(opt Options, srv *server.Server, open func() (*engine.Retriever, error)) error {
+	if err := opt.Check(); err != nil {
+		return err
+	}
 	out := &writer.Locked{W: writer.OrDiscard(opt.Log)} // the handover's goroutines log too
 	log := func(format string, a ...any) { fmt.Fprintf(out, "needle serve: "+format+"\n", a...) }
 	stop := opt.Stop

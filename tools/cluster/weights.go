@@ -18,8 +18,8 @@ import (
 	"syscall"
 	"time"
 
+	"needle/bench/synth"
 	"needle/testkit/netcluster"
-	"needle/testkit/weightstest"
 	"needle/weights/sender"
 )
 
@@ -134,12 +134,12 @@ func weights(args []string) error {
 		recv = append(recv, p)
 	}
 
-	tensors := make([]weightstest.Tensor, f.mib/32)
+	tensors := make([]synth.Tensor, f.mib/32)
 	for i := range tensors {
-		tensors[i] = weightstest.T(fmt.Sprintf("layers.%d.mlp.weight", i), "BF16", 2048, 8192)
+		tensors[i] = synth.T(fmt.Sprintf("layers.%d.mlp.weight", i), "BF16", 2048, 8192)
 	}
-	img, _ := weightstest.Image(tensors, 1)
-	opt := weightstest.Calibrated(1, f.changed)
+	img, _ := synth.Image(tensors, 1)
+	opt := synth.Calibrated(1, f.changed)
 	var reports []versionReport
 	for v := 1; v <= f.versions; v++ {
 		opt.Version(img, v-1, 2) // the optimizer's master after v-1 steps, in bf16

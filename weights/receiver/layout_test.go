@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"needle/bench/synth"
 	"needle/internal/prom"
-	"needle/testkit/weightstest"
 	"needle/weights/wire"
 )
 
@@ -30,7 +30,7 @@ func counter(reg *prom.Registry, name string, labels ...string) float64 {
 // sender's uplink carries one copy, so does each relay's but the last one's).
 func TestLayoutChain(t *testing.T) {
 	dir := t.TempDir()
-	_, snd, pub := startSender(t, filepath.Join(dir, "send"), wire.Compact)
+	_, snd, pub := startSender(t, filepath.Join(dir, "send"), wire.Packed)
 	var rs []*rcv
 	for i := range 4 {
 		rs = append(rs, startReceiver(t, filepath.Join(dir, "r"+string(rune('1'+i)), "m.safetensors"), true, snd.addr))
@@ -43,10 +43,10 @@ func TestLayoutChain(t *testing.T) {
 		}
 		waitUntil(t, "the route", func() bool { return slices.Equal(r.routed(), want) })
 	}
-	img, _ := weightstest.Image(bigModel, 31)
+	img, _ := synth.Image(bigModel, 31)
 	for v := uint64(1); v <= 3; v++ {
 		if v > 1 {
-			img = weightstest.Step(img, 0.01, 30+v)
+			img = synth.Step(img, 0.01, 30+v)
 		}
 		pub.PublishImage(img, 0)
 		for _, r := range rs {
@@ -68,8 +68,8 @@ func TestLayoutChain(t *testing.T) {
 // on the version.
 func TestRelayForwardsWhileArriving(t *testing.T) {
 	dir := t.TempDir()
-	_, snd, pub := startSender(t, filepath.Join(dir, "send"), wire.Compact)
-	img, _ := weightstest.Image(bigModel, 41)
+	_, snd, pub := startSender(t, filepath.Join(dir, "send"), wire.Packed)
+	img, _ := synth.Image(bigModel, 41)
 	stalled := make(chan struct{})
 	px := newProxy(t, snd.addr, fault{at: int64(len(img)) / 2, kind: "stall", hit: func() { close(stalled) }})
 	fast := func(o *Options) { o.Silence = 300 * time.Millisecond }
@@ -96,14 +96,14 @@ func TestRelayForwardsWhileArriving(t *testing.T) {
 // the lost one.
 func TestRouteAroundLostRelay(t *testing.T) {
 	dir := t.TempDir()
-	_, snd, pub := startSender(t, filepath.Join(dir, "send"), wire.Compact)
+	_, snd, pub := startSender(t, filepath.Join(dir, "send"), wire.Packed)
 	var rs []*rcv
 	for i := range 3 {
 		rs = append(rs, startReceiver(t, filepath.Join(dir, "r"+string(rune('1'+i)), "m.safetensors"), true, snd.addr))
 		waitUntil(t, "the join", func() bool { return len(snd.srv.Layout.Routes()) == i+1 })
 	}
 	waitUntil(t, "the chain", func() bool { return len(rs[2].routed()) == 2 })
-	img, _ := weightstest.Image(bigModel, 51)
+	img, _ := synth.Image(bigModel, 51)
 	pub.PublishImage(img, 0)
 	waitUntil(t, "records at the last host", func() bool {
 		return counter(rs[2].opt.Metrics, "needle_weights_received_bytes_total", "kind", "full") > 0
@@ -123,18 +123,18 @@ func TestRouteAroundLostRelay(t *testing.T) {
 func TestToken(t *testing.T) {
 	dir := t.TempDir()
 	token := []byte("s3cret")
-	_, snd, pub := startSenderWith(t, filepath.Join(dir, "send"), wire.Compact, token)
+	_, snd, pub := startSenderWith(t, filepath.Join(dir, "send"), wire.Packed, token)
 	withToken := func(tok []byte) func(*Options) { return func(o *Options) { o.Token = tok } }
 	r1 := startReceiverWith(t, filepath.Join(dir, "r1", "m.safetensors"), true, withToken(token), snd.addr)
 	r2 := startReceiverWith(t, filepath.Join(dir, "r2", "m.safetensors"), false, withToken(token), r1.node.addr)
 	none := startReceiverWith(t, filepath.Join(dir, "none", "m.safetensors"), false, withToken(nil), snd.addr, r1.node.addr)
 	wrong := startReceiverWith(t, filepath.Join(dir, "wrong", "m.safetensors"), false, withToken([]byte("guess")), snd.addr, r1.node.addr)
-	_, impostor, ipub := startSender(t, filepath.Join(dir, "impostor"), wire.Compact)
+	_, impostor, ipub := startSender(t, filepath.Join(dir, "impostor"), wire.Packed)
 	fed := startReceiverWith(t, filepath.Join(dir, "fed", "m.safetensors"), false, withToken(token), impostor.addr)
 
-	img, _ := weightstest.Image(bigModel, 61)
+	img, _ := synth.Image(bigModel, 61)
 	pub.PublishImage(img, 0)
-	ipub.PublishImage(weightstest.Step(img, 0.5, 62), 0)
+	ipub.PublishImage(synth.Step(img, 0.5, 62), 0)
 	r1.waitFor(t, 1)
 	r2.waitFor(t, 1)
 	r1.check(t, img)

@@ -7,13 +7,13 @@ import (
 	"testing"
 	"time"
 
-	"needle/testkit/weightstest"
+	"needle/bench/synth"
 	"needle/weights/wire"
 )
 
 // testChunkMap is a 4 KiB file in 1 KiB chunks.
 func testChunkMap(t *testing.T) (*wire.ChunkMap, []byte) {
-	img, hdr := weightstest.Image([]weightstest.Tensor{weightstest.T("w", "BF16", 2048)}, 1)
+	img, hdr := synth.Image([]synth.Tensor{synth.T("w", "BF16", 2048)}, 1)
 	l, err := wire.NewChunkMap(img[:hdr], int64(len(img)), 1024)
 	if err != nil {
 		t.Fatal(err)

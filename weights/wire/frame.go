@@ -4,7 +4,7 @@
 //     base version each chunk is diffed against, and the manifest (the xxh64 of each chunk)
 //     that identifies a version;
 //   - record.go, codec.go: the record of one chunk: its raw bytes, or its delta from the base's
-//     chunk in needle's compact format or AstraFlow's, found and scattered by the native kernels
+//     chunk in needle's packed format or AstraFlow's, found and scattered by the native kernels
 //     of kernels/trainer/delta;
 //   - encode.go, target.go: a whole step: every chunk of a new version encoded against the old
 //     one on several goroutines, in chunk order; and a file image brought to the new version by

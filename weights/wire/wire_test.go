@@ -153,9 +153,9 @@ func TestMessages(t *testing.T) {
 }
 
 func TestRecord(t *testing.T) {
-	p := append(AppendRecordHeader(nil, 1<<20, OpCompact, 2), "body"...)
+	p := append(AppendRecordHeader(nil, 1<<20, OpPacked, 2), "body"...)
 	r, err := ParseRecord(p)
-	if err != nil || r.Chunk != 1<<20 || r.Op != OpCompact || r.ElemSize != 2 || string(r.Body) != "body" {
+	if err != nil || r.Chunk != 1<<20 || r.Op != OpPacked || r.ElemSize != 2 || string(r.Body) != "body" {
 		t.Fatalf("%+v %v", r, err)
 	}
 	for _, bad := range [][]byte{
