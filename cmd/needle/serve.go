@@ -30,6 +30,9 @@ type serveFlags struct {
 	saveAddressTo, authToken string
 	faissGPU, replace        bool
 	drain                    time.Duration
+	watchPeers               bool
+	watchInterval            time.Duration
+	witness                  string
 	cfg                      server.Config
 	cacheMB                  int
 }
@@ -64,6 +67,12 @@ func parseServeFlags(args []string) (*serveFlags, error) {
 	fs.StringVar(&f.engine.Precision, "precision", "", precisionUsage+" (default: the build manifest's, else fp16; another than the manifest's is an error without --force-precision)")
 	fs.BoolVar(&f.engine.ForcePrecision, "force-precision", false, "serve at --precision even where the build manifest records another")
 	fs.StringVar(&f.saveAddressTo, "save-address-to", "", "folder to write Host{ip}_IP{port}.txt = \"{ip}:{port}\" into (ASearcher's client reads it) as soon as the port listens; until ready, requests are held (--load-wait). Removed when the drain begins, before the port refuses connections, unless it is the folder's last address file (docs/lifecycle.md)")
+	fs.BoolVar(&f.watchPeers, "watch-peers", true, "with --save-address-to: probe the other replicas of the folder (GET /health) and remove the files of those that are gone: at once when their\n"+
+		"host refuses the connection (a killed process), after 10 x --watch-interval without an answer when this replica hears a majority of the folder or reaches\n"+
+		"--watch-witness (the other side of a partition removes nothing); never its own file, never the folder's last (docs/serve.md)")
+	fs.DurationVar(&f.watchInterval, "watch-interval", 250*time.Millisecond, "with --watch-peers: time between probes of each replica; a probe gets 4x as long to answer, and a replica silent for 10x is taken for unreachable")
+	fs.StringVar(&f.witness, "watch-witness", lifecycle.WitnessGateway, "with --watch-peers: host:port whose answer to a TCP connect (accepted or refused) shows this replica is not the cut-off side of a partition;\n"+
+		"\"gateway\": the default route's gateway, port 9; \"\": none (then only a majority of the folder's replicas decides); none either on a loopback --host")
 	fs.StringVar(&f.authToken, "auth-token", os.Getenv("NEEDLE_AUTH_TOKEN"), "if set, /retrieve, /access and /metrics need \"Authorization: Bearer <token>\" (default $NEEDLE_AUTH_TOKEN)")
 	fs.BoolVar(&f.faissGPU, "faiss_gpu", false, "the anchors' flag: same as --gpu")
 	fs.Var(gpuMode{&f.engine.GPU}, "gpu", "serve a flat index (IndexFlatIP/L2) from the GPUs in fp16 and encode queries on the first of them: --gpu uses them when it can, else says why in one line and serves on the CPU; --gpu=require fails instead")
@@ -168,6 +177,7 @@ func checkLimits(f *serveFlags) error {
 		{"write-timeout", int64(f.cfg.WriteTimeout), false, true},
 		{"idle-timeout", int64(f.cfg.IdleTimeout), false, true},
 		{"drain", int64(f.drain), false, true},
+		{"watch-interval", int64(f.watchInterval), false, true},
 		{"load-wait", int64(f.cfg.LoadWait), true, true},
 		{"cache-mb", int64(f.cacheMB), true, false},
 	} {
@@ -238,8 +248,12 @@ func runServe(args []string) error {
 	f.cfg.Info = server.Info{Index: opts.IndexName(), Model: opts.Model, Precision: cmp.Or(opts.Precision, string(bert.FP16))}
 	srv := server.New(f.cfg)
 	opts.Batcher.OnBatch = srv.ObserveBatch
+	watch := time.Duration(0)
+	if f.watchPeers {
+		watch = f.watchInterval
+	}
 	return lifecycle.Run(lifecycle.Options{Host: f.host, Port: f.port, SaveAddressTo: f.saveAddressTo, Replace: f.replace,
-		Drain: f.drain, IndexName: opts.IndexName(), QueryPrefix: *opts.QueryPrefix, Log: os.Stderr},
+		WatchInterval: watch, Witness: f.witness, Drain: f.drain, IndexName: opts.IndexName(), QueryPrefix: *opts.QueryPrefix, Log: os.Stderr},
 		srv, func() (*engine.Retriever, error) {
 			r, err := engine.Open(opts)
 			return r, flagError(err, serveOptionFlags)

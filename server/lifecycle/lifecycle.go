@@ -27,14 +27,20 @@ import (
 
 // Options are a serving process's lifecycle settings (needle serve's flags).
 type Options struct {
-	Host          string        // address to bind
-	Port          int           // TCP port (0: a free one)
-	SaveAddressTo string        // folder of the address file (""; none)
-	Replace       bool          // take the socket over from the needle serving on Host:Port
-	Drain         time.Duration // how long in-flight requests may finish at the end
-	IndexName     string        // what is loading, for the log
-	QueryPrefix   string        // for the log's curl example
-	Log           io.Writer     // progress lines (needle serve: stderr); nil: discarded
+	Host          string // address to bind
+	Port          int    // TCP port (0: a free one)
+	SaveAddressTo string // folder of the address file (""; none)
+	Replace       bool   // take the socket over from the needle serving on Host:Port
+	// WatchInterval paces the watch of the other replicas of the SaveAddressTo folder, whose
+	// files are removed when they are gone (peers.go); 0: no watch.
+	WatchInterval time.Duration
+	// Witness is the host:port whose answer shows a replica that it is not the cut-off side of
+	// a partition (WitnessGateway: the default route's gateway; "": none).
+	Witness     string
+	Drain       time.Duration // how long in-flight requests may finish at the end
+	IndexName   string        // what is loading, for the log
+	QueryPrefix string        // for the log's curl example
+	Log         io.Writer     // progress lines (needle serve: stderr); nil: discarded
 	// Stop delivers the signals that end the process (nil: SIGINT and SIGTERM); a second one
 	// during the drain exits at once.
 	Stop <-chan os.Signal
@@ -62,10 +68,15 @@ func Run(opt Options, srv *server.Server, open func() (*engine.Retriever, error)
 	began := time.Now()
 	var h *handover
 	var address *addressFile
+	var watch *watcher
 	// withdraw takes the address file back (see address.go) while the port still accepts
 	// connections: it runs before every srv.Shutdown (which closes the listener). Once: the
-	// second signal's goroutine and the main path may both reach it.
+	// second signal's goroutine and the main path may both reach it. The watch of the peers
+	// stops first: it could write the file again.
 	withdraw := sync.OnceValue(func() error {
+		if watch != nil {
+			watch.close()
+		}
 		if address == nil {
 			return nil
 		}
@@ -86,6 +97,7 @@ func Run(opt Options, srv *server.Server, open func() (*engine.Retriever, error)
 		if address, err = announce(opt, addr, log); err != nil {
 			return errors.Join(err, shutdown())
 		}
+		watch = startWatch(opt, address, log)
 		h = handoverFor(opt, ln, log)
 	}
 	type opened struct {
@@ -113,6 +125,7 @@ func Run(opt Options, srv *server.Server, open func() (*engine.Retriever, error)
 		if address, err = announce(opt, addr, log); err != nil {
 			return errors.Join(err, shutdown())
 		}
+		watch = startWatch(opt, address, log)
 		if err := handed.ready(); err != nil { // it exited meanwhile: the socket is this process's alone
 			log("telling pid %d to drain: %v", handed.pid, err)
 		}
@@ -227,6 +240,22 @@ func announce(opt Options, addr *net.TCPAddr, log func(string, ...any)) (*addres
 		log("%s", d)
 	}
 	return a, err
+}
+
+// startWatch starts the watch of the other replicas of the address folder (peers.go), or
+// returns nil when there is no folder or no watch.
+func startWatch(opt Options, address *addressFile, log func(string, ...any)) *watcher {
+	if address == nil || opt.WatchInterval <= 0 {
+		return nil
+	}
+	witness, why := witnessFor(opt.Witness, advertisedIP(opt.Host))
+	if witness == "" {
+		log("watching the other replicas of %s every %v; no witness (%s): an unreachable peer's file is removed only by a majority of the folder's replicas",
+			opt.SaveAddressTo, opt.WatchInterval, why)
+	} else {
+		log("watching the other replicas of %s every %v; witness %s", opt.SaveAddressTo, opt.WatchInterval, witness)
+	}
+	return watchPeers(address, opt.WatchInterval, witness, log)
 }
 
 // advertisedIP is the address clients should dial: the bind address, or for a wildcard
