@@ -29,7 +29,7 @@ var floors = []struct {
 	{"needle/indexbuild", 4},                      // the offline build job: corpus -> encoder -> index folder
 	{"needle/engine", 4},                          // serving: Open composes the parts; the Retriever, the Batcher, the cache
 	{"needle/server", 5}, {"needle/server/ui", 5}, // the page the server embeds: beside it
-	{"needle/server/lifecycle", 6},
+	{"needle/server/lifecycle", 6}, {"needle/server/front", 6}, // the process; HAProxy before the replicas
 	{"needle/testkit/", 7},                        // test helpers: imported by tests (and bench's harness) only
 	{"needle/bench", 8}, {"needle/bench/plot", 8}, // every bench target draws through it
 	{"needle/tools/doctor", 9}, // reads every floor below (platform, cuda, engine) and changes nothing
