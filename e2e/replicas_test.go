@@ -1,9 +1,7 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -54,8 +52,8 @@ const (
 // after, B's stays, and the folder is never empty; Search-R1's POSTs never fail; ASearcher's
 // calls never raise, and those through the kill take at most 12 s. The longest ASearcher stall
 // through the cut is logged with the times that bound it. NEEDLE_ASEARCHER_CLIENT and
-// NEEDLE_SEARCHR1_CLIENT name the real clients' files to run instead of the restatements
-// (bench/replicas_real_clients.sh).
+// NEEDLE_SEARCHR1_CLIENT name the real clients' files to run instead of the restatements, and
+// NEEDLE_CLIENTS_PYTHON an interpreter with their requirements (bench/replicas_real_clients.sh).
 func TestReplicasAcrossHosts(t *testing.T) {
 	cluster := netcluster.ForTest(t, netcluster.Options{Hosts: 3, Rate: linkRate})
 	haproxy := testenv.HAProxy(t)
@@ -103,13 +101,13 @@ func TestReplicasAcrossHosts(t *testing.T) {
 	back := folder.wait(t, a.addressFile, true, restored, unreachableFileGoal)
 	t.Logf("A's link restored after %v; its file back after %v", restored.Sub(cut), back)
 	time.Sleep(afterRestore)
-	calls := loops.finish(t)
+	all := calls(t, loops)
 	folder.check(t, b.addressFile)
 	if t.Failed() {
 		t.Logf("A:\n%s\nB:\n%s", a.log, b.log)
 	}
 
-	asearcher, searchR1 := byClient(calls, "asearcher"), byClient(calls, "searchr1")
+	asearcher, searchR1 := byClient(all, "asearcher"), byClient(all, "searchr1")
 	failed := slices.DeleteFunc(slices.Concat(asearcher, searchR1), func(c call) bool { return c.err == "" })
 	for i, c := range failed {
 		if i == 5 {
@@ -285,54 +283,27 @@ func slowest(calls []call) call {
 	return s
 }
 
-// replicaClients is e2e/clients/replicas.py running in a host.
-type replicaClients struct {
-	cmd            *exec.Cmd
-	stdout, stderr bytes.Buffer
-	done           chan error
-	stopFile       string
-}
-
-func startReplicaClients(t *testing.T, h *netcluster.Host, addrDir, frontURL string, queries []string) *replicaClients {
-	r := &replicaClients{done: make(chan error, 1), stopFile: filepath.Join(t.TempDir(), "stop")}
-	args := []string{"clients/replicas.py", addrDir, frontURL, writeJSON(t, queries), r.stopFile, fmt.Sprint(asearcherWorkers), fmt.Sprint(searchR1Turn)}
+// startReplicaClients starts e2e/clients/replicas.py in host h.
+func startReplicaClients(t *testing.T, h *netcluster.Host, addrDir, frontURL string, queries []string) *script {
+	stopFile := filepath.Join(t.TempDir(), "stop")
+	args := []string{"clients/replicas.py", addrDir, frontURL, writeJSON(t, queries), stopFile, fmt.Sprint(asearcherWorkers), fmt.Sprint(searchR1Turn)}
 	if f := os.Getenv("NEEDLE_ASEARCHER_CLIENT"); f != "" {
 		args = append(args, "--asearcher", f)
 	}
 	if f := os.Getenv("NEEDLE_SEARCHR1_CLIENT"); f != "" {
 		args = append(args, "--searchr1", f)
 	}
-	r.cmd = h.Command(context.Background(), testenv.Python(t), args...)
-	r.cmd.Stdout, r.cmd.Stderr = &r.stdout, &r.stderr
-	if err := r.cmd.Start(); err != nil {
-		t.Fatal(err)
+	py := os.Getenv("NEEDLE_CLIENTS_PYTHON") // one with the real clients' requirements
+	if py == "" {
+		py = testenv.Python(t)
 	}
-	go func() { r.done <- r.cmd.Wait() }()
-	t.Cleanup(func() {
-		r.cmd.Process.Kill()
-		r.done <- <-r.done
-	})
-	return r
+	return startScript(t, h.Command(context.Background(), py, args...), stopFile)
 }
 
-// finish stops the loops after their calls in flight and returns every call.
-func (r *replicaClients) finish(t *testing.T) []call {
-	if err := os.WriteFile(r.stopFile, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-r.done:
-		r.done <- err
-		if err != nil {
-			t.Fatalf("the clients crashed: %v\n%s", err, r.stderr.String())
-		}
-	case <-time.After(3 * time.Minute):
-		t.Fatalf("clients still running 3 minutes after the stop file\n%s", r.stderr.String())
-	}
+// calls stops replicas.py after its calls in flight and returns every call.
+func calls(t *testing.T, s *script) []call {
 	var out struct{ Calls [][4]any }
-	if err := json.Unmarshal(r.stdout.Bytes(), &out); err != nil {
-		t.Fatalf("replicas.py printed %.300q: %v\n%s", r.stdout.String(), err, r.stderr.String())
-	}
+	s.stop(t, &out)
 	seconds := func(v any) time.Time {
 		f, _ := v.(float64)
 		return time.Unix(0, int64(f*1e9))

@@ -4,8 +4,9 @@
   --asearcher FILE the real one (AReaL's ASearcher/utils/search_utils.py: AsyncSearchBrowserClient,
   which reads the folder from $RAG_SERVER_ADDR_DIR);
 - Search-R1's call in one loop of TURN-query POSTs to FRONT_URL (no timeout, no retry): searchr1.py's
-  restatement, or with --searchr1 FILE the real one (search_r1/llm_agent/generation.py:
-  LLMGenerationManager.batch_search; importing it needs torch and transformers).
+  restatement, or with --searchr1 FILE the real one (search_r1/llm_agent/generation.py of a Search-R1
+  checkout: LLMGenerationManager.batch_search, imported as its package's module, so the interpreter
+  needs Search-R1's requirements: torch and those of the verl it vendors).
 Each call is [client, start, end, error] (seconds since the epoch; error null, or what the client
 raised: ASearcher's gives up after 10 attempts, or raises IndexError on an empty folder; Search-R1's
 raises on any failure, which would end a training step). Turns are distinct texts (a turn counter in
@@ -23,9 +24,6 @@ import threading
 import time
 import types
 
-import asearcher
-import searchr1
-
 parser = argparse.ArgumentParser()
 for name in ("address_dir", "front_url", "queries_file", "stop_file"):
     parser.add_argument(name)
@@ -41,20 +39,17 @@ calls = []
 lock = threading.Lock()
 
 
-def load(path, name):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def asearcher_client():
     """A client object and its call of one query -> the number of rows it got."""
     if args.asearcher is None:
+        import asearcher
         client = asearcher.AddressDirClient(args.address_dir)
         return (lambda q: client.retrieve(q)), len
     os.environ["RAG_SERVER_ADDR_DIR"] = args.address_dir
-    client = load(args.asearcher, "search_utils").AsyncSearchBrowserClient()
+    spec = importlib.util.spec_from_file_location("search_utils", args.asearcher)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    client = module.AsyncSearchBrowserClient()
     return (lambda q: client.query_async({"queries": [q], "topk": 5, "return_scores": False}),
             lambda res: len(res[0]["documents"]))
 
@@ -62,8 +57,12 @@ def asearcher_client():
 def searchr1_call():
     """Search-R1's call of one turn -> the passages strings, one per query."""
     if args.searchr1 is None:
+        import searchr1
         return lambda turn: [searchr1.passages2string(r) for r in searchr1.batch_search(args.front_url, turn, 3)]
-    manager = object.__new__(load(args.searchr1, "generation").LLMGenerationManager)
+    # generation.py imports its package's modules: import it from its checkout's root.
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(args.searchr1)))))
+    generation = importlib.import_module("search_r1.llm_agent.generation")
+    manager = object.__new__(generation.LLMGenerationManager)
     manager.config = types.SimpleNamespace(search_url=args.front_url + "/retrieve", topk=3)
     return manager.batch_search
 
