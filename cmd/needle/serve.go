@@ -68,9 +68,9 @@ func parseServeFlags(args []string) (*serveFlags, error) {
 	fs.BoolVar(&f.engine.ForcePrecision, "force-precision", false, "serve at --precision even where the build manifest records another")
 	fs.StringVar(&f.saveAddressTo, "save-address-to", "", "folder to write Host{ip}_IP{port}.txt = \"{ip}:{port}\" into (ASearcher's client reads it) as soon as the port listens; until ready, requests are held (--load-wait). Removed when the drain begins, before the port refuses connections, unless it is the folder's last address file (docs/lifecycle.md)")
 	fs.BoolVar(&f.watchPeers, "watch-peers", true, "with --save-address-to: probe the other replicas of the folder (GET /health) and remove the files of those that are gone: at once when their\n"+
-		"host refuses the connection (a killed process), after 10 x --watch-interval without an answer when this replica hears a majority of the folder or reaches\n"+
+		"host refuses the connection (a killed process), after 8 x --watch-interval without an answer when this replica hears a majority of the folder or reaches\n"+
 		"--watch-witness (the other side of a partition removes nothing); never its own file, never the folder's last (docs/serve.md)")
-	fs.DurationVar(&f.watchInterval, "watch-interval", 250*time.Millisecond, "with --watch-peers: time between probes of each replica; a probe gets 4x as long to answer, and a replica silent for 10x is taken for unreachable")
+	fs.DurationVar(&f.watchInterval, "watch-interval", 250*time.Millisecond, "with --watch-peers: time between probes of each replica; a probe gets 4x as long to answer, and a replica silent for 8x is taken for unreachable")
 	fs.StringVar(&f.witness, "watch-witness", lifecycle.WitnessGateway, "with --watch-peers: host:port whose answer to a TCP connect (accepted or refused) shows this replica is not the cut-off side of a partition;\n"+
 		"\"gateway\": the default route's gateway, port 9; \"\": none (then only a majority of the folder's replicas decides); none either on a loopback --host")
 	fs.StringVar(&f.authToken, "auth-token", os.Getenv("NEEDLE_AUTH_TOKEN"), "if set, /retrieve, /access and /metrics need \"Authorization: Bearer <token>\" (default $NEEDLE_AUTH_TOKEN)")

@@ -27,7 +27,7 @@ const (
 type watchTiming struct{ interval, timeout, silence time.Duration }
 
 func timingFor(interval time.Duration) watchTiming {
-	return watchTiming{interval: interval, timeout: 4 * interval, silence: 10 * interval}
+	return watchTiming{interval: interval, timeout: 4 * interval, silence: 8 * interval}
 }
 
 // peer is the watch of one address of the folder: a goroutine (watch) probes it, the
