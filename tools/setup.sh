@@ -2,7 +2,8 @@
 # Idempotent machine setup for needle: system packages, Debian's faiss source (for the C API),
 # a pinned Python venv for reference/interop scripts, the MiniLM test model, the Milvus server and
 # NVIDIA's CUDA compiler (nvcc, from PyPI), and Debian's chromium, the headless browser the search page's test
-# drives (server/ui), and debootstrap, which makes the clean root the wheel is proven in (tools/wheel).
+# drives (server/ui), debootstrap, which makes the clean root the wheel is proven in (tools/wheel), and
+# haproxy, the front `needle front` runs for fixed-URL clients (server/front, e2e's replicas test).
 # Called by `make setup`; every step is skipped when its result is already present.
 set -euo pipefail
 
@@ -11,7 +12,7 @@ mkdir -p "$CACHE"
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
 
-APT_PKGS=(libfaiss-dev libopenblas-openmp-dev clang-16 wordnet-base cmake g++ pkg-config dpkg-dev chromium debootstrap)
+APT_PKGS=(libfaiss-dev libopenblas-openmp-dev clang-16 wordnet-base cmake g++ pkg-config dpkg-dev chromium debootstrap haproxy)
 
 # 1. apt: a deb-src line for bookworm main (faiss source) and the packages.
 if [ ! -f /etc/apt/sources.list.d/needle-src.sources ]; then

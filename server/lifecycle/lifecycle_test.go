@@ -44,7 +44,7 @@ func TestRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opt := Options{Host: "127.0.0.1", SaveAddressTo: dir, Drain: time.Minute, IndexName: "fake", Log: &writer.Locked{W: &log}, Stop: stop}
+	opt := Options{Host: "127.0.0.1", SaveAddressTo: dir, Drain: time.Minute, WatchInterval: time.Second, IndexName: "fake", Log: &writer.Locked{W: &log}, Stop: stop}
 	done := make(chan error, 1)
 	go func() {
 		done <- Run(opt, srv, func() (*engine.Retriever, error) {

@@ -30,7 +30,7 @@ var floors = []struct {
 	{"needle/doctor", 4},                          // `needle doctor`: reads the floors below (platform, cuda, engine), changes nothing
 	{"needle/engine", 4},                          // serving: Open composes the parts; the Retriever, the Batcher, the cache
 	{"needle/server", 5}, {"needle/server/ui", 5}, // the page the server embeds: beside it
-	{"needle/server/lifecycle", 6},
+	{"needle/server/lifecycle", 6}, {"needle/server/front", 6}, // the process; HAProxy before the replicas
 	{"needle/testkit/", 7},                        // test helpers: imported by tests only
 	{"needle/bench", 8}, {"needle/bench/plot", 8}, // every bench target draws through it
 	{"needle/tools/", 9}, {"needle/cmd/", 9}, {"needle/e2e", 9}, {"needle/examples", 9},
