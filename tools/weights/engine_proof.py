@@ -111,6 +111,11 @@ def head_of(version):
     return (version - 1) % len(TASKS)
 
 
+def changed_fraction(new, old, keys):
+    """The fraction of the elements of keys whose bf16 bits differ between two versions."""
+    return sum(int((new[k].view(torch.int16) != old[k].view(torch.int16)).sum()) for k in keys) / sum(new[k].numel() for k in keys)
+
+
 def tokens(answers):
     return [t for t, _ in answers]
 
@@ -248,15 +253,15 @@ def main():
     eng = Proc(vllm_args, log, env)
     startup = [wait_engine(vport, eng)]
 
-    rows, changed, worst = [], [], 0.0
+    rows, changed, worst = [], [], 0.0  # changed: per version, the fraction of all elements and of the body's
     prev, prev_want = state, reference(hf)
+    body = [k for k in state if k != "lm_head.weight"]
     for v_next in range(2, a.versions + 1):
         loss = step(trainer, heads, opt, gen)
         t0 = time.perf_counter()
         state, v = publish(v_next)
         assert v == v_next, (v, v_next)
-        changed.append([sum(int((state[k].view(torch.int16) != prev[k].view(torch.int16)).sum()) for k in keys)
-                        / sum(state[k].numel() for k in keys) for keys in (state, [k for k in state if k != "lm_head.weight"])])
+        changed.append([changed_fraction(state, prev, keys) for keys in (state, body)])
         prev = state
         if v == a.kill_receiver:
             receiver.kill()
