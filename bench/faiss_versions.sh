@@ -38,7 +38,7 @@ for r in $(seq "$rounds"); do
       build_s=$(echo "$(date +%s.%N) - $start" | bc)
       # shellcheck disable=SC2086 # param is a flag and its value
       qps=$("${BIN[$b]}" bench index --index "$out/index.faiss" --index-backend faiss --queries "$data/q.f32" \
-        --batch 64 --batches 10 $param | "$py" -c 'import json, sys; print(json.load(sys.stdin)["qps"])')
+        --batch 64 --batches 10 $param 2>/dev/null | "$py" -c 'import json, sys; print(json.load(sys.stdin)["qps"])')
       echo "$factory $b $r build_s $build_s qps $qps" | tee -a "$runs"
     done
   done
