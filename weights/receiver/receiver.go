@@ -80,6 +80,7 @@ type Receiver struct {
 	// spareMap is spare mapped with its page tables filled, made right after the spare (while
 	// waiting for the next version) so that the next delta step starts without that pass.
 	spareMap *mapped
+	spare    *spareJob // the spare being made in the background, nil when none
 	m        counters
 }
 
@@ -129,6 +130,7 @@ func (r *Receiver) Close() {
 	if r.build != nil && r.build.m != nil {
 		r.build.m.close(false)
 	}
+	r.awaitSpare()
 	r.closeSpareMap()
 	r.lock.Close()
 }
@@ -395,14 +397,12 @@ func (r *Receiver) commit(ctx context.Context, plan wire.Plan, n int64, took tim
 	// The version Out held stays open across the rename: dropping its last name would free its
 	// pages inside the rename (1.5B shape, 3.09 GB: 0.6-1.6 s of the rename, two receivers on
 	// a 2-core Zen 4 VM) before the engine is told. They are freed after, at idle priority.
-	prevOut, openErr := os.Open(r.f.out) // none before the first version
-	dropPrev := func() {
-		if openErr == nil {
+	prevOut, _ := os.Open(r.f.out) // nil before the first version
+	defer func() {
+		if prevOut != nil { // an error before the spare job took it
 			idle.Run(prevOut.Close)
-			openErr = os.ErrClosed
 		}
-	}
-	defer dropPrev()
+	}()
 	r.st.Run, r.st.Version, r.st.Committing, r.st.Full = plan.Run, plan.Target, true, nil
 	if err := r.save(); err != nil {
 		return err
@@ -436,13 +436,14 @@ func (r *Receiver) commit(ctx context.Context, plan wire.Plan, n int64, took tim
 	if r.opt.Ready != nil {
 		r.opt.Ready(plan.Run, plan.Target)
 	}
-	dropPrev()                                        // before the spare copy: never three versions' pages at once
 	if list, _ := r.rt.list(); r.up.addr != list[0] { // back to the preferred upstream for the next version
 		r.up.close()
 		r.up, r.upIdx = nil, 0
 		r.rt.use(nil, false)
 	}
-	return r.makeSpare()
+	r.startSpare(prevOut)
+	prevOut = nil
+	return nil
 }
 
 // serve makes Out the re-served snapshot (manifest may be nil: hashed when asked for). grown,
@@ -487,47 +488,6 @@ func (r *Receiver) notify(ctx context.Context) {
 	if err := r.save(); err != nil {
 		r.logf("needle weights recv: %v", err)
 	}
-}
-
-// makeSpare copies Out to spare and maps it; without room for it the receiver goes on
-// without one.
-func (r *Receiver) makeSpare() error {
-	if r.opt.NoSpare {
-		return nil
-	}
-	r.closeSpareMap()
-	r.st.Spare = 0
-	// At idle priority: it must not slow the versions of other receivers on the host.
-	if err := idle.Run(func() error { return copyFile(r.f.spare, r.f.out) }); err != nil {
-		os.Remove(r.f.spare)
-		r.m.errors("disk").Add(1)
-		r.logf("needle weights recv: no spare copy (%v): the next delta step copies %s first", err, r.f.out)
-		return r.save()
-	}
-	r.st.Spare = r.st.Version
-	if m, err := openMapped(r.f.spare, r.outChunkMap.Size); err == nil {
-		r.spareMap = m
-	} else {
-		r.logf("needle weights recv: spare not mapped ahead (%v): the next delta step maps it", err)
-	}
-	return r.save()
-}
-
-// closeSpareMap unmaps the spare if it is mapped ahead.
-func (r *Receiver) closeSpareMap() {
-	if r.spareMap != nil {
-		r.spareMap.close(false)
-		r.spareMap = nil
-	}
-}
-
-// takeSpareMap returns the spare's mapping made ahead, now next's (renamed), or maps next.
-func (r *Receiver) takeSpareMap(size int64) (*mapped, error) {
-	if m := r.spareMap; m != nil {
-		r.spareMap = nil
-		return m, nil
-	}
-	return openMapped(r.f.next, size)
 }
 
 // counters are the receiver's metrics.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"runtime/debug"
 	"slices"
@@ -108,6 +109,7 @@ func (r *Receiver) step(ctx context.Context, run string, info wire.StepInfo, res
 // step, the base version's bytes (from the spare, a copy of Out, or next itself in a chain),
 // rebased when the step changes the chunk map.
 func (r *Receiver) openStep(run string, l *wire.ChunkMap, info wire.StepInfo) error {
+	r.awaitSpare()
 	if info.Full() {
 		r.dropBuild(errors.New("a full step replaces it"))
 		r.closeSpareMap()
@@ -120,12 +122,14 @@ func (r *Receiver) openStep(run string, l *wire.ChunkMap, info wire.StepInfo) er
 		if spare && os.Rename(r.f.spare, r.f.next) != nil { // its pages are overwritten, not allocated again
 			os.Remove(r.f.spare)
 		}
-		m, err := allocateForWrites(r.f.next, l.Size)
+		m, err := sizeForWrites(r.f.next, l.Size)
 		if err != nil {
 			return localError{err}
 		}
 		r.build = &build{run: run, chunkMap: l, m: m, full: true}
-		r.build.target = fullTarget(l, m)
+		if r.build.target, err = fullTarget(l, m); err != nil {
+			return localError{err}
+		}
 		r.relayFull(run, info.To, l, 0)
 	} else {
 		if err := r.baseForDelta(run, info); err != nil {
@@ -219,7 +223,9 @@ func (r *Receiver) resumeStep(l *wire.ChunkMap, info wire.StepInfo, first int) e
 			return localError{err}
 		}
 		b.m, b.chunkMap = m, l
-		b.target = fullTarget(l, m) // its header again: a crash may have come before it was written
+		if b.target, err = fullTarget(l, m); err != nil { // its header again: a crash may have come before it was written
+			return localError{err}
+		}
 		b.target.ReceivedBefore(first)
 		r.relayFull(b.run, info.To, l, first)
 	}
@@ -246,12 +252,15 @@ func (r *Receiver) relayFull(run string, version uint64, l *wire.ChunkMap, n int
 	r.build.snap = snap
 }
 
-// fullTarget is the target of a full step into m: l's header written, records by pwrite.
-func fullTarget(l *wire.ChunkMap, m *mapped) *wire.Target {
-	copy(m.Data, l.Header)
+// fullTarget is the target of a full step into m: l's header and the records written with
+// pwrite.
+func fullTarget(l *wire.ChunkMap, m *mapped) (*wire.Target, error) {
+	if _, err := m.f.WriteAt(l.Header, 0); err != nil {
+		return nil, err
+	}
 	t := wire.NewTarget(l, m.Data, nil)
 	t.File = m.f
-	return t
+	return t, nil
 }
 
 // item is a record on its way to an applying goroutine; buf is the frame buffer it views.
@@ -394,7 +403,10 @@ func (r *Receiver) records(first int) (wire.End, int64, error) {
 	if b.full {
 		r.saveFull(b.record)
 	}
+	var writeErr *fs.PathError
 	switch {
+	case errors.As(applyErr, &writeErr): // writing the file failed (ENOSPC): not the record's fault
+		return end, n, localError{applyErr}
 	case applyErr != nil:
 		return end, n, dataError{applyErr}
 	case err != nil:
