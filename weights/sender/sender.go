@@ -383,6 +383,10 @@ func (s *Sender) startJob(prev, cur *store.Snapshot) {
 			prev.Release()
 			js.Base = prev.Version
 			s.Store.FinishStep(step, nil, err)
+			if err == nil {
+				s.logf("needle weights send: version %d: the delta from %d encoded in %.2fs (%d of %d elements changed, %.1f MB)",
+					cur.Version, js.Base, js.Seconds, js.Changed, js.Elements, float64(js.WireBytes)/1e6)
+			}
 		}
 		// The manifest after the step, on one thread at idle priority: receivers wait for
 		// the step's records (or a full version's bytes), not for this hash, and it must not
