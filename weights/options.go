@@ -10,7 +10,6 @@ import (
 
 	"needle/internal/option"
 	"needle/internal/secret"
-	"needle/weights/feed"
 	"needle/weights/receiver"
 	"needle/weights/sender"
 	"needle/weights/wire"
@@ -28,7 +27,7 @@ func (o *SendOptions) Specs() option.Specs {
 		option.Num(&o.Sender.Threads, "Sender.Threads", "threads", runtime.NumCPU(), option.Above(0), "goroutines of an encode job"),
 		option.Bool(&o.Sender.NewRun, "Sender.NewRun", "new-run", false, "forget the folder's versions and start a new run"),
 		option.Num(&o.Fanout, "Fanout", "fanout", 1, option.From(1), "re-serving receivers that pull from each one in the layout of the receivers that join (1: a chain, each host forwarding records as they arrive; the sender always feeds one)"),
-		option.Num(&o.Silence, "Silence", "silence", feed.MemberSilence, option.Above(0), "a joined receiver silent this long (its host killed or cut off) leaves the layout, and the hosts below it are routed around it (they have already noticed on their own transfers: recv --silence)"),
+		option.Num(&o.Silence, "Silence", "silence", wire.MemberSilence, option.Above(0), "a joined receiver silent this long (its host killed or cut off) leaves the layout, and the hosts below it are routed around it (they have already noticed on their own transfers: recv --silence)"),
 		tokenFile(&o.TokenFile),
 	}
 }

@@ -28,9 +28,6 @@ import (
 	"needle/weights/wire"
 )
 
-// MemberSilence is Feed.Silence's default: twice a transfer's.
-const MemberSilence = 2 * wire.DefaultSilence
-
 // beat is a Beat frame.
 var beat = wire.AppendFrame(nil, wire.KindBeat, nil)
 
@@ -43,9 +40,6 @@ type Feed struct {
 	IdleTimeout, WriteTimeout time.Duration
 	// Silence is how long a member (a joined receiver) may send nothing before it counts as
 	// lost (its host killed or cut off) and leaves the layout; members beat every BeatEvery.
-	// The hosts below a lost relay notice its silence on their own transfers first (after
-	// wire.DefaultSilence) and pull from the next upstream of their route; the layout only
-	// catches up, so it can wait longer and not reorder itself for a host that was merely slow.
 	Silence time.Duration
 	// Token, if set, is the secret every client must prove first (wire.ServerHandshake).
 	Token []byte
@@ -62,7 +56,7 @@ type Feed struct {
 
 // New returns a feed of st that counts in reg.
 func New(st *store.Store, reg *prom.Registry) *Feed {
-	return &Feed{Store: st, IdleTimeout: 10 * time.Minute, WriteTimeout: time.Minute, Silence: MemberSilence, reg: reg,
+	return &Feed{Store: st, IdleTimeout: 10 * time.Minute, WriteTimeout: time.Minute, Silence: wire.MemberSilence, reg: reg,
 		conns:     reg.Gauge("needle_weights_clients", "connected weight-transfer clients"),
 		waiting:   reg.Gauge("needle_weights_clients_waiting", "clients waiting for a newer version"),
 		sentFull:  reg.Counter("needle_weights_sent_bytes_total", "bytes sent to clients, by step kind", "kind", "full"),

@@ -15,32 +15,48 @@ import (
 // after the first), and the others as leaves below the tree's last nodes, whose uplinks are
 // the ones left free. A member that leaves (its connection closes or goes silent) is dropped
 // and the layout made again: the hosts below it are told their new route at once, and have
-// already fallen back to the next upstream of their old one if they noticed first.
+// already fallen back to the next upstream of their old one if they noticed first. A relay
+// that joins again (restarted, or its membership lapsed while its CPU was busy) takes its old
+// place: the order is that of first joins, so a lapse does not reorder the chain.
 type Layout struct {
 	Fanout int // children of a relay; 1 or less: a chain
 
 	mu      sync.Mutex
-	members []*member // in the order they joined
+	members []*member      // by seq
+	first   map[string]int // the seq of each re-serving address's first join
+	seq     int            // the next join's
 }
 
 // member is one joined receiver.
 type member struct {
 	join  wire.Join
+	seq   int // its place: the order of first joins
 	route []string
 	// routes holds the newest route not yet sent (capacity 1: an older one is replaced).
 	routes chan []string
 }
 
-// add makes j a member, replacing a member that re-serves on the same address (a restarted
-// host whose old connection has not gone silent yet), and lays the members out again.
+// add makes j a member, in the place of its address's first join, replacing a member that
+// re-serves on the same address (a restarted host whose old connection has not gone silent
+// yet), and lays the members out again.
 func (l *Layout) add(j wire.Join) *member {
-	m := &member{join: j, routes: make(chan []string, 1)}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	m := &member{join: j, seq: l.seq, routes: make(chan []string, 1)}
+	l.seq++
 	if j.Serve != "" {
+		if l.first == nil {
+			l.first = map[string]int{}
+		}
+		if seq, ok := l.first[j.Serve]; ok {
+			m.seq = seq
+		} else {
+			l.first[j.Serve] = m.seq
+		}
 		l.members = slices.DeleteFunc(l.members, func(o *member) bool { return o.join.Serve == j.Serve })
 	}
-	l.members = append(l.members, m)
+	i, _ := slices.BinarySearchFunc(l.members, m.seq, func(o *member, seq int) int { return o.seq - seq })
+	l.members = slices.Insert(l.members, i, m)
 	l.relayout()
 	return m
 }

@@ -85,4 +85,10 @@ func TestLayoutChanges(t *testing.T) {
 	if got := queued([]*member{again}); !slices.Equal(got["r4 restarted"], []string{}) {
 		t.Fatalf("its route %v", got)
 	}
+	// r2 joins again after r4: it takes its old place, ahead of r4, which is routed through it.
+	r2 := l.add(wire.Join{Node: "r2 back", Serve: "r2:7070"})
+	if got := queued([]*member{r2, again}); len(got) != 2 || !slices.Equal(got["r2 back"], []string{}) ||
+		!slices.Equal(got["r4 restarted"], []string{"r2:7070"}) {
+		t.Fatalf("after r2 joined again: %v", got)
+	}
 }

@@ -104,7 +104,7 @@ func (r *Receiver) join(ctx context.Context) {
 
 // joinOnce is one membership connection to addr, until it breaks.
 func (r *Receiver) joinOnce(ctx context.Context, addr string) error {
-	up, err := dial(ctx, addr, r.opt.Token, r.opt.Silence)
+	up, err := dial(ctx, addr, r.opt.Token, max(r.opt.Silence, wire.MemberSilence))
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package receiver
 
 import (
 	"os"
+	"time"
 
 	"needle/internal/idle"
 )
@@ -41,9 +42,11 @@ func (r *Receiver) startSpare(prev *os.File) {
 	spare, out, size := r.f.spare, r.f.out, r.outChunkMap.Size
 	go func() {
 		defer close(job.done)
+		start := time.Now()
 		drop()
 		if job.err = idle.Run(func() error { return copyFile(spare, out) }); job.err == nil {
 			job.m, job.mapErr = openMapped(spare, size)
+			r.logf("needle weights recv: spare of version %d made in %.2fs", job.version, time.Since(start).Seconds())
 		}
 	}()
 	r.spare = job

@@ -29,9 +29,15 @@ import (
 // BeatEvery is how often a peer with nothing else to send says it is still there.
 const BeatEvery = 250 * time.Millisecond
 
-// DefaultSilence is how long a peer may send nothing before it counts as lost (its process
-// killed, its host cut off): four beats.
+// DefaultSilence is how long a peer may send nothing on a transfer before it counts as lost
+// (its process killed, its host cut off): four beats.
 const DefaultSilence = 4 * BeatEvery
+
+// MemberSilence is how long either end of a membership connection waits for a beat: twice a
+// transfer's. The hosts below a lost relay notice its silence on their own transfers first and
+// pull from the next upstream of their route; the layout only catches up, so it can wait longer
+// and not reorder itself for a host whose beats a busy CPU held back.
+const MemberSilence = 2 * DefaultSilence
 
 // Join asks a sender for a place in its layout: which upstreams to pull from (Route). A
 // receiver that re-serves gives the address others reach it at; a receiver that does not is a
