@@ -7,12 +7,19 @@
 // weights: a trainer host (`needle weights send`) and --hosts rollout hosts (`needle weights
 // recv`, re-serving: the sender lays them out in a chain; --star: none re-serves and all pull
 // from the sender) take a full version and deltas of about --changed of the elements (made as
-// an optimizer's steps: weightstest.Optimizer). It reports, per version, the time from the
+// an optimizer's steps: synth.Optimizer). It reports, per version, the time from the
 // trainer's publish call to each host ready, against the goals of S/L (the version's bytes over
 // the link rate): a full version within 1.3 S/L + 1 s, a delta within 0.1 S/L + 0.5 s; the bytes
 // each host's link carried up (tc's counters) and how busy the machine's CPUs were meanwhile,
-// to show whether the links or the CPUs decided. Needs root; run it on a machine nobody else
-// loads (docs/weights.md, "Across hosts").
+// to show whether the links or the CPUs decided.
+//
+// astraflow: the same cluster, versions and figures with AstraFlow's own weight transfer in place
+// of needle's, from a checkout of it (--checkout; bench/astraflow_cluster.py says what runs where):
+//
+//	go run ./tools/cluster astraflow --checkout /tmp/astraflow \
+//	    --python ~/.cache/needle/astraflow-venv/bin/python --hosts 8 --link 1gbit --mib 512 --versions 4
+//
+// Both need root; run them on a machine nobody else loads (docs/weights.md, "Across hosts").
 package main
 
 import (
@@ -21,12 +28,13 @@ import (
 )
 
 func main() {
-	if len(os.Args) < 2 || os.Args[1] != "weights" {
-		fmt.Fprintln(os.Stderr, "usage: cluster weights [flags]   (cluster weights --help lists them)")
+	cmds := map[string]func([]string) error{"weights": weights, "astraflow": astraflow}
+	if len(os.Args) < 2 || cmds[os.Args[1]] == nil {
+		fmt.Fprintln(os.Stderr, "usage: cluster weights|astraflow [flags]   (cluster weights --help lists them)")
 		os.Exit(2)
 	}
-	if err := weights(os.Args[2:]); err != nil {
-		fmt.Fprintln(os.Stderr, "cluster weights:", err)
+	if err := cmds[os.Args[1]](os.Args[2:]); err != nil {
+		fmt.Fprintf(os.Stderr, "cluster %s: %v\n", os.Args[1], err)
 		os.Exit(1)
 	}
 }

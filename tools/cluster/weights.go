@@ -23,12 +23,30 @@ import (
 	"needle/weights/sender"
 )
 
-// weightsFlags are the rehearsal's settings.
+// rigFlags are the settings every rehearsal has: the cluster, the versions and what is written.
+type rigFlags struct {
+	hosts, mib, versions int
+	link, dir, out, logs string
+	changed              float64
+}
+
+func (f *rigFlags) define(fs *flag.FlagSet) {
+	fs.IntVar(&f.hosts, "hosts", 8, "rollout hosts (one more host runs the trainer's sender)")
+	fs.StringVar(&f.link, "link", "1gbit", "every host's link rate, both ways, in tc's units (1gbit, 500mbit)")
+	fs.IntVar(&f.mib, "mib", 512, "size of a version in MiB (BF16 tensors of 32 MiB)")
+	fs.IntVar(&f.versions, "versions", 4, "versions to publish: the first travels in full, the others as deltas")
+	fs.Float64Var(&f.changed, "changed", 0.01, "fraction of elements an optimizer step changes")
+	fs.StringVar(&f.dir, "dir", "/dev/shm", "a tmpfs where the hosts keep their files")
+	fs.StringVar(&f.out, "json", "", "write the per-version figures here as JSON")
+	fs.StringVar(&f.logs, "logs", "", "write each process's log lines into this folder at the end")
+}
+
+// weightsFlags are needle's rehearsal's settings.
 type weightsFlags struct {
-	hosts, mib, versions, fanout, threads int
-	link, needle, dir, out, logs          string
-	changed                               float64
-	star, token                           bool
+	rigFlags
+	fanout, threads int
+	needle          string
+	star, token     bool
 }
 
 // versionReport is one version's figures.
@@ -49,55 +67,25 @@ type versionReport struct {
 func weights(args []string) error {
 	var f weightsFlags
 	fs := flag.NewFlagSet("cluster weights", flag.ContinueOnError)
-	fs.IntVar(&f.hosts, "hosts", 8, "rollout hosts (one more host runs the trainer's sender)")
-	fs.StringVar(&f.link, "link", "1gbit", "every host's link rate, both ways, in tc's units (1gbit, 500mbit)")
-	fs.IntVar(&f.mib, "mib", 512, "size of a version in MiB (BF16 tensors of 32 MiB)")
-	fs.IntVar(&f.versions, "versions", 4, "versions to publish: the first travels in full, the others as deltas")
-	fs.Float64Var(&f.changed, "changed", 0.01, "fraction of elements an optimizer step changes")
+	f.define(fs)
 	fs.IntVar(&f.fanout, "fanout", 1, "the sender's --fanout (1: a chain)")
 	fs.IntVar(&f.threads, "threads", 2, "--threads of each needle process")
 	fs.BoolVar(&f.star, "star", false, "receivers do not re-serve: all pull from the sender (the baseline layout)")
 	fs.BoolVar(&f.token, "token", false, "every daemon proves a shared token (--token-file) to its peers")
 	fs.StringVar(&f.needle, "needle", "bin/needle", "the needle binary the hosts run")
-	fs.StringVar(&f.dir, "dir", "/dev/shm", "a tmpfs where the hosts keep their files")
-	fs.StringVar(&f.out, "json", "", "write the per-version figures here as JSON")
-	fs.StringVar(&f.logs, "logs", "", "write each process's log lines into this folder at the end")
 	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	rate, err := parseRate(f.link)
-	if err != nil {
 		return err
 	}
 	bin, err := filepath.Abs(f.needle)
 	if err != nil {
 		return err
 	}
-	c, err := netcluster.New(netcluster.Options{Hosts: f.hosts + 1, Rate: f.link})
+	rg, err := newRig(f.rigFlags, nil)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	work, err := os.MkdirTemp(f.dir, "needle-cluster")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(work)
-	stop := make(chan os.Signal, 1) // an interrupt still tears the cluster down
-	signal.Notify(stop, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		<-stop
-		c.Close()
-		os.RemoveAll(work)
-		os.Exit(1)
-	}()
-
-	one, err := streamRate(c)
-	if err != nil {
-		return err
-	}
-	fmt.Printf("link %s (%.0f Mbit/s), one TCP stream h0 -> h1 carried %.0f Mbit/s of payload (%.0f%% of the rate)\n",
-		f.link, rate/1e6, one/1e6, 100*one/rate)
+	defer rg.Close()
+	c, work, procs := rg.c, rg.work, rg.procs
 
 	var auth []string
 	if f.token {
@@ -106,11 +94,6 @@ func weights(args []string) error {
 			return err
 		}
 		auth = []string{"--token-file", path}
-	}
-	procs := &processes{}
-	defer procs.killAll()
-	if f.logs != "" {
-		defer procs.writeLogs(f.logs)
 	}
 	send := procs.start(c.Hosts[0], "sender", bin, append([]string{"weights", "send", "--dir", filepath.Join(work, "send"),
 		"--listen", ":7070", "--http", "", "--threads", fmt.Sprint(f.threads), "--fanout", fmt.Sprint(f.fanout)}, auth...)...)
@@ -134,45 +117,123 @@ func weights(args []string) error {
 		recv = append(recv, p)
 	}
 
-	tensors := make([]synth.Tensor, f.mib/32)
+	img, opt := model(f.mib, f.changed)
+	var reports []versionReport
+	for v := 1; v <= f.versions; v++ {
+		opt.Version(img, v-1, 2) // the optimizer's master after v-1 steps, in bf16
+		if v > 1 {
+			if err := settled(recv, uint64(v-1)); err != nil {
+				return err
+			}
+		}
+		r, err := publishOne(c, recv, int64(len(img)), uint64(v), rg.rate, func() error {
+			if got, err := pub.PublishImage(img, uint64(v)); err != nil || got != uint64(v) {
+				return fmt.Errorf("publish version %d: %d, %v", v, got, err)
+			}
+			return nil
+		})
+		if err != nil {
+			procs.dump()
+			return err
+		}
+		reports = append(reports, r)
+		r.print()
+	}
+	return writeJSON(f.out, reports)
+}
+
+// rig is what a rehearsal stands on: a cluster of a trainer's host h0 and rollout hosts h1..,
+// a work folder on a tmpfs, the links' rate in bits per second, and the processes started.
+type rig struct {
+	c     *netcluster.Cluster
+	work  string
+	rate  float64
+	procs *processes
+	logs  string
+	// onClose, if set, runs last in Close: it removes what the rehearsal's programs leave behind.
+	onClose func()
+}
+
+// newRig makes a rig whose processes' logs are read for m (nil: needle's), and prints what one TCP
+// stream carries over a link. Close tears it down, and so does an interrupt.
+func newRig(f rigFlags, m *marks) (*rig, error) {
+	rate, err := parseRate(f.link)
+	if err != nil {
+		return nil, err
+	}
+	c, err := netcluster.New(netcluster.Options{Hosts: f.hosts + 1, Rate: f.link})
+	if err != nil {
+		return nil, err
+	}
+	work, err := os.MkdirTemp(f.dir, "needle-cluster")
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	rg := &rig{c: c, work: work, rate: rate, procs: &processes{marks: m}, logs: f.logs}
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-stop
+		rg.Close()
+		os.Exit(1)
+	}()
+	one, err := streamRate(c)
+	if err != nil {
+		rg.Close()
+		return nil, err
+	}
+	fmt.Printf("link %s (%.0f Mbit/s), one TCP stream h0 -> h1 carried %.0f Mbit/s of payload (%.0f%% of the rate)\n",
+		f.link, rate/1e6, one/1e6, 100*one/rate)
+	return rg, nil
+}
+
+func (rg *rig) Close() {
+	if rg.logs != "" {
+		rg.procs.writeLogs(rg.logs)
+	}
+	rg.procs.killAll()
+	rg.c.Close()
+	os.RemoveAll(rg.work)
+	if rg.onClose != nil {
+		rg.onClose()
+	}
+}
+
+// model returns the first version's safetensors image of mib MiB (BF16 tensors of 32 MiB) and
+// the optimizer that writes each version into it.
+func model(mib int, changed float64) ([]byte, synth.Optimizer) {
+	tensors := make([]synth.Tensor, mib/32)
 	for i := range tensors {
 		tensors[i] = synth.T(fmt.Sprintf("layers.%d.mlp.weight", i), "BF16", 2048, 8192)
 	}
 	img, _ := synth.Image(tensors, 1)
-	opt := synth.Calibrated(1, f.changed)
-	var reports []versionReport
-	for v := 1; v <= f.versions; v++ {
-		opt.Version(img, v-1, 2) // the optimizer's master after v-1 steps, in bf16
-		if err := settled(work, f.hosts); err != nil {
-			return err
-		}
-		r, err := publishOne(c, pub, recv, img, uint64(v), rate)
-		if err != nil {
-			for _, p := range append(recv, send) {
-				fmt.Fprintf(os.Stderr, "--- %s\n%s\n", p.name, p.text())
-			}
-			return err
-		}
-		reports = append(reports, r)
-		kind := "delta"
-		if r.Full {
-			kind = "full"
-		}
-		fmt.Printf("version %d (%s, %.1f MB): publish call %.2fs; last host ready %.2fs after it (goal %.2fs: %s); S/L %.2fs; CPU busy %.0f%%\n",
-			r.Version, kind, float64(r.Bytes)/1e6, r.Publish, r.Last, r.Goal, met(r.Last <= r.Goal), r.SL, 100*r.CPUBusy)
-		fmt.Printf("  ready per host (s): %s\n  link bytes up per host (trainer first, MB): %s\n", floats(r.Ready), mbs(r.Uplink))
-	}
-	if f.out != "" {
-		b, _ := json.MarshalIndent(reports, "", "  ")
-		return os.WriteFile(f.out, b, 0o644)
-	}
-	return nil
+	return img, synth.Calibrated(1, changed)
 }
 
-// publishOne publishes img as version v and waits for every receiver to be ready with it.
-func publishOne(c *netcluster.Cluster, pub *sender.Publisher, recv []*process, img []byte, v uint64, rate float64) (versionReport, error) {
-	r := versionReport{Version: v, Full: v == 1, Bytes: int64(len(img))}
-	r.SL = float64(len(img)) * 8 / rate
+func (r versionReport) print() {
+	kind := "delta"
+	if r.Full {
+		kind = "full"
+	}
+	fmt.Printf("version %d (%s, %.1f MB): publish call %.2fs; last host ready %.2fs after it (goal %.2fs: %s); S/L %.2fs; CPU busy %.0f%%\n",
+		r.Version, kind, float64(r.Bytes)/1e6, r.Publish, r.Last, r.Goal, met(r.Last <= r.Goal), r.SL, 100*r.CPUBusy)
+	fmt.Printf("  ready per host (s): %s\n  link bytes up per host (trainer first, MB): %s\n", floats(r.Ready), mbs(r.Uplink))
+}
+
+func writeJSON(out string, reports []versionReport) error {
+	if out == "" {
+		return nil
+	}
+	b, _ := json.MarshalIndent(reports, "", "  ")
+	return os.WriteFile(out, b, 0o644)
+}
+
+// publishOne times version v, of size bytes, from the publish call (publish) until every
+// receiver is ready with it.
+func publishOne(c *netcluster.Cluster, recv []*process, size int64, v uint64, rate float64, publish func() error) (versionReport, error) {
+	r := versionReport{Version: v, Full: v == 1, Bytes: size}
+	r.SL = float64(size) * 8 / rate
 	r.Goal = 0.1*r.SL + 0.5
 	if r.Full {
 		r.Goal = 1.3*r.SL + 1
@@ -180,8 +241,8 @@ func publishOne(c *netcluster.Cluster, pub *sender.Publisher, recv []*process, i
 	up0 := uplinks(c)
 	busy0, total0 := cpuTimes()
 	start := time.Now()
-	if got, err := pub.PublishImage(img, v); err != nil || got != v {
-		return r, fmt.Errorf("publish version %d: %d, %v", v, got, err)
+	if err := publish(); err != nil {
+		return r, err
 	}
 	r.Publish = time.Since(start).Seconds()
 	for _, p := range recv {
@@ -202,44 +263,60 @@ func publishOne(c *netcluster.Cluster, pub *sender.Publisher, recv []*process, i
 	return r, nil
 }
 
-// settled waits until every receiver's folder is at rest (its spare copy made), so that each
-// version is timed on a machine that is not still finishing the last one.
-func settled(work string, hosts int) error {
-	return until(5*time.Minute, func() bool {
-		for i := 1; i <= hosts; i++ {
-			names, _ := filepath.Glob(filepath.Join(work, fmt.Sprintf("h%d", i), ".model.safetensors.needle", "*"))
-			for _, n := range names {
-				if b := filepath.Base(n); b != "state.json" && b != "spare" && b != "lock" {
-					return false
-				}
-			}
+// settled waits until every receiver has made its spare of version v (its log says so), so
+// that each version is timed on a machine that is not still finishing the last one, as in
+// training, where versions come tens of seconds apart.
+func settled(recv []*process, v uint64) error {
+	line := fmt.Sprintf("spare of version %d made", v)
+	for _, p := range recv {
+		if err := until(5*time.Minute, func() bool { return strings.Contains(p.text(), line) }); err != nil {
+			return fmt.Errorf("%s: no %q: %v", p.name, line, err)
 		}
-		return true
-	})
+	}
+	return nil
 }
 
-// process is a needle daemon in a host with its log lines and ready versions.
+// process is a daemon in a host with its log lines and ready versions.
 type process struct {
 	name  string
 	cmd   *exec.Cmd
+	marks marks
 	mu    sync.Mutex
 	lines []string
 	ready map[uint64]readyLine
 	join  bool
 }
 
+// marks are the log lines that say a receiver joined and that it is ready with a version
+// (groups: the version, full or delta).
+type marks struct {
+	joined string
+	ready  *regexp.Regexp
+}
+
+var needleMarks = marks{"routes this host through", regexp.MustCompile(`needle weights recv: version (\d+) \((\w+),`)}
+
 type readyLine struct {
 	at   time.Time
 	kind string
 }
 
-var readyRE = regexp.MustCompile(`needle weights recv: version (\d+) \((\w+),`)
-
-type processes struct{ all []*process }
+// processes are a rehearsal's daemons; their logs are read for marks (needle's by default).
+type processes struct {
+	all   []*process
+	marks *marks
+}
 
 func (ps *processes) start(h *netcluster.Host, name, bin string, args ...string) *process {
-	p := &process{name: name, ready: map[uint64]readyLine{}}
-	p.cmd = h.Command(context.Background(), bin, args...)
+	return ps.run(name, h.Command(context.Background(), bin, args...))
+}
+
+// run starts cmd and reads its standard error.
+func (ps *processes) run(name string, cmd *exec.Cmd) *process {
+	p := &process{name: name, cmd: cmd, marks: needleMarks, ready: map[uint64]readyLine{}}
+	if ps.marks != nil {
+		p.marks = *ps.marks
+	}
 	stderr, _ := p.cmd.StderrPipe()
 	if err := p.cmd.Start(); err != nil {
 		p.lines = append(p.lines, err.Error())
@@ -248,6 +325,13 @@ func (ps *processes) start(h *netcluster.Host, name, bin string, args ...string)
 	ps.all = append(ps.all, p)
 	go p.scan(stderr)
 	return p
+}
+
+// dump prints every process's log lines, for a rehearsal that failed.
+func (ps *processes) dump() {
+	for _, p := range ps.all {
+		fmt.Fprintf(os.Stderr, "--- %s\n%s\n", p.name, p.text())
+	}
 }
 
 func (ps *processes) killAll() {
@@ -267,17 +351,19 @@ func (ps *processes) writeLogs(dir string) {
 
 func (p *process) scan(r io.Reader) {
 	sc := bufio.NewScanner(r)
+	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
 		now, line := time.Now(), sc.Text()
 		p.mu.Lock()
 		p.lines = append(p.lines, line)
-		if m := readyRE.FindStringSubmatch(line); m != nil {
+		if m := p.marks.ready.FindStringSubmatch(line); m != nil {
 			v, _ := strconv.ParseUint(m[1], 10, 64)
 			p.ready[v] = readyLine{now, m[2]}
 		}
-		p.join = p.join || strings.Contains(line, "routes this host through")
+		p.join = p.join || strings.Contains(line, p.marks.joined)
 		p.mu.Unlock()
 	}
+	io.Copy(io.Discard, r) // past a line too long to keep: never let the process block on its pipe
 }
 
 func (p *process) readyAt(v uint64) (time.Time, string) {
