@@ -4,7 +4,7 @@ import (
 	"os"
 
 	"needle/bench"
-	"needle/bench/synth"
+	"needle/docstore/synth"
 )
 
 func init() {

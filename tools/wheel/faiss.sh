@@ -6,7 +6,7 @@ set -euo pipefail
 source "$(dirname "$0")/toolchain.sh"
 FAISS_SRC="$CACHE/faiss-src"
 [ -f "$FAISS_SRC/c_api/index_io_c.cpp" ] || { echo "wheel: no faiss source at $FAISS_SRC; run make setup" >&2; exit 1; }
-key="$(cat "$WHEEL_DIR"/{faiss.sh,toolchain.sh,requirements.txt,blas_prefix.h} "$WHEEL_DIR"/cmake/* \
+key="$(cat "$WHEEL_DIR"/{faiss.sh,toolchain.sh,requirements.txt} "$BLAS_PREFIX_H" "$WHEEL_DIR"/cmake/* \
   "$FAISS_SRC/CMakeLists.txt" "$FAISS_SRC/faiss/CMakeLists.txt" | sha256sum | cut -c1-16)"
 PREFIX="$WHEEL_CACHE/faiss-$key"
 if [ ! -f "$PREFIX/lib/libfaiss_c.a" ]; then
