@@ -9,7 +9,7 @@
 // (z = y * log2 e, so exp is one ex2.approx); states merge by warp shuffles, then across warps
 // through shared memory. Launch: grid (rows), block (NL_LOGPROB_BLOCK of logprob_launch.h, or
 // any multiple of 32 up to 1024: the full-mask shuffles need whole warps) threads, no dynamic
-// shared memory. Only logprob runs on the GPU; the fused linear op is CPU-only (OpenBLAS).
+// shared memory. Only logprob runs on the GPU; the fused linear op is CPU-only (dotmm).
 #include "kernels/common/cudev.h"
 #include "kernels/trainer/logprob/logprob_launch.h"
 
