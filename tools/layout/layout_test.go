@@ -145,18 +145,12 @@ func floorOf(pkg string) (int, bool) {
 	return floor, best >= 0
 }
 
-// up says why an import from (a package or a source file) of imp breaks the floors, or "" when
-// it does not: imp is of a higher floor, but for the test kit, which tests of any floor use.
-func up(from, imp string, test bool) string {
+// up reports whether an import from (a package or a source file's folder) of imp goes up the
+// floors: imp is of a higher floor, but for the test kit, which tests of any floor use.
+func up(from, imp string, test bool) bool {
 	f, ok := floorOf(from)
-	if !ok {
-		return "" // reported as a package of its own
-	}
-	to, ok := floorOf(imp)
-	if !ok || to <= f || test && strings.HasPrefix(imp, "needle/testkit/") {
-		return ""
-	}
-	return "an import up"
+	to, known := floorOf(imp)
+	return ok && known && to > f && !(test && strings.HasPrefix(imp, "needle/testkit/"))
 }
 
 // TestImportsGoDown: no package imports one of a higher floor, in its code or its tests; the
@@ -183,8 +177,8 @@ func TestImportsGoDown(t *testing.T) {
 					continue
 				}
 				checked++
-				if why := up(pkg, imp, i == 1); why != "" {
-					t.Errorf("%s%s imports %s: %s", pkg, []string{"", "'s tests"}[i], imp, why)
+				if up(pkg, imp, i == 1) {
+					t.Errorf("%s%s imports %s: an import up", pkg, []string{"", "'s tests"}[i], imp)
 				}
 			}
 		}
@@ -265,8 +259,8 @@ func TestIncludesGoDown(t *testing.T) {
 		if from != to {
 			across++
 		}
-		if why := up(from, to, testSource(p[0])); why != "" {
-			t.Errorf("%s includes %s: %s", p[0], p[1], why)
+		if up(from, to, testSource(p[0])) {
+			t.Errorf("%s includes %s: an include up", p[0], p[1])
 		}
 	}
 	if across < 30 {
@@ -288,7 +282,7 @@ func TestUp(t *testing.T) {
 		{"needle/docstore", "needle/bench/synth", true, true},
 		{"needle/testkit/cudaemu", "needle/kernels/trainer/delta", false, false},
 	} {
-		if got := up(c.from, c.imp, c.test) != ""; got != c.bad {
+		if got := up(c.from, c.imp, c.test); got != c.bad {
 			t.Errorf("up(%s, %s, test %v): %v, want %v", c.from, c.imp, c.test, got, c.bad)
 		}
 	}
