@@ -2,7 +2,7 @@
 reference of its TestMatchesSentenceTransformers (by hand, in bench/requirements-torch.txt's venv:
 sentence-transformers 3.3.1, torch 2.5.1).
 
-  NEEDLE_CE_OUT=/tmp/ce go test -run TestMakeModel ./encoder/rerank   # writes /tmp/ce/{identity,sigmoid}
+  NEEDLE_CE_OUT=/tmp/ce go test -run TestModelFolders ./encoder/rerank   # writes /tmp/ce/{identity,sigmoid}
   python bench/crossencoder_golden.py /tmp/ce encoder/rerank/testdata/golden_scores.json
 
 The pairs are WordNet queries with passages in Search-R1's reranker form "(Title: ...) text",

@@ -9,8 +9,8 @@ import (
 	"runtime"
 	"time"
 
-	"needle/bench/synth"
 	"needle/docstore"
+	"needle/docstore/synth"
 	"needle/internal/option"
 )
 

@@ -1,10 +1,10 @@
 package bench
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
-	"math"
 	"runtime"
 	"strconv"
 	"strings"
@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"needle/cuda"
+	"needle/internal/half"
 	"needle/internal/option"
 	"needle/internal/procstat"
 	"needle/kernels/trainer/logprob"
@@ -149,8 +150,7 @@ func randomBF16(b []byte, scale float32) []byte {
 	s := uint64(0x9e3779b97f4a7c15)
 	for i := 0; i < len(b)/2; i++ {
 		f := scale * (float32(xorshift(&s)>>40)/float32(1<<24)*2 - 1)
-		bits := math.Float32bits(f)
-		b[2*i], b[2*i+1] = byte(bits>>16), byte(bits>>24)
+		binary.LittleEndian.PutUint16(b[2*i:], half.BF16FromFloat32(f))
 	}
 	return b
 }

@@ -17,7 +17,7 @@ import (
 	"syscall"
 	"time"
 
-	"needle/bench/synth"
+	"needle/safetensors/synth"
 	"needle/internal/mapfile"
 	"needle/internal/option"
 	"needle/internal/prom"

@@ -6,7 +6,8 @@
 #                                                 Write <out.ptx> under the op's ptx/ folder (gitignored
 #                                                 there) so the Go package can //go:embed it.
 #   needle_add_emu_test(<name> <sources...>)      a C++20 ctest executable that runs the SAME .cu
-#                                                 source on the CPU through testkit/cudaemu/cudaemu.h.
+#                                                 source on the CPU through testkit/cudaemu/cudaemu.h
+#                                                 (the host half of kernels/common/cudev.h).
 #   set_property(GLOBAL APPEND PROPERTY NEEDLE_KERNEL_C_SOURCES <file.c>...)
 #                                                 C sources linked into libneedle.so (capi/; the same
 #                                                 files cgo compiles for the Go package).
@@ -14,7 +15,7 @@
 #                                                 C launchers of a .cu on the CUDA host core
 #                                                 (cuda/host.h), linked into libneedle.so with it.
 # Sources include each other from the repository root (-I ${PROJECT_SOURCE_DIR}):
-# "kernels/trainer/logprob/logprob.cu", "testkit/cudaemu/cudaemu.h", "platform/cpu/cpu.h".
+# "kernels/trainer/logprob/logprob.cu", "kernels/common/cudev.h", "platform/cpu/cpu.h".
 find_package(Threads REQUIRED)
 find_program(NEEDLE_CLANG_CUDA NAMES clang-16 REQUIRED)
 
@@ -51,7 +52,8 @@ function(needle_add_ptx target cu_source ptx_out)
   endif()
   get_filename_component(src_dir "${src}" DIRECTORY)
   file(GLOB src_headers CONFIGURE_DEPENDS "${src_dir}/*.h")  # e.g. <op>_launch.h, which the .cu includes
-  set(deps "${src}" "${PROJECT_SOURCE_DIR}/testkit/cudaemu/cudaemu.h" ${src_headers})
+  file(GLOB common_headers CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/kernels/common/*.h")  # cudev.h, half.h
+  set(deps "${src}" ${common_headers} ${src_headers})
   add_custom_command(OUTPUT "${out}"
     COMMAND ${NEEDLE_CLANG_CUDA} ${NEEDLE_PTX_FLAGS} -I "${PROJECT_SOURCE_DIR}"
             -S -o "${out}.tmp" "${src}"

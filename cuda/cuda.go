@@ -202,8 +202,10 @@ func cImage(name *C.char, b []byte) C.nl_image {
 // host core's nl_module_load_kernels: the fatbin when there is one (machine code: no JIT on
 // sm_80/sm_90), else, or when the driver refuses it, the clang PTX (JIT-compiled by the
 // driver); ImageEnv can ask for one of them. The error of a refused image carries the driver's
-// JIT log; Module.Image says which loaded.
-func (dev *Device) LoadKernels(fsys fs.FS, stem string) (*Module, error) {
+// JIT log; Module.Image says which loaded. bind (when not nil) then readies the kernel
+// package's use of the module (looks up its entry points, initializes its C launcher); if it
+// fails, the module is unloaded and bind's error returned: the one loader of every kernel package.
+func (dev *Device) LoadKernels(fsys fs.FS, stem string, bind func(*Module) error) (*Module, error) {
 	var wantFatbin, wantPTX C.int
 	if err := Call(func(e unsafe.Pointer, n int) int {
 		return int(C.nl_cuda_image_choice(&wantFatbin, &wantPTX, (*C.char)(e), C.size_t(n)))
@@ -232,6 +234,11 @@ func (dev *Device) LoadKernels(fsys fs.FS, stem string) (*Module, error) {
 	m.Image = FatbinPath(stem)
 	if loadedPTX != 0 {
 		m.Image = PTXPath(stem)
+	}
+	if bind != nil {
+		if err := bind(m); err != nil {
+			return nil, errors.Join(err, m.Unload())
+		}
 	}
 	return m, nil
 }

@@ -74,7 +74,7 @@ func TestParamValues(t *testing.T) {
 // where the check runs every kernel test once with NEEDLE_CUDA_IMAGE=fatbin and once with =ptx).
 func TestLoadKernelsArguments(t *testing.T) {
 	t.Setenv(ImageEnv, "cubin")
-	if _, err := (&Device{}).LoadKernels(nil, "logprob"); err == nil || !strings.Contains(err.Error(), `NEEDLE_CUDA_IMAGE="cubin": want fatbin or ptx`) {
+	if _, err := (&Device{}).LoadKernels(nil, "logprob", nil); err == nil || !strings.Contains(err.Error(), `NEEDLE_CUDA_IMAGE="cubin": want fatbin or ptx`) {
 		t.Errorf("%s=cubin: %v", ImageEnv, err)
 	}
 }

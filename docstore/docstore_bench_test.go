@@ -11,7 +11,7 @@ import (
 	"sync"
 	"testing"
 
-	"needle/bench/synth"
+	"needle/docstore/synth"
 )
 
 // The benchmarks share one synthetic wiki-like corpus, written on first use:

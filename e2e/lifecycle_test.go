@@ -94,22 +94,86 @@ func (c *clientLoops) finish(t *testing.T) map[string]int {
 	return answered
 }
 
+// progress is what lifecycle.py's loops have done so far (its STOP_FILE.progress).
+type progress struct {
+	Stats                   map[string]struct{ OK, Failed int }
+	AsearcherFailedAttempts int `json:"asearcher_failed_attempts"`
+}
+
+// waitProgress polls the loops' progress until done accepts it (3 minutes at most) and
+// returns it.
+func (c *clientLoops) waitProgress(t *testing.T, what string, done func(progress) bool) progress {
+	t.Helper()
+	var p progress
+	for deadline := time.Now().Add(3 * time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		p = progress{}
+		if b, err := os.ReadFile(c.stopFile + ".progress"); err == nil && json.Unmarshal(b, &p) == nil && done(p) {
+			return p
+		}
+	}
+	t.Fatalf("clients: %s: not after 3 minutes (last progress %+v)\n%s", what, p, c.stderr.String())
+	return p
+}
+
+// now is the loops' progress at this moment.
+func (c *clientLoops) now(t *testing.T) progress {
+	t.Helper()
+	return c.waitProgress(t, "a progress file", func(progress) bool { return true })
+}
+
+// waitAnswered waits until every client has had a call answered since the progress since (the
+// zero progress: since they started) and returns the progress then.
+func (c *clientLoops) waitAnswered(t *testing.T, since progress) progress {
+	t.Helper()
+	return c.waitProgress(t, "every client answered again", func(p progress) bool {
+		for _, name := range c.names {
+			if p.Stats[name].OK <= since.Stats[name].OK {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 // launchStopped launches needle on port and stops it (SIGSTOP) between its address file and
 // its readiness, while the clients start: their first calls wait in the listen backlog and
-// then meet the loading server. cont resumes it.
+// then meet the loading server. cont resumes it once a connection waits there.
 func (fx *fixture) launchStopped(t *testing.T, addrDir string, port int) (s *server, cont func()) {
 	s = fx.launch(t, addrDir, port)
 	s.cmd.Process.Signal(syscall.SIGSTOP)
 	return s, func() {
-		time.Sleep(3 * time.Second)
+		waitBacklog(t, port)
 		s.cmd.Process.Signal(syscall.SIGCONT)
 	}
 }
 
+// waitBacklog waits until a connection waits to be accepted on the listening socket of
+// 127.0.0.1:port (the kernel's accept queue: rx_queue of its LISTEN line in /proc/net/tcp).
+func waitBacklog(t *testing.T, port int) {
+	t.Helper()
+	local := fmt.Sprintf("0100007F:%04X", port)
+	for deadline := time.Now().Add(3 * time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		b, err := os.ReadFile("/proc/net/tcp")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			f := strings.Fields(line) // sl local rem st tx_queue:rx_queue ...
+			if len(f) > 4 && f[1] == local && f[3] == "0A" {
+				if _, rx, _ := strings.Cut(f[4], ":"); strings.TrimLeft(rx, "0") != "" {
+					return
+				}
+			}
+		}
+	}
+	t.Fatalf("no connection waited on port %d for 3 minutes", port)
+}
+
 // The trainers' clients that retry (verl's and RLinf's own code, ASearcher's restated) run in
 // loops while needle starts under them (address file written, index not loaded), drains on
-// SIGTERM, is gone for 12 s and comes back on the same port: no client crashes and no call
-// fails (they retry through refused connections and the gap).
+// SIGTERM, is gone until ASearcher's clients failed a post and re-read the address folder while
+// nothing listens, and comes back on the same port: no client crashes and no call fails (they
+// retry through refused connections and the gap), and every client is answered by both servers.
 func testClientsSurviveLifecycle(t *testing.T, fx *fixture) {
 	port := freePort(t)
 	addrDir := filepath.Join(t.TempDir(), "addresses")
@@ -117,16 +181,19 @@ func testClientsSurviveLifecycle(t *testing.T, fx *fixture) {
 	clients := startClients(t, fx, addrDir, a.addr, 4, "verl", "rlinf", "asearcher")
 	cont()
 	a.waitReady(t)
-	time.Sleep(12 * time.Second) // past the clients' retry sleeps
+	clients.waitAnswered(t, progress{})
 	t.Logf("first server: retrieve answers 200: %s, 503: %q (requests that came while loading were held)",
 		a.metric(t, `needle_requests_total{endpoint="retrieve",code="200"}`), a.metric(t, `needle_requests_total{endpoint="retrieve",code="503"}`))
 	a.stop(t) // drains; its address file stays: the folder's only one
-	// No server for longer than ASearcher's 10 s between attempts: its clients fail once
-	// more and re-read the folder while nothing listens.
-	time.Sleep(12 * time.Second)
+	// No server until ASearcher's clients failed a post and re-read the folder while nothing
+	// listens.
+	gone := clients.now(t)
+	clients.waitProgress(t, "an ASearcher post failed while no server listened", func(p progress) bool {
+		return p.AsearcherFailedAttempts > gone.AsearcherFailedAttempts
+	})
 	b := fx.launch(t, addrDir, port)
 	b.waitReady(t)
-	time.Sleep(25 * time.Second) // RLinf's and ASearcher's clients retry 10 s apart
+	clients.waitAnswered(t, clients.now(t))
 	answered := clients.finish(t)
 	t.Logf("calls answered across start, drain and restart: %v; second server answered %s", answered,
 		b.metric(t, `needle_requests_total{endpoint="retrieve",code="200"}`))
@@ -145,7 +212,7 @@ func testClientsSurviveReplace(t *testing.T, fx *fixture) {
 	clients := startClients(t, fx, addrDir, a.addr, 2, "searchr1", "verl", "rlinf", "asearcher")
 	cont()
 	a.waitReady(t)
-	time.Sleep(5 * time.Second)
+	clients.waitAnswered(t, progress{})
 	first200 := a.metric(t, `needle_requests_total{endpoint="retrieve",code="200"}`)
 	if n := a.metric(t, `needle_requests_total{endpoint="retrieve",code="503"}`); n != "" {
 		t.Errorf("the first server answered 503 %s times while loading; want the requests held", n)
@@ -157,7 +224,7 @@ func testClientsSurviveReplace(t *testing.T, fx *fixture) {
 	if !strings.Contains(a.log.String(), "serves on") || !strings.Contains(b.log.String(), "replacing pid") {
 		t.Errorf("no handover in the logs\nfirst:\n%s\nsecond:\n%s", a.log, b.log)
 	}
-	time.Sleep(5 * time.Second)
+	clients.waitAnswered(t, clients.now(t)) // by the second server
 	answered := clients.finish(t)
 	t.Logf("calls answered across a held start and a replacement: %v; first server answered %s before the replacement, second %s",
 		answered, first200, b.metric(t, `needle_requests_total{endpoint="retrieve",code="200"}`))

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"needle/bench/synth"
+	"needle/safetensors/synth"
 	"needle/testkit/netcluster"
 	"needle/weights/sender"
 )

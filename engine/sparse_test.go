@@ -49,3 +49,42 @@ func TestOpenBM25Alone(t *testing.T) {
 		t.Errorf("a corpus of other rows: %v", err)
 	}
 }
+
+// TestCopiedBM25FolderServes: a BM25 folder that holds its corpus names it relative to itself,
+// so a copy of the folder elsewhere (the original gone, as on another machine) serves without
+// Options.Corpus.
+func TestCopiedBM25FolderServes(t *testing.T) {
+	tmp := t.TempDir()
+	built, copied := filepath.Join(tmp, "built"), filepath.Join(tmp, "elsewhere", "bm25")
+	corpus, err := os.ReadFile("../index/bm25/testdata/corpus.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(built, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(built, "corpus.jsonl"), corpus, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := bm25.Build(bm25.BuildConfig{Corpus: filepath.Join(built, "corpus.jsonl"), Out: built}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(copied), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.CopyFS(copied, os.DirFS(built)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(built); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Open(Options{Index: copied})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	hits, err := r.Retrieve(context.Background(), []string{"physical entity"}, 1)
+	if err != nil || len(hits[0]) != 1 || !strings.Contains(string(hits[0][0].Row), `"physical entity`) {
+		t.Fatalf("hits %v, %v", hits, err)
+	}
+}

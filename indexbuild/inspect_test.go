@@ -86,7 +86,7 @@ func TestInspectMismatch(t *testing.T) {
 func TestInspectBuildFolder(t *testing.T) {
 	index, corpus := inspectFixture(t, 5, 5)
 	dir := filepath.Dir(index)
-	m := &indexdir.Manifest{Model: "m", Dimension: 4, Count: 5, Factory: "Flat", Metric: "ip",
+	m := &indexdir.Manifest{Model: "/models/m", Dimension: 4, Count: 5, Factory: "Flat", Metric: "ip",
 		IndexFile: "index.faiss", Corpus: indexdir.CorpusInfo{Path: corpus}}
 	if err := indexdir.WriteManifest(dir, m); err != nil {
 		t.Fatal(err)
@@ -95,7 +95,7 @@ func TestInspectBuildFolder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantLines(t, out, `manifest:    factory Flat, model "m", count 5, dimension 4`, "corpus rows: 5", "match:       yes (index count = corpus rows)")
+	wantLines(t, out, `manifest:    factory Flat, model "/models/m", count 5, dimension 4`, "corpus rows: 5", "match:       yes (index count = corpus rows)")
 
 	m.Count = 6
 	if err := indexdir.WriteManifest(dir, m); err != nil {

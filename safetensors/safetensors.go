@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"needle/internal/byteview"
+	"needle/internal/half"
 	"needle/internal/mapfile"
 )
 
@@ -247,37 +248,16 @@ func (f *File) Float32Into(dst []float32, name string) error {
 		byteview.ReadFloat32s(dst, b)
 	case "BF16":
 		for i := range dst {
-			dst[i] = math.Float32frombits(uint32(binary.LittleEndian.Uint16(b[2*i:])) << 16)
+			dst[i] = half.BF16ToFloat32(binary.LittleEndian.Uint16(b[2*i:]))
 		}
 	case "F16":
 		for i := range dst {
-			dst[i] = HalfToFloat32(binary.LittleEndian.Uint16(b[2*i:]))
+			dst[i] = half.ToFloat32(binary.LittleEndian.Uint16(b[2*i:]))
 		}
 	default:
 		return fmt.Errorf("%s: tensor %q has dtype %s; want F32, F16 or BF16", f.path, name, t.DType)
 	}
 	return nil
-}
-
-// HalfToFloat32 converts an IEEE 754 binary16 value exactly (subnormals, inf and NaN included).
-func HalfToFloat32(h uint16) float32 {
-	sign := uint32(h>>15) << 31
-	exp := uint32(h>>10) & 0x1f
-	mant := uint32(h) & 0x3ff
-	switch {
-	case exp == 0x1f: // inf or NaN: keep the payload
-		return math.Float32frombits(sign | 0xff<<23 | mant<<13)
-	case exp != 0:
-		return math.Float32frombits(sign | (exp+127-15)<<23 | mant<<13)
-	case mant == 0:
-		return math.Float32frombits(sign)
-	}
-	// subnormal half: mant * 2^-24
-	v := float32(mant) * (1.0 / (1 << 24))
-	if sign != 0 {
-		v = -v
-	}
-	return v
 }
 
 // Close unmaps the file; views returned earlier become invalid.

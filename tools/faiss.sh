@@ -25,7 +25,7 @@ case "$toolchain" in
     # tools/wheel/cmake points CMake's BLAS, LAPACK and OpenMP lookups at the two PyPI libraries.
     compilers=(-DCMAKE_C_COMPILER="$ZCC" -DCMAKE_CXX_COMPILER="$ZCXX" -DCMAKE_MODULE_PATH="$WHEEL_DIR/cmake"
       -DOPENBLAS_LIB="$OPENBLAS_DIR/lib/libscipy_openblas.so" -DOMP_DIR="$OMP_DIR")
-    inputs=("$(cat "$WHEEL_DIR"/{toolchain.sh,requirements.txt,blas_prefix.h} "$WHEEL_DIR"/cmake/*)") ;;
+    inputs=("$(cat "$WHEEL_DIR"/{toolchain.sh,requirements.txt} "$BLAS_PREFIX_H" "$WHEEL_DIR"/cmake/*)") ;;
   *) echo "faiss: unknown toolchain $toolchain (dev or wheel)" >&2; exit 1 ;;
 esac
 key="$( (cat "$0"; printf '%s\n' "${inputs[@]}") | sha256sum | cut -c1-16)"

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"needle/bench/synth"
+	"needle/safetensors/synth"
 	"needle/weights/receiver"
 	"needle/weights/sender"
 )

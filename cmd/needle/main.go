@@ -78,7 +78,7 @@ func (g *group) run(args []string) error {
 
 var errNoSubcommand = errors.New("no subcommand")
 
-var needle = newGroup("needle", "command", "needle: native retrieval + inference engine for search-augmented RL training.\n\n", "build", "convert", "serve", "front", "encode", "tokenize", "bench", "delta", "weights", "inspect", "doctor")
+var needle = newGroup("needle", "command", "needle: native retrieval + inference engine for search-augmented RL training.\n\n", "build", "convert", "serve", "front", "encode", "tokenize", "bench", "delta", "weights", "inspect", "bm25", "doctor")
 
 func register(c command) { needle.add(c) }
 

@@ -23,6 +23,7 @@ RETRY_SLEEP = 10  # seconds, as the client
 class AddressDirClient:
     def __init__(self, address_dir):
         self.address_dir = address_dir
+        self.failed_attempts = 0  # not the client's: what lifecycle.py reports of its retries
         self.server_addr = random.choice(self.server_list())  # IndexError on an empty folder
 
     def server_list(self):
@@ -46,6 +47,7 @@ class AddressDirClient:
                         return await resp.json()
             except Exception as e:  # noqa: BLE001 (the client catches everything)
                 last = e
+                self.failed_attempts += 1
             self.server_addr = random.choice(self.server_list())  # outside the try, as the client
             await asyncio.sleep(RETRY_SLEEP)
         raise RuntimeError("Fail to post to RAG server") from last

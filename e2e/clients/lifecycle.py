@@ -14,13 +14,17 @@ a failed call; an exception out of a client (e.g. IndexError on an empty address
 a crash: the script prints it and exits 1. Search-R1's client raises on any failure, so its
 exceptions are counted as failed calls (each would end a training step).
 Usage: lifecycle.py CLIENTS_DIR ADDRESS_DIR HOST:PORT QUERIES_JSON STOP_FILE WORKERS CLIENTS
--> prints {"verl": {"ok": n, "failed": m}, ...} for each client run, as JSON."""
+-> prints {"verl": {"ok": n, "failed": m}, ...} for each client run, as JSON. While it runs,
+STOP_FILE.progress holds the same counts and "asearcher_failed_attempts" (ASearcher's failed
+posts, each followed by a re-read of the address folder), rewritten every 50 ms: what the test
+waits on."""
 import asyncio
 import contextlib
 import json
 import os
 import sys
 import threading
+import time
 import types
 
 import asearcher
@@ -85,8 +89,25 @@ async def rlinf_loop(client, i):
         n += workers
 
 
+asearcher_clients = []
+
+
+def progress_loop():
+    path = stop_file + ".progress"
+    while not os.path.exists(stop_file):
+        with lock:
+            snapshot = {"stats": stats, "asearcher_failed_attempts": sum(c.failed_attempts for c in asearcher_clients)}
+            text = json.dumps(snapshot)
+        with open(path + ".tmp", "w") as f:
+            f.write(text)
+        os.replace(path + ".tmp", path)
+        time.sleep(0.05)
+
+
 async def asearcher_loop(i):
     client = asearcher.AddressDirClient(address_dir)
+    with lock:
+        asearcher_clients.append(client)
     n = i
     while not os.path.exists(stop_file):
         count("asearcher", len(await client.retrieve(queries[n % len(queries)])) == 5)
@@ -96,7 +117,8 @@ async def asearcher_loop(i):
 async def main():
     cfg = types.SimpleNamespace(tools=types.SimpleNamespace(search=types.SimpleNamespace(server_addr=host_port)))
     client = rlinf.AsyncSearchClient(cfg)
-    threads = [threading.Thread(target=verl_loop, args=(i,)) for i in range(workers) if "verl" in names]
+    threads = [threading.Thread(target=progress_loop)]
+    threads += [threading.Thread(target=verl_loop, args=(i,)) for i in range(workers) if "verl" in names]
     if "searchr1" in names:
         threads.append(threading.Thread(target=searchr1_loop))
     for t in threads:

@@ -88,8 +88,8 @@ func BenchmarkEncodeQuery(b *testing.B) {
 // on the same inputs and reports each one's passages/s on 256 glosses and single-query
 // latency, and the speedups over fp16. On a shared machine wall time swings with the
 // neighbours' load: alternating spreads it over all, the fastest round of each is reported
-// beside the mean, and the CPU-time speedups (cpu-*) are steady where the threads do not spin
-// (OPENBLAS_NUM_THREADS=1).
+// beside the mean, and the CPU-time speedups (cpu-*) count the time the Linears' thread team
+// spins between jobs too (kernels/bert/nn/team.c).
 func BenchmarkPrecisions(b *testing.B) {
 	precs := []Precision{FP16, Int8}
 	if ops, _ := nn.Selected(); ops.HasBF16() {

@@ -12,6 +12,7 @@ import (
 
 	"needle/encoder/wordpiece"
 	"needle/internal/byteview"
+	"needle/internal/half"
 	"needle/kernels/bert/nn"
 	"needle/platform/cpu"
 	"needle/safetensors"
@@ -39,7 +40,7 @@ func namedTensors(cfg Config, w *weights) map[string][]float32 {
 		x := make([]float32, out*in)
 		for o := 0; o < out; o++ {
 			for i := 0; i < in; i++ {
-				x[o*in+i] = safetensors.HalfToFloat32(h[(o/16*in+i)*16+o%16])
+				x[o*in+i] = half.ToFloat32(h[(o/16*in+i)*16+o%16])
 			}
 		}
 		return x

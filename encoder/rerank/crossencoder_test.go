@@ -1,6 +1,7 @@
 package rerank
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"math"
@@ -56,15 +57,29 @@ func TestMatchesSentenceTransformers(t *testing.T) {
 	}
 }
 
-// TestMakeModel writes the parity model where NEEDLE_CE_OUT says (by hand, for
-// bench/crossencoder_golden.py).
-func TestMakeModel(t *testing.T) {
-	out := os.Getenv("NEEDLE_CE_OUT")
-	if out == "" {
-		t.Skip("NEEDLE_CE_OUT not set")
+// TestModelFolders: the folders crossenc writes load as cross-encoders whose head applies the
+// activation config.json names: the sigmoid model's score is the sigmoid of the identity
+// model's (same weights). They are written where NEEDLE_CE_OUT says (by hand, the input of
+// bench/crossencoder_golden.py), else to a temporary folder.
+func TestModelFolders(t *testing.T) {
+	out := cmp.Or(os.Getenv("NEEDLE_CE_OUT"), t.TempDir())
+	scores := map[string][]float32{}
+	for name, act := range map[string]string{"identity": "torch.nn.modules.linear.Identity", "sigmoid": ""} {
+		dir := filepath.Join(out, name)
+		crossenc.Model(t, dir, act)
+		c, err := Load(dir, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if scores[name], err = c.Score(context.Background(), []string{"who rode it", "bank"}, []string{"a horse", "a river bank"}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	crossenc.Model(t, filepath.Join(out, "identity"), "torch.nn.modules.linear.Identity")
-	crossenc.Model(t, filepath.Join(out, "sigmoid"), "")
+	for i, x := range scores["identity"] {
+		if want := 1 / (1 + math.Exp(-float64(x))); math.Abs(float64(scores["sigmoid"][i])-want) > 1e-6 {
+			t.Errorf("pair %d: sigmoid head %v, sigmoid of the identity head's %v is %v", i, scores["sigmoid"][i], x, want)
+		}
+	}
 }
 
 func TestTruncateLongestFirst(t *testing.T) {

@@ -508,7 +508,7 @@ func (b *builder) finish() error {
 	m := &Meta{Format: formatVersion, Analyzer: AnalyzerName, K1: DefaultK1, B: DefaultB, Corpus: corpus,
 		Rows: b.st.Rows, DocCount: b.st.DocCount, SumTotalTermFreq: b.st.SumTotalTermFreq, Terms: terms,
 		BadRows: b.st.BadRows, NeedleVersion: b.cfg.Version}
-	if err := jsonfile.Write(filepath.Join(b.cfg.Out, MetaName), m, m.validate); err != nil {
+	if err := writeMeta(b.cfg.Out, m); err != nil {
 		return err
 	}
 	fmt.Fprintf(writer.OrDiscard(b.cfg.Log), "needle: BM25 index of %d rows, %d terms in %s (merge %s)\n", m.Rows, m.Terms, b.cfg.Out, progress.Duration(time.Since(start)))

@@ -53,7 +53,7 @@ type Meta struct {
 
 // Corpus identifies the corpus file an index was built from.
 type Corpus struct {
-	Path  string `json:"path"`
+	Path  string `json:"path"` // in bm25.json: relative to the folder when inside it (jsonfile.LocalPath)
 	Size  int64  `json:"size"`
 	Mtime int64  `json:"mtime"` // Unix nanoseconds
 	Hash  string `json:"hash"`  // "xxh64:<hex>" of the whole file
@@ -79,11 +79,19 @@ func IsIndex(dir string) bool {
 	return err == nil
 }
 
-// ReadMeta reads and checks dir's bm25.json.
+// ReadMeta reads and checks dir's bm25.json; the corpus path it returns is absolute.
 func ReadMeta(dir string) (*Meta, error) {
 	var m Meta
 	if err := jsonfile.Read(filepath.Join(dir, MetaName), &m, m.validate); err != nil {
 		return nil, err
 	}
+	m.Corpus.Path = jsonfile.ResolvePath(dir, m.Corpus.Path)
 	return &m, nil
+}
+
+// writeMeta writes m as dir's bm25.json, the corpus path as jsonfile.LocalPath records it.
+func writeMeta(dir string, m *Meta) error {
+	local := *m
+	local.Corpus.Path = jsonfile.LocalPath(dir, m.Corpus.Path)
+	return jsonfile.Write(filepath.Join(dir, MetaName), &local, local.validate)
 }

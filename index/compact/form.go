@@ -55,7 +55,7 @@ type Form struct {
 // float32s at byte Offset + 4*i*Dimension of Path. Re-scoring reads them; Size and Mtime
 // say whether the file is still the one converted.
 type Source struct {
-	Path   string `json:"path"` // absolute
+	Path   string `json:"path"` // in compact.json: relative to the folder when inside it (jsonfile.LocalPath)
 	Size   int64  `json:"size"`
 	Mtime  int64  `json:"mtime"` // Unix nanoseconds
 	Offset int64  `json:"offset"`
@@ -95,6 +95,7 @@ func ReadForm(dir string) (*Form, error) {
 		}
 		return nil, err
 	}
+	f.Source.Path = jsonfile.ResolvePath(dir, f.Source.Path)
 	return &f, nil
 }
 
@@ -110,13 +111,16 @@ func (f *Form) validate() error {
 		return fmt.Errorf("field index_file: %q, want a file name inside the folder", f.IndexFile)
 	case f.Rescore < 0 || f.Nprobe < 0:
 		return fmt.Errorf("fields rerank %d and nprobe %d: want >= 0", f.Rescore, f.Nprobe)
-	case f.Rescore > 0 && (!filepath.IsAbs(f.Source.Path) || f.Source.Offset < 0):
-		return fmt.Errorf("field source: path %q offset %d, want an absolute path and an offset >= 0", f.Source.Path, f.Source.Offset)
+	case f.Rescore > 0 && (f.Source.Path == "" || f.Source.Offset < 0):
+		return fmt.Errorf("field source: path %q offset %d, want a path and an offset >= 0", f.Source.Path, f.Source.Offset)
 	}
 	return nil
 }
 
-// writeForm writes f as DIR/compact.json atomically.
+// writeForm writes f as DIR/compact.json atomically, the source path as jsonfile.LocalPath
+// records it.
 func writeForm(dir string, f *Form) error {
-	return jsonfile.Write(filepath.Join(dir, FormName), f, f.validate)
+	local := *f
+	local.Source.Path = jsonfile.LocalPath(dir, f.Source.Path)
+	return jsonfile.Write(filepath.Join(dir, FormName), &local, local.validate)
 }

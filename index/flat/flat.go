@@ -1,4 +1,4 @@
-// Package flatmap is the memory-mapped flat index of `needle serve`: it serves a FAISS
+// Package flat is the memory-mapped flat index of `needle serve`: it serves a FAISS
 // IndexFlatIP/IndexFlatL2 file (the anchors' e5_Flat.index, 64.6 GB for wiki-18) by mapping
 // the file's vectors in place instead of loading them, so it is ready in the time it takes to
 // check the header, and its anonymous memory does not grow with the index (one stripe of
@@ -105,10 +105,10 @@ func (x *Index) SearchContext(ctx context.Context, q []float32, k int, dist []fl
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	if x.data == nil {
-		return errors.New("flatmap: search on a closed index")
+		return errors.New("flat: search on a closed index")
 	}
 	if st, err := x.f.Stat(); err != nil || st.Size() != int64(len(x.data)) {
-		return fmt.Errorf("flatmap: %s changed size while served (replace index files by rename, never in place)", x.path)
+		return fmt.Errorf("flat: %s changed size while served (replace index files by rename, never in place)", x.path)
 	}
 	s := x.takeScan()
 	defer x.putScan(s)

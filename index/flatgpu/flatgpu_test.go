@@ -149,20 +149,6 @@ func TestSearchRejectsBadQueries(t *testing.T) {
 	}
 }
 
-// TestHalf pins the fp16 rounding the GPU tests' reference uses (gpu_test.go): ties to even,
-// subnormals, overflow to infinity.
-func TestHalf(t *testing.T) {
-	for _, c := range []struct{ in, want float32 }{
-		{1 + 1.0/2048, 1}, {1 + 3.0/2048, 1 + 4.0/2048}, {0.1, 0.0999755859375}, {-2.5e-8, 0},
-		{3e-8, 5.960464477539063e-08}, {65519, 65504}, {65520, float32(math.Inf(1))}, {-1e6, float32(math.Inf(-1))},
-		{6.1e-5, 6.097555160522461e-05},
-	} {
-		if got := half(c.in); got != c.want {
-			t.Errorf("half(%g) = %g, want %g", c.in, got, c.want)
-		}
-	}
-}
-
 // TestMetrics: the /metrics lines of a GPU index (here one without shards, as no GPU
 // is needed to format them).
 func TestMetrics(t *testing.T) {

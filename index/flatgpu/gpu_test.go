@@ -18,28 +18,11 @@ import (
 	"unsafe"
 
 	"needle/faissgo"
+	"needle/internal/half"
 	"needle/kernels/search/flatscangpu"
 	"needle/testkit/cudatest"
 	"needle/testkit/testflat"
 )
-
-// half rounds f to fp16 and back (round to nearest even), as the device stores vectors:
-// an independent restatement for the reference, via float64 arithmetic.
-func half(f float32) float32 {
-	a := math.Abs(float64(f))
-	switch {
-	case math.IsNaN(a) || math.IsInf(a, 0):
-		return f
-	case a >= 65520:
-		return float32(math.Copysign(math.Inf(1), float64(f)))
-	}
-	exp := max(math.Floor(math.Log2(a)), -14)
-	if a == 0 {
-		exp = -14
-	}
-	ulp := math.Ldexp(1, int(exp)-10) // fp16 spacing at a (subnormals: 2^-24)
-	return float32(math.Copysign(math.RoundToEven(a/ulp)*ulp, float64(f)))
-}
 
 // reference is the exact (float64) top-k of queries over db: scores in the order of the
 // device (better first, lower label first), NaN rows never hits.
@@ -111,10 +94,10 @@ func TestGPUParity(t *testing.T) {
 			if !fp32 {
 				rdb, rq = make([]float32, len(db)), make([]float32, len(q))
 				for i, v := range db {
-					rdb[i] = half(v)
+					rdb[i] = half.ToFloat32(half.FromFloat32(v))
 				}
 				for i, v := range q {
-					rq[i] = half(v)
+					rq[i] = half.ToFloat32(half.FromFloat32(v))
 				}
 			}
 			const maxk = 100

@@ -22,7 +22,9 @@ const (
 )
 
 // Manifest describes a finished `needle build` output folder: everything `needle serve --index
-// DIR` needs besides the model weights. File names are relative to the folder.
+// DIR` needs besides the model weights. File names are relative to the folder; the corpus and
+// the model are recorded relative to it when they lie inside it (so they travel with a copy of
+// the folder), else absolute (jsonfile.LocalPath); ReadManifest resolves them to absolute paths.
 type Manifest struct {
 	Model          string     `json:"model"`           // model folder the passages were encoded with ("" for --embeddings)
 	Dimension      int        `json:"dimension"`       // embedding width
@@ -48,7 +50,7 @@ type Manifest struct {
 
 // CorpusInfo identifies the corpus file an index was built from.
 type CorpusInfo struct {
-	Path  string `json:"path"`  // absolute path at build time
+	Path  string `json:"path"`  // inside the index folder: relative to it; else absolute
 	Size  int64  `json:"size"`  // bytes
 	Mtime int64  `json:"mtime"` // modification time, Unix nanoseconds
 	Hash  string `json:"hash"`  // "xxh64:<hex>" of the whole file ("sha256:<hex>" in builds before it)
@@ -71,6 +73,7 @@ func ReadManifest(dir string) (*Manifest, error) {
 		}
 		return nil, err
 	}
+	m.Corpus.Path, m.Model = jsonfile.ResolvePath(dir, m.Corpus.Path), jsonfile.ResolvePath(dir, m.Model)
 	return &m, nil
 }
 
@@ -138,7 +141,10 @@ func IndexFile(path string) (string, error) {
 	return filepath.Join(path, m.IndexFile), nil
 }
 
-// WriteManifest writes m as DIR/manifest.json atomically (temp + fsync + rename).
+// WriteManifest writes m as DIR/manifest.json atomically (temp + fsync + rename), with the
+// corpus and model paths as jsonfile.LocalPath records them.
 func WriteManifest(dir string, m *Manifest) error {
-	return jsonfile.Write(filepath.Join(dir, ManifestName), m, m.validate)
+	local := *m
+	local.Corpus.Path, local.Model = jsonfile.LocalPath(dir, m.Corpus.Path), jsonfile.LocalPath(dir, m.Model)
+	return jsonfile.Write(filepath.Join(dir, ManifestName), &local, local.validate)
 }

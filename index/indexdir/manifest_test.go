@@ -41,6 +41,55 @@ func TestManifestRoundTrip(t *testing.T) {
 	}
 }
 
+// TestManifestTravelsWithItsFolder: a corpus and a model inside the folder are recorded relative
+// to it, so a copy of the folder elsewhere names its own files; a corpus outside stays absolute.
+func TestManifestTravelsWithItsFolder(t *testing.T) {
+	root := t.TempDir()
+	dir, copied := filepath.Join(root, "idx"), filepath.Join(root, "copy")
+	m := sampleManifest()
+	m.Corpus.Path, m.Model = filepath.Join(dir, "corpus.jsonl"), filepath.Join(dir, "model")
+	for _, d := range []string{dir, copied} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := WriteManifest(dir, m); err != nil {
+		t.Fatal(err)
+	}
+	var raw Manifest
+	if err := json.Unmarshal(mustRead(t, filepath.Join(dir, ManifestName)), &raw); err != nil {
+		t.Fatal(err)
+	}
+	if raw.Corpus.Path != "corpus.jsonl" || raw.Model != "model" {
+		t.Errorf("recorded corpus %q, model %q: want them relative to the folder", raw.Corpus.Path, raw.Model)
+	}
+	if err := os.WriteFile(filepath.Join(copied, ManifestName), mustRead(t, filepath.Join(dir, ManifestName)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadManifest(copied)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Corpus.Path != filepath.Join(copied, "corpus.jsonl") || got.Model != filepath.Join(copied, "model") {
+		t.Errorf("the copy names corpus %q, model %q", got.Corpus.Path, got.Model)
+	}
+	m.Corpus.Path = filepath.Join(root, "outside.jsonl") // an older manifest's absolute path reads the same
+	if err := WriteManifest(copied, m); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := ReadManifest(copied); err != nil || got.Corpus.Path != m.Corpus.Path {
+		t.Errorf("an outside corpus: %v, %v", got, err)
+	}
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 // Every bad field is refused with an error naming the file and the field.
 func TestReadManifestErrors(t *testing.T) {
 	cases := []struct {

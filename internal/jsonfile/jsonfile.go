@@ -46,3 +46,35 @@ func Write(path string, v any, validate func() error) error {
 func LocalName(name string) bool {
 	return name != "" && name != "." && name != ".." && filepath.Base(name) == name
 }
+
+// LocalPath is the path a description of folder dir records for path (relative to the working
+// directory, or absolute): a file inside the folder by its path relative to the folder, so that
+// the folder can be moved or copied (to another machine) with its files; a file outside it by
+// its absolute path, which does not travel.
+func LocalPath(dir, path string) string {
+	if path == "" {
+		return ""
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return path
+	}
+	if absDir, err := filepath.Abs(dir); err == nil {
+		if rel, err := filepath.Rel(absDir, abs); err == nil && filepath.IsLocal(rel) {
+			return rel
+		}
+	}
+	return abs
+}
+
+// ResolvePath is the file that path p, recorded by a description of folder dir, names (as an
+// absolute path). Descriptions written before LocalPath hold absolute paths, read as they are.
+func ResolvePath(dir, p string) string {
+	if p == "" || filepath.IsAbs(p) {
+		return p
+	}
+	if abs, err := filepath.Abs(filepath.Join(dir, p)); err == nil {
+		return abs
+	}
+	return filepath.Join(dir, p)
+}

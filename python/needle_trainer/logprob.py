@@ -79,9 +79,9 @@ def linear_logprobs(hidden, weight, labels, temperature=1.0, ignore_index=-100,
     """logprobs_from_logits(hidden @ weight.T, labels, ...) without ever holding the logits.
 
     hidden: [..., H], weight: [V, H] (the lm_head), labels: [...]. The C kernel is fp32
-    (OpenBLAS sgemm over chunks of 256 rows x 4096 vocab, folded online): float16/bfloat16
-    hidden or weight are converted to a float32 copy first (the weight copy is V x H x 4 bytes).
-    OpenBLAS picks its own thread count (OPENBLAS_NUM_THREADS).
+    (needle's batch-invariant dot products, no BLAS, over chunks of 8 to 256 rows x 1024 vocab,
+    folded online): float16/bfloat16 hidden or weight are converted to a float32 copy first
+    (the weight copy is V x H x 4 bytes). The chunks run on OpenMP's threads (OMP_NUM_THREADS).
     CUDA tensors (hidden and weight of one dtype): per chunk of tokens (256 MiB of logits), the
     logits by torch's matmul in that dtype, as the model computes them, then needle's kernel.
     """

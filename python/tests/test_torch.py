@@ -1,6 +1,6 @@
 """torch tensors: parity with torch's own log_softmax (verl's path), in-place deltas, and the
-device errors. Skipped where torch does not import (the project venv has no torch: run by hand
-with a venv that has it, e.g. pip install torch)."""
+device errors. Skipped where torch does not import: the project venv has no torch (why, and the
+last run by hand with it: docs/testing.md)."""
 import numpy as np
 import pytest
 

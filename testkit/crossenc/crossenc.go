@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"needle/internal/half"
 	"needle/safetensors"
 	"needle/testkit/testenv"
 )
@@ -71,7 +72,7 @@ func Model(t testing.TB, out, act string) {
 		}
 		if strings.HasPrefix(x.Name, "encoder.") && strings.HasSuffix(x.Name, ".weight") && len(x.Shape) == 2 {
 			for i, v := range data {
-				data[i] = roundHalf(v)
+				data[i] = half.ToFloat32(half.FromFloat32(v)) // as the encoder stores them
 			}
 		}
 		ts = append(ts, tensor{"bert." + x.Name, data, x.Shape})
@@ -102,22 +103,4 @@ func Model(t testing.TB, out, act string) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// roundHalf rounds v to the nearest fp16 value (ties to even), as a float32.
-func roundHalf(v float32) float32 {
-	if v == 0 || math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-		return v
-	}
-	_, e := math.Frexp(float64(v)) // |v| = m 2^e, m in [0.5, 1)
-	// fp16 keeps 11 significant bits for normal values (e-1 >= -14), fewer below.
-	bits := 11
-	if e-1 < -14 {
-		bits = 11 - (-14 - (e - 1))
-	}
-	if bits <= 0 {
-		return 0
-	}
-	scale := math.Ldexp(1, bits-e)
-	return float32(math.RoundToEven(float64(v)*scale) / scale)
 }

@@ -15,6 +15,7 @@
 // scheduling, approximate ex2/lg2, speed) is for the GPU check. Test hook: CUDAEMU_REFUSE=fatbin
 // (or =ptx) makes module loads of that kind fail as a driver that refuses the image would, with
 // a JIT error log, so the fallback and the log reporting run too.
+#include "testkit/cudaemu/cudaemu.h"  // the host emulation the .cu files run under
 #include "kernels/search/flatscangpu/flatscangpu.cu"
 #include "kernels/bert/nngpu/nngpu.cu"
 #include "kernels/trainer/delta/delta.cu"

@@ -18,7 +18,7 @@ import (
 	"syscall"
 	"time"
 
-	"needle/bench/synth"
+	"needle/safetensors/synth"
 	"needle/testkit/netcluster"
 	"needle/weights/sender"
 )

@@ -1,11 +1,17 @@
 // Package layout holds the test that keeps the repository's floors true (docs/layout.md):
 // every import goes down or sideways, never up, and only tests use the test kit (the shipped
-// binary links none of it: shipped_test.go).
+// binary links none of it: shipped_test.go). Imports are Go's (of code and of tests) and the C,
+// C++ and CUDA sources' #include "...".
 package layout
 
 import (
+	"bufio"
+	"io/fs"
 	"os"
 	"os/exec"
+	"path"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -35,6 +41,8 @@ var floors = []struct {
 	{"needle/bench", 8}, {"needle/bench/plot", 8}, // every bench target draws through it
 	{"needle/tools/", 9}, {"needle/cmd/", 9}, {"needle/e2e", 9}, {"needle/examples", 9},
 	{"needle/python", 9},
+	{"needle/capi", 9}, // libneedle.so: the trainer's entry, as cmd/ is the binary's
+
 }
 
 // packages lists needle's Go packages, as paths from the repository root ("" for the root).
@@ -137,37 +145,148 @@ func floorOf(pkg string) (int, bool) {
 	return floor, best >= 0
 }
 
-// TestImportsGoDown: no package imports one of a higher floor; the non-test code of the
-// floors below the test kit does not import it.
+// up reports whether an import from (a package or a source file's folder) of imp goes up the
+// floors: imp is of a higher floor, but for the test kit, which tests of any floor use.
+func up(from, imp string, test bool) bool {
+	f, ok := floorOf(from)
+	to, known := floorOf(imp)
+	return ok && known && to > f && !(test && strings.HasPrefix(imp, "needle/testkit/"))
+}
+
+// TestImportsGoDown: no package imports one of a higher floor, in its code or its tests; the
+// non-test code of the floors below the test kit does not import it.
 func TestImportsGoDown(t *testing.T) {
-	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, "needle/...").Output()
+	out, err := exec.Command("go", "list", "-f",
+		`{{.ImportPath}}{{range .Imports}} {{.}}{{end}} |{{range .TestImports}} {{.}}{{end}}{{range .XTestImports}} {{.}}{{end}}`,
+		"needle/...").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
 	checked := 0
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		fields := strings.Fields(line)
+		code, tests, _ := strings.Cut(line, "|")
+		fields := strings.Fields(code)
 		pkg := fields[0]
-		from, ok := floorOf(pkg)
-		if !ok {
+		if _, ok := floorOf(pkg); !ok {
 			t.Errorf("%s has no floor: add it to floors (and to docs/layout.md)", pkg)
 			continue
 		}
-		for _, imp := range fields[1:] {
-			if !strings.HasPrefix(imp, "needle/") {
-				continue
-			}
-			to, ok := floorOf(imp)
-			if !ok {
-				continue // reported as a package of its own
-			}
-			checked++
-			if to > from {
-				t.Errorf("%s (floor %d) imports %s (floor %d): an import up", pkg, from, imp, to)
+		for i, imps := range [][]string{fields[1:], strings.Fields(tests)} {
+			for _, imp := range imps {
+				if !strings.HasPrefix(imp, "needle/") || imp == pkg {
+					continue
+				}
+				checked++
+				if up(pkg, imp, i == 1) {
+					t.Errorf("%s%s imports %s: an import up", pkg, []string{"", "'s tests"}[i], imp)
+				}
 			}
 		}
 	}
 	if checked < 100 {
 		t.Fatalf("only %d imports between needle's packages checked: go list printed\n%s", checked, out)
+	}
+}
+
+// includeRe matches a C, C++ or CUDA include of a file of the repository (a cgo preamble's too).
+var includeRe = regexp.MustCompile(`^\s*#\s*include\s+"([^"]+)"`)
+
+// includes lists the #include "..." of the repository's sources as [file, included file], both
+// from the repository root. An include resolves beside its file first, then from the root (the
+// -I of every native build); one that resolves to neither is a system or third-party header.
+func includes(t *testing.T, root string) [][2]string {
+	var pairs [][2]string
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		if d.IsDir() {
+			if rel != "." && (strings.HasPrefix(d.Name(), ".") || slices.Contains([]string{"build", "dist", "gpucheck", "bin"}, rel)) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !slices.Contains([]string{".c", ".h", ".cu", ".cpp", ".cc", ".go"}, filepath.Ext(p)) {
+			return nil
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		sc := bufio.NewScanner(f)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			m := includeRe.FindStringSubmatch(sc.Text())
+			if m == nil {
+				continue
+			}
+			for _, cand := range []string{path.Join(path.Dir(filepath.ToSlash(rel)), m[1]), path.Clean(m[1])} {
+				if _, err := os.Stat(filepath.Join(root, cand)); err == nil && !strings.HasPrefix(cand, "../") {
+					pairs = append(pairs, [2]string{filepath.ToSlash(rel), cand})
+					break
+				}
+			}
+		}
+		return sc.Err()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pairs
+}
+
+// testSource: a C, C++ or CUDA file that only tests compile (a test/ or emutest/ folder, a
+// _test file) may include the test kit, as Go tests import it.
+func testSource(file string) bool {
+	dirs := strings.Split(path.Dir(file), "/")
+	return slices.Contains(dirs, "test") || slices.Contains(dirs, "emutest") ||
+		strings.Contains(path.Base(file), "_test.")
+}
+
+// TestIncludesGoDown: the floors hold for the native sources too: no file includes one of a
+// higher floor's folder, and only test sources include the test kit's.
+func TestIncludesGoDown(t *testing.T) {
+	pairs := includes(t, "../..")
+	across := 0
+	for _, p := range pairs {
+		from, to := "needle/"+path.Dir(p[0]), "needle/"+path.Dir(p[1])
+		if _, ok := floorOf(from); !ok {
+			t.Errorf("%s has no floor: add its folder to floors (and to docs/layout.md)", p[0])
+			continue
+		}
+		if from != to {
+			across++
+		}
+		if up(from, to, testSource(p[0])) {
+			t.Errorf("%s includes %s: an include up", p[0], p[1])
+		}
+	}
+	if across < 30 {
+		t.Fatalf("only %d includes across folders found: %v", across, pairs)
+	}
+}
+
+// TestUp: the rule itself, on a header of a kernel, the test kit from a test and from code.
+func TestUp(t *testing.T) {
+	for _, c := range []struct {
+		from, imp string
+		test      bool
+		bad       bool
+	}{
+		{"needle/kernels/trainer/logprob", "needle/platform/cpu", false, false},
+		{"needle/platform/cpu", "needle/kernels/common", false, true},
+		{"needle/kernels/bert/nngpu", "needle/testkit/cudaemu", false, true},
+		{"needle/kernels/bert/nngpu/emutest", "needle/testkit/cudaemu", true, false},
+		{"needle/docstore", "needle/bench/synth", true, true},
+		{"needle/testkit/cudaemu", "needle/kernels/trainer/delta", false, false},
+	} {
+		if got := up(c.from, c.imp, c.test); got != c.bad {
+			t.Errorf("up(%s, %s, test %v): %v, want %v", c.from, c.imp, c.test, got, c.bad)
+		}
+	}
+	if !testSource("kernels/trainer/delta/emutest/delta_emu_test.cpp") || testSource("kernels/trainer/delta/delta.cu") {
+		t.Error("testSource: an emulation test is a test source, a kernel is not")
 	}
 }

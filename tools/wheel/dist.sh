@@ -14,7 +14,7 @@ mkdir -p "$STAGE"
 
 # cgo and CMake: gcc compiles C, zig links (cc.sh); zig c++ compiles C++ and links libc++ in.
 export NEEDLE_ZIG_CC="$ZCC" CC="$WHEEL_DIR/cc.sh" CXX="$ZCXX"
-inc="-include $WHEEL_DIR/blas_prefix.h -I$FAISS/include -I$OPENBLAS_DIR/include -I$OMP_DIR/include"
+inc="-include $BLAS_PREFIX_H -I$FAISS/include -I$OPENBLAS_DIR/include -I$OMP_DIR/include"
 # CGO_CFLAGS from make carries the C headers' hash (Makefile): kept, so a header edit rebuilds here too.
 export CGO_CFLAGS="${CGO_CFLAGS:--O2 -g} $inc" CGO_CXXFLAGS="-O2 -g $inc"
 export CGO_LDFLAGS="-L$FAISS/lib -L$OPENBLAS_DIR/lib -L$OMP_DIR/lib"

@@ -12,14 +12,16 @@ OPENBLAS_DIR="$SITE/scipy_openblas32"  # lib/libscipy_openblas.so, include/ (sym
 OMP_DIR="$SITE/cmeel.prefix"           # LLVM's libomp: lib/libomp.so, include/omp.h
 export ZIG_GLOBAL_CACHE_DIR="$WHEEL_CACHE/zig-cache"
 # The compilers: zig's clang for glibc 2.28 (manylinux_2_28) and the baseline x86-64 ISA (the
-# kernels pick AVX2/AVX-512 at run time), with libc++ linked statically by zig; blas_prefix.h
-# renames the BLAS/LAPACK calls to scipy-openblas32's prefixed symbols.
+# kernels pick AVX2/AVX-512 at run time), with libc++ linked statically by zig; BLAS_PREFIX_H
+# renames the BLAS/LAPACK calls to scipy-openblas32's prefixed symbols (beside blascore, the
+# package that knows which BLAS it calls).
 ZIG_TARGET="-target x86_64-linux-gnu.2.28 -march=x86_64"
+BLAS_PREFIX_H="$(cd "$WHEEL_DIR/../.." && pwd)/platform/blascore/blas_prefix.h"
 mkdir -p "$WHEEL_CACHE/bin"
 for tool in cc c++; do
   cat > "$WHEEL_CACHE/bin/zig-$tool.tmp" <<SH
 #!/bin/sh
-exec "$ZIG" $tool $ZIG_TARGET -include "$WHEEL_DIR/blas_prefix.h" "\$@"
+exec "$ZIG" $tool $ZIG_TARGET -include "$BLAS_PREFIX_H" "\$@"
 SH
   chmod +x "$WHEEL_CACHE/bin/zig-$tool.tmp"
   mv "$WHEEL_CACHE/bin/zig-$tool.tmp" "$WHEEL_CACHE/bin/zig-$tool"

@@ -17,7 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"needle/bench/synth"
+	"needle/safetensors/synth"
 	"needle/internal/prom"
 	"needle/internal/writer"
 	"needle/weights/feed"

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"needle/bench/synth"
+	"needle/safetensors/synth"
 	"needle/internal/prom"
 	"needle/weights/wire"
 )

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"needle/bench/synth"
+	"needle/safetensors/synth"
 	"needle/internal/prom"
 	"needle/weights/wire"
 )

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"testing"
 
-	"needle/bench/synth"
+	"needle/safetensors/synth"
 	"needle/internal/prom"
 	"needle/weights/feed"
 	"needle/weights/sender"

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"needle/bench/synth"
+	"needle/safetensors/synth"
 	"needle/weights/wire"
 )
 

@@ -6,7 +6,7 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 
-	"needle/bench/synth"
+	"needle/safetensors/synth"
 )
 
 func TestChunks(t *testing.T) {

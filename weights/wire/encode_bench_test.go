@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"testing"
 
-	"needle/bench/synth"
+	"needle/safetensors/synth"
 )
 
 // BenchmarkEncodeStep: a sender's step on a 64 MiB bf16 model in 1 MiB chunks (bytes: both

@@ -5,7 +5,7 @@ import (
 	"encoding/binary"
 	"testing"
 
-	"needle/bench/synth"
+	"needle/safetensors/synth"
 	"needle/kernels/trainer/delta"
 )
 

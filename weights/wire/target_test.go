@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"needle/bench/synth"
+	"needle/safetensors/synth"
 	"needle/kernels/trainer/delta"
 )
 

@@ -6,6 +6,7 @@ import (
 	"math/rand"
 	"testing"
 
+	"needle/internal/half"
 	"needle/platform/cpu"
 )
 
@@ -23,14 +24,10 @@ func bf16Levels() []cpu.Level {
 // bf16Round is the oracle of the rounding: ties to even on the bits, a denormal to zero (DAZ,
 // as vcvtneps2bf16), NaN quiet.
 func bf16Round(f float32) float32 {
-	u := math.Float32bits(f)
-	switch {
-	case u&0x7fffffff > 0x7f800000:
-		return math.Float32frombits((u | 0x400000) & 0xffff0000)
-	case u&0x7f800000 == 0:
+	if u := math.Float32bits(f); u&0x7f800000 == 0 {
 		return math.Float32frombits(u & 0x80000000)
 	}
-	return math.Float32frombits((u + 0x7fff + (u >> 16 & 1)) & 0xffff0000)
+	return half.BF16ToFloat32(half.BF16FromFloat32(f))
 }
 
 func TestHasBF16(t *testing.T) {

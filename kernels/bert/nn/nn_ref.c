@@ -1,8 +1,8 @@
 // Scalar reference of the nn row kernels: plain C with libm, double accumulators.
 // This is the oracle the SIMD variants are tested against; clarity over speed.
 #include <math.h>
-#include <string.h>
 #include "nn.h"
+#include "../../common/half.h"
 
 static void add_layernorm_ref(float *dst, const float *x, const float *bias, const float *res,
                               const float *gamma, const float *beta, int64_t n, float eps) {
@@ -54,43 +54,12 @@ static float sumsq_ref(const float *x, int64_t n) {
 	return (float)s;
 }
 
-// half_to_float1 decodes one binary16 by its fields (subnormals as mant * 2^-24).
-static float half_to_float1(uint16_t h) {
-	const uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
-	uint32_t bits;
-	if (exp == 0x1f) bits = sign | 0x7f800000u | mant << 13;
-	else if (exp) bits = sign | (exp + 112) << 23 | mant << 13;
-	else return sign ? -(float)mant * 0x1p-24f : (float)mant * 0x1p-24f;
-	float f;
-	memcpy(&f, &bits, 4);
-	return f;
-}
-
-// float_to_half1 rounds one float to binary16, ties to even, as F16C's vcvtps2ph does
-// (NaN: quiet, top payload bits kept).
-static uint16_t float_to_half1(float f) {
-	uint32_t x;
-	memcpy(&x, &f, 4);
-	const uint16_t sign = (x >> 16) & 0x8000;
-	const uint32_t ax = x & 0x7fffffff;
-	if (ax > 0x7f800000u) return sign | 0x7e00 | ((ax >> 13) & 0x3ff);
-	if (ax >= 0x477ff000u) return sign | 0x7c00; // >= 65520 (and inf) round to inf
-	if (ax < 0x38800000u) { // below 2^-14: a subnormal in units of 2^-24 (the scaling is exact)
-		float a;
-		memcpy(&a, &ax, 4);
-		return sign | (uint16_t)rintf(a * 0x1p24f);
-	}
-	uint32_t h = (ax >> 13) - (112u << 10), rem = ax & 0x1fff; // rebias, keep 10 mantissa bits
-	if (rem > 0x1000 || (rem == 0x1000 && (h & 1))) h++;    // a carry moves into the exponent
-	return sign | (uint16_t)h;
-}
-
 static void half_to_float_ref(float *dst, const uint16_t *src, int64_t n) {
-	for (int64_t i = 0; i < n; i++) dst[i] = half_to_float1(src[i]);
+	for (int64_t i = 0; i < n; i++) dst[i] = nl_half_to_float(src[i]);
 }
 
 static void float_to_half_ref(uint16_t *dst, const float *src, int64_t n) {
-	for (int64_t i = 0; i < n; i++) dst[i] = float_to_half1(src[i]);
+	for (int64_t i = 0; i < n; i++) dst[i] = nl_float_to_half(src[i]);
 }
 
 static void dot_panels_ref(const float *x, const float *xt, const uint16_t *w, const float *b, float *y,
@@ -100,7 +69,7 @@ static void dot_panels_ref(const float *x, const float *xt, const uint16_t *w, c
 		for (int64_t r = 0; r < rows; r++) {
 			const uint16_t *wo = w + (o / NN_PANEL) * in * NN_PANEL + o % NN_PANEL;
 			double s = 0;
-			for (int64_t i = 0; i < in; i++) s += (double)x[r * in + i] * half_to_float1(wo[i * NN_PANEL]);
+			for (int64_t i = 0; i < in; i++) s += (double)x[r * in + i] * nl_half_to_float(wo[i * NN_PANEL]);
 			y[r * out + o] = (float)s;
 			bias_act_ref(y + r * out + o, b ? b + o : NULL, 1, act);
 		}
@@ -139,20 +108,13 @@ static void round_bf16_ref(uint16_t *a, const float *x, int64_t n) {
 	for (int64_t i = 0; i < NN_BF16_K(n); i++) a[i] = i < n ? nn_bf16_round1(x[i]) : 0;
 }
 
-static float bf16_to_float1(uint16_t h) {
-	const uint32_t u = (uint32_t)h << 16;
-	float f;
-	memcpy(&f, &u, 4);
-	return f;
-}
-
 static void dot_bf16_ref(const uint16_t *a, const uint16_t *w, const float *b, float *y, int64_t rows, int64_t k,
                          int64_t p0, int64_t p1, int64_t out, int act) {
 	for (int64_t o = p0 * NN_PANEL; o < p1 * NN_PANEL && o < out; o++)
 		for (int64_t r = 0; r < rows; r++) {
 			double s = 0;
 			for (int64_t i = 0; i < k; i++)
-				s += (double)bf16_to_float1(a[r * k + i]) * bf16_to_float1(w[nn_pair_at(o, i, k)]);
+				s += (double)nl_bf16_to_float(a[r * k + i]) * nl_bf16_to_float(w[nn_pair_at(o, i, k)]);
 			float v = (float)s + (b ? b[o] : 0.0f);
 			y[r * out + o] = act == NN_ACT_GELU ? gelu_ref(v) : v;
 		}

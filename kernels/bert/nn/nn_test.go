@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"needle/internal/half"
 	"needle/platform/cpu"
-	"needle/safetensors"
 )
 
 // Row lengths that cover empty, single, below/at/above one AVX2 and AVX-512 vector, and model widths.
@@ -160,7 +160,7 @@ func halves(t testing.TB, w []float32, out, in int) ([]uint16, []float32) {
 	v := make([]float32, len(w))
 	for o := 0; o < out; o++ {
 		for i := 0; i < in; i++ {
-			v[o*in+i] = safetensors.HalfToFloat32(h[(o/16*in+i)*16+o%16])
+			v[o*in+i] = half.ToFloat32(h[(o/16*in+i)*16+o%16])
 		}
 	}
 	return h, v
@@ -398,7 +398,7 @@ func TestLinearDecodesEveryHalf(t *testing.T) {
 	var values []float32
 	for h := 0; h < 1<<16; h++ {
 		if h&0x7c00 != 0x7c00 {
-			values = append(values, safetensors.HalfToFloat32(uint16(h)))
+			values = append(values, half.ToFloat32(uint16(h)))
 		}
 	}
 	w, _ := halves(t, values, len(values), 1) // one input: the panels hold w in order
@@ -419,37 +419,12 @@ func TestLinearDecodesEveryHalf(t *testing.T) {
 	}
 }
 
-// nearestHalf is the oracle of PackHalf's rounding for |f| < 65520: the binary16 nearest to f, ties to
-// the even mantissa, found by bisecting the ordered positive halves.
-func nearestHalf(f float32) uint16 {
-	a, sign := math.Abs(float64(f)), uint16(0)
-	if math.Signbit(float64(f)) {
-		sign = 0x8000
-	}
-	lo, hi := uint16(0), uint16(0x7bff) // value(lo) <= a < value(hi+1)
-	for lo < hi {
-		mid := lo + (hi-lo+1)/2
-		if float64(safetensors.HalfToFloat32(mid)) <= a {
-			lo = mid
-		} else {
-			hi = mid - 1
-		}
-	}
-	if lo == 0x7bff {
-		return sign | lo // a < 65520 rounds down to the largest half
-	}
-	below, above := a-float64(safetensors.HalfToFloat32(lo)), float64(safetensors.HalfToFloat32(lo+1))-a
-	if above < below || (above == below && lo&1 == 1) {
-		lo++
-	}
-	return sign | lo
-}
-
+// TestPackHalf: PackHalf rounds as half.FromFloat32 (whose own test bisects the halves).
 func TestPackHalf(t *testing.T) {
 	var in []float32
 	for h := 0; h < 0x7c00; h++ { // every finite half, both signs, and the midpoints around it
-		v := safetensors.HalfToFloat32(uint16(h))
-		next := safetensors.HalfToFloat32(uint16(h + 1))
+		v := half.ToFloat32(uint16(h))
+		next := half.ToFloat32(uint16(h + 1))
 		mid := float32((float64(v) + float64(next)) / 2)
 		in = append(in, v, -v, mid, -mid, math.Nextafter32(mid, 0), math.Nextafter32(mid, 1e9))
 	}
@@ -464,7 +439,7 @@ func TestPackHalf(t *testing.T) {
 			t.Fatalf("%s: %v", level, err)
 		}
 		for i, f := range in {
-			if want := nearestHalf(f); got[i] != want {
+			if want := half.FromFloat32(f); got[i] != want {
 				t.Fatalf("%s: %g (%#08x) -> %#04x, want %#04x", level, f, math.Float32bits(f), got[i], want)
 			}
 		}

@@ -1,6 +1,6 @@
 // CUDA kernels of the GPU BERT encoder (encoder/bert, through package nngpu): everything of a forward pass between
 // the cuBLAS GEMMs, fused so each activation is read and written once per step.
-// Compiled twice from this one source (testkit/cudaemu/cudaemu.h): to sm_80 PTX by
+// Compiled twice from this one source (kernels/common/cudev.h): to sm_80 PTX by
 // clang-16 (kernels/CMakeLists.txt), which nngpu.go embeds and launches through package cuda,
 // and as C++ on the CPU by emutest/, which compares every kernel with the scalar reference ops
 // of kernels/bert/nn (nn_ref.c, the oracle of the CPU encoder).
@@ -9,7 +9,7 @@
 // feeds a GEMM also writes its output as fp16 (the GEMM's A operand); GEMM outputs are fp32.
 // All math is fp32. Sequences are packed without padding: sequence s is the tokens
 // [start[s], start[s+1]) of the batch, as nn_attention takes them.
-#include "testkit/cudaemu/cudaemu.h"
+#include "kernels/common/cudev.h"
 
 #include <stdint.h>
 
@@ -36,11 +36,11 @@ __device__ inline void ng_layernorm_row(float* v, int n, float* x, uint16_t* xh,
   for (int i = 0, c = threadIdx.x; c < n; i++, c += blockDim.x) sum += v[i];
   float mean = ng_block_sum(sum, red) / (float)n, var = 0.0f;
   for (int i = 0, c = threadIdx.x; c < n; i++, c += blockDim.x) var += (v[i] - mean) * (v[i] - mean);
-  float rstd = 1.0f / cuemu_sqrt_rn(ng_block_sum(var, red) / (float)n + eps);
+  float rstd = 1.0f / cudev_sqrt_rn(ng_block_sum(var, red) / (float)n + eps);
   for (int i = 0, c = threadIdx.x; c < n; i++, c += blockDim.x) {
     float y = (v[i] - mean) * rstd * gamma[c] + beta[c];
     x[c] = y;
-    xh[c] = cuemu_f2h_rn(y);
+    xh[c] = cudev_f2h_rn(y);
   }
 }
 
@@ -76,7 +76,7 @@ extern "C" __global__ void ng_add_layernorm(float* __restrict__ x, uint16_t* __r
 __device__ inline float ng_erf(float x) {
   float a = x < 0.0f ? -x : x, t = 1.0f / (1.0f + 0.3275911f * a);
   float poly = t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f + t * (-1.453152027f + t * 1.061405429f))));
-  float y = 1.0f - poly * cuemu_exp2f(-a * a * 1.4426950408889634f);
+  float y = 1.0f - poly * cudev_exp2f(-a * a * 1.4426950408889634f);
   return x < 0.0f ? -y : y;
 }
 
@@ -88,7 +88,7 @@ extern "C" __global__ void ng_bias_gelu(uint16_t* __restrict__ out, const float*
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total;
        i += (long long)gridDim.x * blockDim.x) {
     float v = y[i] + bias[i % n];
-    out[i] = cuemu_f2h_rn(0.5f * v * (1.0f + ng_erf(v * 0.70710678118654752f)));
+    out[i] = cudev_f2h_rn(0.5f * v * (1.0f + ng_erf(v * 0.70710678118654752f)));
   }
 }
 
@@ -110,7 +110,7 @@ __device__ inline void ng_attention(uint16_t* __restrict__ ctx, const float* __r
   const int qi = q0 + threadIdx.x;
   const bool active = qi < L;
   // Scores in the log2 domain: q is pre-scaled by log2(e)/sqrt(HD), so p = 2^(s - max).
-  const float scale = 1.4426950408889634f / cuemu_sqrt_rn((float)HD);
+  const float scale = 1.4426950408889634f / cudev_sqrt_rn((float)HD);
   float q[HD], acc[HD], m = -3.0e38f, l = 0.0f;
   #pragma unroll
   for (int d = 0; d < HD; d++) {
@@ -133,13 +133,13 @@ __device__ inline void ng_attention(uint16_t* __restrict__ ctx, const float* __r
       #pragma unroll
       for (int d = 0; d < HD; d++) sc += q[d] * ks[j][d];
       if (sc > m) {
-        const float corr = cuemu_exp2f(m - sc);
+        const float corr = cudev_exp2f(m - sc);
         #pragma unroll
         for (int d = 0; d < HD; d++) acc[d] *= corr;
         l *= corr;
         m = sc;
       }
-      const float p = cuemu_exp2f(sc - m);
+      const float p = cudev_exp2f(sc - m);
       l += p;
       #pragma unroll
       for (int d = 0; d < HD; d++) acc[d] += p * vs[j][d];
@@ -148,7 +148,7 @@ __device__ inline void ng_attention(uint16_t* __restrict__ ctx, const float* __r
   if (!active) return;
   uint16_t* out = ctx + (long long)(first + qi) * hidden + h * HD;
   #pragma unroll
-  for (int d = 0; d < HD; d++) out[d] = cuemu_f2h_rn(acc[d] / l);
+  for (int d = 0; d < HD; d++) out[d] = cudev_f2h_rn(acc[d] / l);
 }
 
 extern "C" __global__ void ng_attention_hd32(uint16_t* ctx, const float* qkv, const float* bias,
@@ -178,7 +178,7 @@ extern "C" __global__ void ng_pool(float* __restrict__ out, const float* __restr
     ss += sum * sum;
   }
   if (!normalize) return;
-  const float norm = cuemu_sqrt_rn(ng_block_sum(ss, red)), inv = 1.0f / (norm > 1e-12f ? norm : 1e-12f);
+  const float norm = cudev_sqrt_rn(ng_block_sum(ss, red)), inv = 1.0f / (norm > 1e-12f ? norm : 1e-12f);
   for (int c = threadIdx.x; c < n; c += blockDim.x) o[c] *= inv;
 }
 
@@ -186,5 +186,5 @@ extern "C" __global__ void ng_pool(float* __restrict__ out, const float* __restr
 // read from a checkpoint become the fp16 GEMM operands on the device. A grid-stride loop.
 extern "C" __global__ void ng_to_half_rows(uint16_t* __restrict__ out, const float* __restrict__ in, long long n) {
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
-    out[i] = cuemu_f2h_rn(in[i]);
+    out[i] = cudev_f2h_rn(in[i]);
 }

@@ -12,7 +12,6 @@ import "C"
 
 import (
 	"embed"
-	"errors"
 	"fmt"
 
 	"needle/cuda"
@@ -48,15 +47,18 @@ type Kernels struct {
 
 // Load loads the embedded kernels on dev (the fatbin, else the PTX).
 func Load(dev *cuda.Device) (*Kernels, error) {
-	mod, err := dev.LoadKernels(ptxFiles, kernelStem)
+	k := &Kernels{fn: map[string]*cuda.Function{}}
+	var err error
+	k.mod, err = dev.LoadKernels(ptxFiles, kernelStem, func(mod *cuda.Module) (err error) {
+		for _, name := range Entries {
+			if k.fn[name], err = mod.Function(name); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, err
-	}
-	k := &Kernels{mod: mod, fn: map[string]*cuda.Function{}}
-	for _, name := range Entries {
-		if k.fn[name], err = mod.Function(name); err != nil {
-			return nil, errors.Join(err, mod.Unload())
-		}
 	}
 	return k, nil
 }

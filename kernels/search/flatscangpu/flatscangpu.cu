@@ -1,6 +1,6 @@
 // CUDA kernels of the GPU flat index (index/flatgpu): the top-k selection that follows each
 // cuBLAS GEMM tile, the final sort, and the fp32 -> fp16 conversion of rows while loading.
-// Compiled twice from this one source (testkit/cudaemu/cudaemu.h): to sm_80 PTX by
+// Compiled twice from this one source (kernels/common/cudev.h): to sm_80 PTX by
 // clang-16 (cmake/native_parts.cmake), which flatscangpu.go embeds and loads through package cuda, and
 // as C++ on the CPU by emutest/, which compares it with the scalar C reference (emutest/topk_ref.c).
 //
@@ -22,40 +22,19 @@
 // tiles' k best keys (prev), which is how tiles are merged on the device; a tile may be split
 // in segments over more blocks (few queries), whose keys nl_topk_merge joins; shards are
 // merged on the host from their sorted keys.
-#include "testkit/cudaemu/cudaemu.h"
+#include "kernels/common/cudev.h"
 
 #include <stdint.h>
 #pragma clang force_cuda_host_device begin
-#include "kernels/trainer/logprob/dtype.h"  // nl_half_to_float
+#include "kernels/common/half.h"  // nl_half_to_float, nl_float_to_half
 #pragma clang force_cuda_host_device end
 
 typedef unsigned long long u64;
 
-// nl_f32_to_f16 rounds to the nearest fp16, ties to even, as a GPU's cvt.rn.f16.f32 and
-// PyTorch's .half() do (overflow to inf, NaN stays NaN, subnormals kept).
-__device__ inline uint16_t nl_f32_to_f16(float f) {
-  uint32_t x = cuemu_float_to_bits(f), sign = (x >> 16) & 0x8000u, a = x & 0x7fffffffu;
-  if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);   // NaN
-  if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);  // >= 65520 rounds to inf
-  uint32_t m = (a & 0x7fffffu) | 0x800000u, e = a >> 23, shift, h;
-  if (a >= 0x38800000u) {  // a normal fp16: keep 10 mantissa bits, rebias the exponent
-    shift = 13;
-    h = ((e - 112) << 10) | ((a & 0x7fffffu) >> 13);
-  } else if (a < 0x33000000u) {  // below half the smallest subnormal (2^-25): zero
-    return (uint16_t)sign;
-  } else {  // a subnormal fp16: units of 2^-24
-    shift = 126 - e;
-    h = m >> shift;
-  }
-  uint32_t rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
-  if (rem > half || (rem == half && (h & 1))) h++;  // a carry into the exponent is right
-  return (uint16_t)(sign | h);
-}
-
 // nl_topk_order maps a float to a uint32 of the same order (larger float, larger integer);
 // smallest reverses it.
 __device__ inline uint32_t nl_topk_order(float f, int smallest) {
-  uint32_t u = cuemu_float_to_bits(f);
+  uint32_t u = cudev_float_to_bits(f);
   u = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
   return smallest ? ~u : u;
 }
@@ -259,7 +238,7 @@ __global__ void nl_rows_prepare(const float* src, long long dim, uint16_t* dst16
   for (long long j = threadIdx.x; j < dim; j += blockDim.x) {
     float v = src[r * dim + j];
     if (dst16) {
-      uint16_t h = nl_f32_to_f16(v);
+      uint16_t h = nl_float_to_half(v);
       dst16[r * dim + j] = h;
       v = nl_half_to_float(h);
     }
@@ -284,7 +263,7 @@ __global__ void nl_rows_random(u64 seed, long long row0, long long dim, uint16_t
     z ^= z >> 31;
     float v = (float)(z >> 40) * 0x1p-23f - 1.0f;
     if (dst16) {
-      uint16_t h = nl_f32_to_f16(v);
+      uint16_t h = nl_float_to_half(v);
       dst16[r * dim + j] = h;
       v = nl_half_to_float(h);
     } else {

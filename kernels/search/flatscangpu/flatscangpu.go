@@ -42,20 +42,22 @@ type Kernels struct {
 
 // Load loads the kernels onto dev (its fatbin, else its PTX, as cuda.LoadKernels picks).
 func Load(dev *cuda.Device) (*Kernels, error) {
-	mod, err := dev.LoadKernels(ptxFiles, kernelStem)
+	k := &Kernels{}
+	var err error
+	k.mod, err = dev.LoadKernels(ptxFiles, kernelStem, func(mod *cuda.Module) (err error) {
+		for _, f := range []struct {
+			fn   **cuda.Function
+			name string
+		}{{&k.tile, "nl_topk_tile"}, {&k.merge, "nl_topk_merge"}, {&k.sort, "nl_topk_sort"}, {&k.prepare, "nl_rows_prepare"},
+			{&k.random, "nl_rows_random"}, {&k.read, "nl_read"}} {
+			if *f.fn, err = mod.Function(f.name); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, err
-	}
-	k := &Kernels{mod: mod}
-	for _, f := range []struct {
-		fn   **cuda.Function
-		name string
-	}{{&k.tile, "nl_topk_tile"}, {&k.merge, "nl_topk_merge"}, {&k.sort, "nl_topk_sort"}, {&k.prepare, "nl_rows_prepare"},
-		{&k.random, "nl_rows_random"}, {&k.read, "nl_read"}} {
-		if *f.fn, err = mod.Function(f.name); err != nil {
-			mod.Unload()
-			return nil, err
-		}
 	}
 	return k, nil
 }

@@ -1,5 +1,5 @@
 // CUDA delta encode/apply: the ops of delta.h on a GPU. Compiled twice from this one source
-// (testkit/cudaemu/cudaemu.h): to sm_80 PTX by clang-16 and a fatbin by nvcc
+// (kernels/common/cudev.h): to sm_80 PTX by clang-16 and a fatbin by nvcc
 // (kernels/CMakeLists.txt), which gpu.go embeds and libneedle.so links in, both launching them
 // with delta_gpu.c on the CUDA host core; and as C++ on the CPU by the emulation test (emutest/),
 // which compares it with the scalar reference. `needle delta` uses the CPU kernels.
@@ -14,7 +14,7 @@
 // the indices (nl_delta_check). Launch (delta_launch.h): blockDim.x a multiple of 32 up to 1024
 // (whole warps for the full-mask shuffles; NL_DELTA_BLOCK from the launcher), no dynamic shared
 // memory.
-#include "testkit/cudaemu/cudaemu.h"
+#include "kernels/common/cudev.h"
 #include "kernels/trainer/delta/delta_launch.h"
 
 static_assert(NL_DELTA_BLOCK % 32 == 0 && NL_DELTA_BLOCK <= 1024,

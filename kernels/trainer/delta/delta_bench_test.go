@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"testing"
 
-	"needle/bench/synth"
+	"needle/safetensors/synth"
 	"needle/platform/cpu"
 	"needle/platform/membw"
 	"needle/testkit/weightstest"

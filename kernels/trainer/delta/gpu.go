@@ -8,7 +8,6 @@ import "C"
 
 import (
 	"embed"
-	"errors"
 	"unsafe"
 
 	"needle/cuda"
@@ -36,15 +35,15 @@ type GPU struct {
 
 // NewGPU loads the embedded kernels on dev (the fatbin, else the PTX).
 func NewGPU(dev *cuda.Device) (*GPU, error) {
-	mod, err := dev.LoadKernels(ptxFiles, kernelStem)
+	g := &GPU{dev: dev}
+	var err error
+	g.mod, err = dev.LoadKernels(ptxFiles, kernelStem, func(mod *cuda.Module) error {
+		return cuda.Call(func(e unsafe.Pointer, n int) int {
+			return int(C.nl_delta_gpu_init(&g.k, (*C.nl_module)(mod.Handle()), (*C.char)(e), C.size_t(n)))
+		})
+	})
 	if err != nil {
 		return nil, err
-	}
-	g := &GPU{dev: dev, mod: mod}
-	if err := cuda.Call(func(e unsafe.Pointer, n int) int {
-		return int(C.nl_delta_gpu_init(&g.k, (*C.nl_module)(mod.Handle()), (*C.char)(e), C.size_t(n)))
-	}); err != nil {
-		return nil, errors.Join(err, mod.Unload())
 	}
 	return g, nil
 }

@@ -1,5 +1,5 @@
 // CUDA logprob: the op of logprob.h on a GPU, one block per row. Compiled twice from this one
-// source (testkit/cudaemu/cudaemu.h): to sm_80 PTX by clang-16 and a fatbin by nvcc
+// source (kernels/common/cudev.h): to sm_80 PTX by clang-16 and a fatbin by nvcc
 // (kernels/CMakeLists.txt), which gpu.go embeds and libneedle.so links in, both launching it with
 // logprob_gpu.c on the CUDA host core; and as C++ on the CPU by the emulation test (emutest/),
 // which compares it with the scalar reference on every machine; on a real GPU, when one is found,
@@ -9,14 +9,14 @@
 // (z = y * log2 e, so exp is one ex2.approx); states merge by warp shuffles, then across warps
 // through shared memory. Launch: grid (rows), block (NL_LOGPROB_BLOCK of logprob_launch.h, or
 // any multiple of 32 up to 1024: the full-mask shuffles need whole warps) threads, no dynamic
-// shared memory. Only logprob runs on the GPU; the fused linear op is CPU-only (OpenBLAS).
-#include "testkit/cudaemu/cudaemu.h"
+// shared memory. Only logprob runs on the GPU; the fused linear op is CPU-only (dotmm).
+#include "kernels/common/cudev.h"
 #include "kernels/trainer/logprob/logprob_launch.h"
 
-// Reuse the dtype decoders of the C kernels on both sides (they are plain bit manipulation).
+// The element types and their decoders, as the C kernels use them (plain bit manipulation).
 #include <stdint.h>
 #pragma clang force_cuda_host_device begin
-#include "kernels/trainer/logprob/dtype.h"
+#include "kernels/trainer/logprob/dtype.h"  // NL_F32.., and half.h's decoders
 #pragma clang force_cuda_host_device end
 
 static_assert(NL_LOGPROB_BLOCK % 32 == 0 && NL_LOGPROB_BLOCK <= 1024,
@@ -37,7 +37,7 @@ __device__ inline void merge2(Stats2& a, const Stats2& b) {
     return;
   }
   float m = a.m > b.m ? a.m : b.m, da = a.m - m, db = b.m - m;
-  float ea = cuemu_exp2f(da), eb = cuemu_exp2f(db);
+  float ea = cudev_exp2f(da), eb = cudev_exp2f(db);
   // A factor of 0 (da or db -inf) drops those terms: never 0 * inf = NaN.
   a.t = (ea > 0.0f ? ea * (a.t + da * a.s) : 0.0f) + (eb > 0.0f ? eb * (b.t + db * b.s) : 0.0f);
   a.s = ea * a.s + eb * b.s;
@@ -82,7 +82,7 @@ __device__ inline void logprob_row(const void* logits, long long v, const long l
       merge2(all, o);
     }
     if (all.m == __builtin_inff()) all.s = __builtin_nanf("");  // a +inf logit: NaN row
-    float log2_s = cuemu_log2f(all.s), lse = (all.m + log2_s) * NL_LN2;
+    float log2_s = cudev_log2f(all.s), lse = (all.m + log2_s) * NL_LN2;
     long long l = labels[row];
     // A label outside [0, v) (not ignore_index) reads nothing and gives NaN: the callers that
     // pass device-resident labels (libneedle's needle_cuda_logprob_*) cannot check them first.

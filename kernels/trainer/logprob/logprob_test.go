@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"needle/internal/half"
 	"needle/platform/cpu"
 )
 
@@ -37,48 +38,14 @@ func put(dtype DType, data []byte, i int, f float32) float64 {
 		binary.LittleEndian.PutUint32(data[4*i:], math.Float32bits(f))
 		return float64(f)
 	case BF16:
-		b := uint16(math.Float32bits(f) >> 16)
+		b := half.BF16FromFloat32(f)
 		binary.LittleEndian.PutUint16(data[2*i:], b)
-		return float64(math.Float32frombits(uint32(b) << 16))
+		return float64(half.BF16ToFloat32(b))
 	default:
-		h := f32ToF16(f)
+		h := half.FromFloat32(f)
 		binary.LittleEndian.PutUint16(data[2*i:], h)
-		return f16ToF64(h)
+		return float64(half.ToFloat32(h))
 	}
-}
-
-// f32ToF16 converts by truncation; enough for test inputs (normal range, inf and NaN kept).
-func f32ToF16(f float32) uint16 {
-	b := math.Float32bits(f)
-	sign := uint16(b>>16) & 0x8000
-	switch {
-	case math.IsNaN(float64(f)):
-		return sign | 0x7e00
-	case math.IsInf(float64(f), 0) || math.Abs(float64(f)) >= 65504:
-		return sign | 0x7c00
-	case math.Abs(float64(f)) < 6.2e-5:
-		return sign // tiny values to zero
-	}
-	exp := int((b>>23)&0xff) - 127 + 15
-	return sign | uint16(exp)<<10 | uint16((b>>13)&0x3ff)
-}
-
-func f16ToF64(h uint16) float64 {
-	sign := 1.0
-	if h&0x8000 != 0 {
-		sign = -1
-	}
-	exp, man := int(h>>10)&0x1f, float64(h&0x3ff)
-	switch exp {
-	case 0x1f:
-		if man != 0 {
-			return math.NaN()
-		}
-		return math.Inf(int(sign))
-	case 0:
-		return sign * man * math.Pow(2, -24)
-	}
-	return sign * (1 + man/1024) * math.Pow(2, float64(exp-15))
 }
 
 // reference computes verl's outputs in float64 (the oracle of every level and of the C ABI).

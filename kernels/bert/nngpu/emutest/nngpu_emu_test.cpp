@@ -8,6 +8,7 @@
 extern "C" {
 #include "kernels/bert/nn/nn.h"
 }
+#include "testkit/cudaemu/cudaemu.h"  // the host emulation the .cu runs under
 #include "kernels/bert/nngpu/nngpu.cu"
 
 #include <cmath>
@@ -45,7 +46,7 @@ void check_rows(const char* what, const std::vector<float>& x, const std::vector
                 const std::vector<float>& want) {
   for (size_t i = 0; i < want.size(); i++) {
     expect(close32(x[i], want[i]), what, (long long)i, x[i], want[i]);
-    expect(xh[i] == cuemu_f2h_rn(x[i]), what, (long long)i, half_value(xh[i]), x[i]);
+    expect(xh[i] == cudev_f2h_rn(x[i]), what, (long long)i, half_value(xh[i]), x[i]);
   }
 }
 

@@ -5,6 +5,7 @@
 // block; and the loading kernels (fp16 rounding, norms, synthetic rows).
 // A ctest test: `ctest --test-dir build/native -R flatscangpu_cuda_emu` (part of `make test`).
 #include "kernels/search/flatscangpu/emutest/topk_ref.h"
+#include "testkit/cudaemu/cudaemu.h"  // the host emulation the .cu runs under
 #include "kernels/search/flatscangpu/flatscangpu.cu"
 
 #include <cmath>
@@ -35,7 +36,7 @@ void decode(u64 key, bool l2, float* dist, int64_t* label) {
   uint32_t u = (uint32_t)(key >> 32);
   if (l2) u = ~u;
   u = (u & 0x80000000u) ? (u & 0x7fffffffu) : ~u;
-  *dist = cuemu_bits_to_float(u);
+  *dist = cudev_bits_to_float(u);
   *label = (int64_t)(0xffffffffu - (uint32_t)key);
 }
 
@@ -109,18 +110,18 @@ int run_case(const Case& c, std::mt19937& rng) {
   return bad;
 }
 
-// check_f16 compares nl_f32_to_f16 with the compiler's float -> _Float16 (round to nearest
+// check_f16 compares nl_float_to_half with the compiler's float -> _Float16 (round to nearest
 // even) over a sweep of every exponent and sign and many mantissas.
 int check_f16() {
   int bad = 0;
   for (uint64_t x = 0; x <= 0xffffffffull; x += 4099) {
     for (uint32_t low : {0u, 1u, 0xfffu, 0x1000u, 0x1001u, 0x3000u}) {
       uint32_t bits = ((uint32_t)x & ~0x1fffu) | low;
-      float f = cuemu_bits_to_float(bits);
+      float f = cudev_bits_to_float(bits);
       _Float16 h = (_Float16)f;
       uint16_t want;
       std::memcpy(&want, &h, 2);
-      uint16_t got = nl_f32_to_f16(f);
+      uint16_t got = nl_float_to_half(f);
       bool both_nan = std::isnan(f) && (got & 0x7c00) == 0x7c00 && (got & 0x3ff);
       if (got != want && !both_nan && bad++ < 5) {
         std::printf("FAIL f16: %#010x (%.9g) -> %#06x, compiler %#06x\n", bits, f, got, want);
@@ -172,7 +173,7 @@ int check_random() {
   for (long long i = 0; i < rows * dim; i++) {
     if ((all[i] < -1.0f || all[i] >= 1.0f) && bad++ < 5) std::printf("FAIL random: value %lld = %g\n", i, all[i]);
     if (i >= 5 * dim && tail[i - 5 * dim] != all[i] && bad++ < 5) std::printf("FAIL random: value %lld depends on row0\n", i);
-    if (half[i] != nl_f32_to_f16(all[i]) && bad++ < 5) std::printf("FAIL random: fp16 value %lld\n", i);
+    if (half[i] != nl_float_to_half(all[i]) && bad++ < 5) std::printf("FAIL random: fp16 value %lld\n", i);
   }
   for (long long r = 0; r < rows; r++) {
     double want = 0;

@@ -5,6 +5,7 @@
 extern "C" {
 #include "kernels/trainer/delta/delta.h"
 }
+#include "testkit/cudaemu/cudaemu.h"  // the host emulation the .cu runs under
 #include "kernels/trainer/delta/delta.cu"
 
 #include <cstdio>

@@ -4,6 +4,7 @@
 extern "C" {
 #include "kernels/trainer/logprob/logprob.h"
 }
+#include "testkit/cudaemu/cudaemu.h"  // the host emulation the .cu runs under
 #include "kernels/trainer/logprob/logprob.cu"
 
 #include <cmath>

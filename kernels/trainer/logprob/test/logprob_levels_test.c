@@ -21,17 +21,6 @@ static uint64_t next(void) {  // xorshift64
 static double uniform(void) { return (double)(next() >> 11) / 9007199254740992.0; }
 static float normal(void) { return (float)(sqrt(-2 * log(uniform() + 1e-300)) * cos(6.283185307179586 * uniform())); }
 
-// to_half truncates f to IEEE fp16 bits (as the Go tests' f32ToF16: tiny values to 0).
-static uint16_t to_half(float f) {
-  uint32_t b;
-  memcpy(&b, &f, 4);
-  const uint16_t sign = (uint16_t)(b >> 16) & 0x8000;
-  if (isnan(f)) return sign | 0x7e00;
-  if (isinf(f) || fabsf(f) >= 65504) return sign | 0x7c00;
-  if (fabsf(f) < 6.2e-5f) return sign;
-  return sign | (uint16_t)(((b >> 23 & 0xff) - 127 + 15) << 10) | (uint16_t)(b >> 13 & 0x3ff);
-}
-
 // A row's outputs as nl_finish_row writes them: logprob of its label, entropy, lse.
 typedef struct {
   float v[3];
@@ -108,7 +97,7 @@ int main(void) {
         f32[i] = value(fill, i, len);
         uint32_t b;
         memcpy(&b, &f32[i], 4);
-        bf16[i] = (uint16_t)(b >> 16), f16[i] = to_half(f32[i]);
+        bf16[i] = (uint16_t)(b >> 16), f16[i] = nl_float_to_half(f32[i]);
       }
       const void* rows[3] = {[NL_F32] = f32, [NL_F16] = f16, [NL_BF16] = bf16};
       for (int32_t dtype = 0; dtype < 3; dtype++)

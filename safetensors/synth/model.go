@@ -1,10 +1,11 @@
-package synth
-
-// The versions of a model that `needle bench weights` (and weight-transfer tests) publish:
+// Package synth makes the versions of a model that `needle bench weights`, the many-host
+// rehearsal (tools/cluster) and weight-transfer tests publish, deterministic for a seed:
 // safetensors images (header and data in one byte slice) with seeded pseudo-random contents,
 // and the next version of one with a given fraction of its 2- and 4-byte elements changed the
-// way an optimizer step changes them (lowest bits); in place for the benchmark's multi-GB
-// models, which live in the sender's halves (Optimizer).
+// way an optimizer step changes them (lowest bits: Step); in place for the benchmark's
+// multi-GB models, which live in the sender's halves (Optimizer). Inputs only, never a test
+// oracle.
+package synth
 
 import (
 	"encoding/binary"

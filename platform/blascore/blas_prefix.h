@@ -1,6 +1,7 @@
-/* Forced into every C/C++ file of the wheel's build (-include): scipy-openblas32 exports its
- * BLAS, LAPACK and OpenBLAS functions with a scipy_ prefix, so that it never clashes with another
- * BLAS in the same process (a user's numpy or torch). These are the ones FAISS and needle call. */
+/* Forced into every C/C++ file of the wheel's build (-include, tools/wheel/toolchain.sh):
+ * scipy-openblas32 exports its BLAS, LAPACK and OpenBLAS functions with a scipy_ prefix, so that
+ * it never clashes with another BLAS in the same process (a user's numpy or torch). These are the
+ * ones FAISS and needle call. */
 #ifndef NEEDLE_BLAS_PREFIX_H
 #define NEEDLE_BLAS_PREFIX_H
 #define sgemm_ scipy_sgemm_

@@ -1,8 +1,7 @@
-// Package synth makes the synthetic inputs of `needle bench`, deterministic for a seed:
-// wiki-like JSONL corpora for the docstore benchmarks, rows shaped like wiki-18 (`{"id",
-// "contents": "\"Title\"\ntext", "url"}`, ~100-word passages, ~680 bytes a row), and the
-// versions of a model that bench weights publishes (model.go, optimizer.go); tests publish
-// those too. Inputs only, never a test oracle.
+// Package synth makes the synthetic corpora of `needle bench` and the docstore benchmarks,
+// deterministic for a seed: wiki-like JSONL rows shaped like wiki-18 (`{"id", "contents":
+// "\"Title\"\ntext", "url"}`, ~100-word passages, ~680 bytes a row). Inputs only, never a test
+// oracle. (The versions of a model are safetensors/synth's.)
 package synth
 
 import (

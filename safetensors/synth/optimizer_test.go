@@ -7,28 +7,6 @@ import (
 	"testing"
 )
 
-// TestToBF16: rounding matches the nearest of the two bf16 neighbours, ties to the even one.
-func TestToBF16(t *testing.T) {
-	s := uint64(3)
-	for range 100000 {
-		f := math.Float32frombits(uint32(next(&s)))
-		if f != f || math.IsInf(float64(f), 0) || math.Abs(float64(f)) > 1e38 {
-			continue
-		}
-		lo := uint16(math.Float32bits(f) >> 16)
-		up := lo + 1
-		dLo := math.Abs(float64(f) - float64(math.Float32frombits(uint32(lo)<<16)))
-		dUp := math.Abs(float64(f) - float64(math.Float32frombits(uint32(up)<<16)))
-		want := lo
-		if dUp < dLo || (dUp == dLo && up&1 == 0) {
-			want = up
-		}
-		if got := toBF16(f); got != want {
-			t.Fatalf("toBF16(%g) = %#x, want %#x", f, got, want)
-		}
-	}
-}
-
 // TestOptimizerVersions: a calibrated step changes about the asked fraction of a BF16 tensor,
 // some of them in their high byte; other dtypes are untouched; versions are reproducible and
 // independent of the threads that write them.

@@ -1,8 +1,9 @@
 package synth
 
 import (
-	"math"
 	"sync"
+
+	"needle/internal/half"
 )
 
 // Optimizer makes the versions of a model that a trainer publishes: each BF16 element has an
@@ -43,7 +44,7 @@ func (o Optimizer) Version(img []byte, k int, threads int) {
 			defer wg.Done()
 			for s := range jobs {
 				for b := s.begin; b+2 <= s.end; b += 2 {
-					v := toBF16(o.weight(uint64(b/2), k))
+					v := half.BF16FromFloat32(o.weight(uint64(b/2), k))
 					data[b], data[b+1] = byte(v), byte(v>>8)
 				}
 			}
@@ -74,7 +75,7 @@ func (o Optimizer) weight(i uint64, k int) float32 {
 func (o Optimizer) Changed(k int, n uint64) (changed, highByte float64) {
 	var c, h int
 	for i := range n {
-		a, b := toBF16(o.weight(i, k)), toBF16(o.weight(i, k+1))
+		a, b := half.BF16FromFloat32(o.weight(i, k)), half.BF16FromFloat32(o.weight(i, k+1))
 		if a != b {
 			c++
 			if a>>8 != b>>8 {
@@ -94,12 +95,6 @@ func Calibrated(seed uint64, frac float64) Optimizer {
 		o.LR = float32(float64(o.LR) * frac / max(c, 1e-9))
 	}
 	return o
-}
-
-// toBF16 rounds f to bf16 bits, to nearest with ties to even (f finite).
-func toBF16(f float32) uint16 {
-	b := math.Float32bits(f)
-	return uint16((b + 0x7fff + (b>>16)&1) >> 16)
 }
 
 // mix is splitmix64's finalizer: a counter-based stream (any element computed alone).
