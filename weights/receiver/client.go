@@ -15,6 +15,9 @@ type upstream struct {
 	addr string
 	nc   net.Conn
 	br   *bufio.Reader
+	// onBeat, if set, runs on the reading goroutine at each beat: work that waits for a quiet
+	// moment of that goroutine (the receiver's: recording a spare made in the background).
+	onBeat func()
 }
 
 // dial connects to addr and, with a token, runs the handshake. Reads then fail after silence
@@ -81,6 +84,9 @@ func (u *upstream) next(buf []byte) (wire.Kind, []byte, []byte, error) {
 		if err != nil || k != wire.KindBeat {
 			return k, p, nbuf, err
 		}
+		if u.onBeat != nil {
+			u.onBeat()
+		}
 		buf = nbuf
 	}
 }
@@ -95,6 +101,9 @@ func (u *upstream) nextUnchecked(buf []byte) (wire.Frame, []byte, error) {
 		}
 		if err := f.Check(); err != nil {
 			return f, nbuf, err
+		}
+		if u.onBeat != nil {
+			u.onBeat()
 		}
 		buf = nbuf
 	}

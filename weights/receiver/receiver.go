@@ -264,6 +264,7 @@ func (r *Receiver) once(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		up.onBeat = r.spareIfMade
 		r.up = up
 	}
 	if r.st.Version > 0 && !r.verified {

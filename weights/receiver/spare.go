@@ -12,7 +12,8 @@ import (
 // idle priority, while the receiver already waits for the next version: a version published
 // meanwhile is planned at once (and relayed to the hosts below at once), and only the step that
 // opens waits for the spare, as do the next spare and Close. The job touches files alone; the
-// state takes its result on the receiver's goroutine (awaitSpare).
+// state takes its result on the receiver's goroutine (awaitSpare; at a beat while the receiver
+// waits: spareIfMade).
 
 // spareJob is a spare being made of Out's version.
 type spareJob struct {
@@ -75,6 +76,20 @@ func (r *Receiver) awaitSpare() {
 	r.st.Spare = job.version
 	if err := r.save(); err != nil {
 		r.logf("needle weights recv: %v", err)
+	}
+}
+
+// spareIfMade records the spare being made if it is done (awaitSpare without the wait): called
+// at the upstream's beats while the receiver waits for a version, so that the state says so
+// within a beat of it, as a restart and the benchmark's wait for spares read it.
+func (r *Receiver) spareIfMade() {
+	if r.spare == nil {
+		return
+	}
+	select {
+	case <-r.spare.done:
+		r.awaitSpare()
+	default:
 	}
 }
 
