@@ -131,6 +131,14 @@ func (w *watcher) round() {
 	}
 	majority := 2*heard > len(w.peers)+1
 	hears := fmt.Sprintf("hears %d of the folder's %d replicas", heard, len(w.peers)+1)
+	if len(unheard) > 0 { // before the lock: asking the witness may take its timeout
+		if evidence := w.evidence(majority, hears); evidence != "" {
+			for i := range unheard {
+				unheard[i].why += ", while this replica " + evidence
+			}
+			dead = append(dead, unheard...)
+		}
+	}
 
 	defer lockFolder(dir)()
 	// Its own file comes back only with a majority: its peers reach it again. The witness
@@ -143,14 +151,6 @@ func (w *watcher) round() {
 			} else {
 				w.log("wrote %s again: it was removed, and this replica %s", w.own.path, hears)
 			}
-		}
-	}
-	if len(unheard) > 0 {
-		if evidence := w.evidence(majority, hears); evidence != "" {
-			for i := range unheard {
-				unheard[i].why += ", while this replica " + evidence
-			}
-			dead = append(dead, unheard...)
 		}
 	}
 	for _, g := range dead {
