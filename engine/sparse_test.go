@@ -78,7 +78,7 @@ func TestCopiedBM25FolderServes(t *testing.T) {
 	if err := os.RemoveAll(built); err != nil {
 		t.Fatal(err)
 	}
-	r, err := Open(Options{Index: copied})
+	r, err := Open(Options{Index: copied, Batcher: option.Defaults[BatcherOptions]()})
 	if err != nil {
 		t.Fatal(err)
 	}

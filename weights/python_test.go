@@ -61,7 +61,9 @@ func TestPythonPublish(t *testing.T) {
 		return
 	}
 	got := make(chan uint64, 4)
+	stopped := make(chan struct{})
 	go func() {
+		defer close(stopped)
 		o := RecvOptions{Receiver: receiver.Options{Upstreams: []string{addr}, Out: out, Threads: 2, Silence: time.Second,
 			Ready: func(_ string, v uint64) { got <- v }}}
 		if err := RunReceiver(ctx, o, nil); err != nil {
@@ -69,6 +71,7 @@ func TestPythonPublish(t *testing.T) {
 			close(got)
 		}
 	}()
+	defer func() { cancel(); <-stopped }() // its files (the spare it makes) are done before TempDir's cleanup
 	lib, _ := filepath.Abs(filepath.Join("..", "build", "native", "libneedle.so"))
 	run := func(mode, target string) {
 		cmd := exec.Command(py, "-c", publishPy, mode, target, npz)
