@@ -33,7 +33,8 @@ type RetrieveOptions struct {
 	Timeout      time.Duration // per-request timeout (a timeout counts as an error)
 	ServerPID    int           // if > 0, the server's CPU time during the run is reported
 	// Fairness, when set, runs the fairness measurement (fairness.go) instead of a load test;
-	// Concurrency, Duration, Requests, Batch, Trace and ServerPID do not apply.
+	// Concurrency, Duration, Requests, Batch and Trace do not apply (ServerPID: the server's CPU
+	// split between the POST and the singles).
 	Fairness *FairnessOptions
 	Plot     string // if set, the load test's latencies and queries/s are drawn into this .svg or .png file
 }

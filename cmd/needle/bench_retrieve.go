@@ -35,7 +35,7 @@ func runBenchRetrieve(args []string) error {
 	fs.IntVar(&o.TopK, "topk", 3, "topk sent with each request")
 	fs.BoolVar(&o.ReturnScores, "return-scores", true, "return_scores sent with each request")
 	fs.DurationVar(&o.Timeout, "timeout", 120*time.Second, "per-request timeout (a timeout counts as an error)")
-	fs.IntVar(&o.ServerPID, "server-pid", 0, "process id of the server (same machine): also report its CPU seconds per 1000 queries, a figure that holds on a busy shared machine where QPS depends on the CPU share")
+	fs.IntVar(&o.ServerPID, "server-pid", 0, "process id of the server (same machine): also report its CPU seconds per 1000 queries, a figure that holds on a busy shared machine where QPS depends on the CPU share (with --fairness: its CPU during each POST alone and with the singles, and the POST's share of it)")
 	fair := bench.FairnessOptions{}
 	fairness := fs.Bool("fairness", false, "measure how a big POST delays single queries sent meanwhile, and how they slow it (see above)")
 	fs.IntVar(&fair.Post, "post", 2560, "with --fairness: queries in the big POST (Search-R1's one POST per turn)")
