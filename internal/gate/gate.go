@@ -6,11 +6,11 @@
 // index/flat before each stripe of rows, index/compact before each unit of queries) through
 // Wait(ctx). There:
 //   - the lanes share the time by weighted fair queuing over their units (share.go): while
-//     both have work, bulk units begin only while bulk work is behind its share (a third of the
+//     both have work, bulk units begin only while bulk work is behind its share (half the
 //     time) and interactive batches only while it is not, and neither lane runs beside the
 //     other. So a single query that arrives while a 2,560-query POST is encoded and searched
 //     waits for one op or stripe of it, not for all of it, and then has the cores to itself;
-//     and a stream of single queries that fills the machine slows the POST to a third of its
+//     and a stream of single queries that fills the machine slows the POST to about half its
 //     speed, never stops it (strict priority would: each single's batch is many bulk ops);
 //   - bulk work that pauses runs one unit at a time, in the order asked: the POST's encoder and
 //     its search on the mapped flat index alternate op by stripe instead of running side by

@@ -92,7 +92,7 @@ func TestBulkWaitsForItsShare(t *testing.T) {
 	}
 	c.advance(burst + 10*time.Millisecond)
 	ev <- "interactive batch ran its burst and 10 ms"
-	u.End() // bulk work is now owed 5 ms, although a job is still held
+	u.End() // bulk work is now owed 10 ms (equal weights), although a job is still held
 	ev.expect(t, "interactive batch ran its burst and 10 ms", "bulk unit")
 
 	bulk := <-units
@@ -108,17 +108,17 @@ func TestBulkWaitsForItsShare(t *testing.T) {
 		u.End()
 	}()
 	c.advance(4 * time.Millisecond)
-	if err := Wait(ctx); err != nil { // still owed 1 ms: it goes on
+	if err := Wait(ctx); err != nil { // still owed 6 ms: it goes on
 		t.Fatal(err)
 	}
-	c.advance(2 * time.Millisecond)
-	ev <- "bulk ran 6 ms"
+	c.advance(7 * time.Millisecond)
+	ev <- "bulk ran 11 ms"
 	if err := Wait(ctx); err != nil { // 1 ms ahead: the interactive batch goes first, for 3 ms
 		t.Fatal(err)
 	}
 	ev <- "bulk unit after the interactive batch"
 	bulk.End()
-	ev.expect(t, "bulk ran 6 ms", "interactive batch", "bulk unit after the interactive batch")
+	ev.expect(t, "bulk ran 11 ms", "interactive batch", "bulk unit after the interactive batch")
 	if g.Pauses() != 2 {
 		t.Errorf("%d pauses, want 2", g.Pauses())
 	}
