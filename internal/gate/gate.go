@@ -142,6 +142,18 @@ func (u *Unit) End() {
 	u.end()
 }
 
+// ChargeInteractive adds d to the interactive lane's service as if a unit had run for it: work
+// of an interactive job done outside the gate's units (the server's parsing, JSON and answer
+// rows for a single query, timed by its caller) runs beside bulk units and takes their cores,
+// while the gate charges bulk work its units' whole wall time; so bulk work is owed it back.
+func (g *Gate) ChargeInteractive(d time.Duration) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.account()
+	g.share.charge(false, d, g.bulkWaiting > 0 || g.running[bulkLane] > 0)
+	g.broadcast()
+}
+
 // Pauses counts the times bulk work waited for interactive work.
 func (g *Gate) Pauses() int64 { return g.pauses.Load() }
 

@@ -235,3 +235,25 @@ func TestWaitEndsWithItsContext(t *testing.T) {
 	interactive(t, g, ev)
 	ev.expect(t, "interactive batch")
 }
+
+// Interactive work done outside the units and charged by ChargeInteractive is owed back to
+// bulk work as if a unit had run it: a bulk unit held back by a held job begins once the charge
+// passes the burst.
+func TestChargeInteractiveOwesBulk(t *testing.T) {
+	g, _ := newGate()
+	g.Enter()
+	defer g.Leave()
+	ev := make(events, 4)
+	done := make(chan *Unit)
+	go func() {
+		u := begin(t, g)
+		ev <- "bulk unit"
+		done <- u
+	}()
+	until(func() bool { return g.Pauses() == 1 })
+	g.ChargeInteractive(burst)
+	ev <- "charged the burst"
+	g.ChargeInteractive(time.Millisecond)
+	ev.expect(t, "charged the burst", "bulk unit")
+	(<-done).End()
+}
