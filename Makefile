@@ -1,7 +1,7 @@
 # needle's front door. `make run` and `make test` set up a fresh machine themselves.
-#   make setup   system packages, faiss source, Python venv (reference scripts), MiniLM model,
+#   make setup   system packages, FAISS's source, Python venv (reference scripts), MiniLM model,
 #                the Milvus standalone server (PyPI milvus==2.3.5, for the Milvus backend tests)
-#   make native  CMake: libfaiss_c (+ PTX and C kernel tests) into build/native
+#   make native  FAISS (tools/faiss.sh, cached), then CMake: PTX, libneedle.so and C kernel tests into build/native
 #   make build   bin/needle
 #   make test    everything above, then ctest and all Go tests (fuzz seeds included)
 #   make run     build the WordNet demo index with MiniLM (cached) and serve it on :8000
@@ -22,6 +22,10 @@ export NEEDLE_MODEL  := $(NEEDLE_CACHE)/models/all-MiniLM-L6-v2
 C_HEADERS_HASH := $(shell find kernels platform cuda capi -name '*.h' | sort | xargs cat | sha1sum | cut -c1-12)
 export CGO_CFLAGS ?= -O2 -g
 CGO_CFLAGS += -DNEEDLE_C_HEADERS=$(C_HEADERS_HASH)
+# The same for FAISS: faissgo's objects and the link name build/native/faiss, whatever prefix it
+# points to; the prefix's name (version and hash of its inputs) joins the key, read when a recipe
+# runs (after `make native` set the link).
+CGO_CFLAGS += -DNEEDLE_FAISS=$(notdir $(realpath $(NATIVE)/faiss))
 
 .PHONY: setup native build test run bench clean gpucheck dist wheelproof
 
@@ -29,6 +33,7 @@ setup:
 	bash tools/setup.sh
 
 native:
+	mkdir -p $(NATIVE) && prefix="$$(bash tools/faiss.sh dev)" && ln -sfn "$$prefix" $(NATIVE)/faiss
 	cmake -S . -B $(NATIVE) -DCMAKE_BUILD_TYPE=Release >/dev/null
 	cmake --build $(NATIVE) -j2
 
@@ -68,8 +73,8 @@ bench: setup build
 clean:
 	rm -rf build bin dist
 
-# The wheel (tools/wheel, docs/install.md): FAISS built statically by zig once (cached in
-# NEEDLE_CACHE/wheel), the binary and libneedle.so linked for glibc 2.28, auditwheel repair.
+# The wheel (tools/wheel, docs/install.md): FAISS built statically by zig once (tools/faiss.sh wheel,
+# cached in NEEDLE_CACHE), the binary and libneedle.so linked for glibc 2.28, auditwheel repair.
 dist: native
 	bash tools/wheel/dist.sh
 

@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -24,12 +23,22 @@ type DocstoreOptions struct {
 	Dir     string // folder for the corpus and its sidecars; "" = a temp folder, removed afterwards
 }
 
+// Specs declares the options (`needle bench docstore`'s flags).
+func (o *DocstoreOptions) Specs() option.Specs {
+	return option.Specs{
+		option.Num(&o.Rows, "Rows", "rows", 1_000_000, option.Above(0), "corpus rows to generate"),
+		option.Num(&o.Words, "Words", "words", synth.Words, option.Above(0), "mean passage length in words (wiki-18: 100); small values test many short rows, e.g. 21M rows as in wiki-18"),
+		option.Num(&o.Rounds, "Rounds", "rounds", 3, option.Above(0), "rounds of plain read vs sidecar build (the best of each is reported)"),
+		option.Num(&o.Lookups, "Lookups", "lookups", 1_000_000, option.Above(0), "random row and url lookups to time"),
+		option.String(&o.Dir, "Dir", "dir", "", "folder for the corpus and its sidecars (default: a temp folder, removed afterwards; kept if given)"),
+	}
+}
+
 // Docstore writes a synthetic wiki-like corpus and measures, in one run, a plain read of it
 // (the baseline), the offsets sidecar build, row lookups, validation, the url index and url
 // lookups, and RSS; the report goes to w.
 func Docstore(w io.Writer, opt DocstoreOptions) error {
-	if err := errors.Join(option.Positive("Rows", opt.Rows), option.Positive("Words", opt.Words),
-		option.Positive("Rounds", opt.Rounds), option.Positive("Lookups", opt.Lookups)); err != nil {
+	if err := opt.Specs().Check(); err != nil {
 		return err
 	}
 	if opt.Dir == "" {

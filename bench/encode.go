@@ -43,6 +43,53 @@ type EncodeOptions struct {
 	Plot string // if set, each model's single-query latencies and passages/s are drawn into this .svg or .png file
 }
 
+// Specs declares the options (`needle bench encode`'s flags).
+func (o *EncodeOptions) Specs() option.Specs {
+	return option.Specs{
+		option.String(&o.Model, "Model", "model", "", "MiniLM model folder, its tokenizer also serves the e5 shape (default $NEEDLE_MODEL, which the Makefile sets)"),
+		option.String(&o.Shape, "Shape", "shape", "both", "which models: both, minilm or e5"),
+		option.Num(&o.Passages, "Passages", "passages", 512, option.Above(0), "passages per run"),
+		option.Num(&o.Queries, "Queries", "queries", 100, option.Above(0), "single queries timed one by one"),
+		option.Num(&o.BatchSize, "BatchSize", "batch-size", 64, option.Above(0), "texts per forward pass"),
+		option.Num(&o.Threads, "Threads", "threads", 2, option.Above(0), "threads of a forward pass (the Linears' own thread team and OpenMP's row-wise ops; give bench/encode_pytorch.py the same count)"),
+		option.Num(&o.Repeat, "Repeat", "repeat", 3, option.Above(0), "passage runs per model; the best is reported"),
+		option.String(&o.WordNet, "WordNet", "wordnet", "/usr/share/wordnet/data.noun", "WordNet noun data file the texts come from"),
+		option.String(&o.Dump, "Dump", "dump", "", "write the texts as JSON {passages, queries} to this file and exit"),
+		option.Bool(&o.JSON, "JSON", "json", false, "print one JSON object instead of a table"),
+		option.Var(precisionsFlag{&o.Precisions}, "Precisions", "precision", "fp16", "comma-separated precisions of the Linear layers to run in turn (fp16, int8, bf16); each result adds tokens/s, model GOP/s and its share of the precision's multiply peak measured on --threads in the same run"),
+		option.Var(bert.GPUFlag{Mode: &o.GPU}, "GPU", "gpu", "", "run on GPU 0 (--batch-size then defaults to 512) and add tokens/s, model TFLOP/s and its share of the fp16 GEMM peak measured in the same run, and the wiki-18 projection; "+
+			"without a GPU: one line saying why, then the CPU (--gpu=require: an error)"),
+		plotSpec(&o.Plot),
+	}
+}
+
+// precisionsFlag is EncodeOptions.Precisions as a flag: comma-separated.
+type precisionsFlag struct{ p *[]bert.Precision }
+
+func (f precisionsFlag) String() string {
+	if f.p == nil {
+		return ""
+	}
+	s := make([]string, len(*f.p))
+	for i, p := range *f.p {
+		s[i] = string(p)
+	}
+	return strings.Join(s, ",")
+}
+
+func (f precisionsFlag) Set(v string) error {
+	var ps []bert.Precision
+	for _, s := range strings.Split(v, ",") {
+		p, err := bert.ParsePrecision(strings.TrimSpace(s))
+		if err != nil {
+			return err
+		}
+		ps = append(ps, p)
+	}
+	*f.p = ps
+	return nil
+}
+
 // benchTexts are the inputs of `needle bench encode`, also dumped for bench/encode_pytorch.py.
 type benchTexts struct {
 	Passages []string `json:"passages"`
@@ -128,8 +175,7 @@ const wiki18Passages = 21_015_324
 // and an e5-base-shaped model of random weights, and writes passages/s and single-query
 // latency to w (or, with opt.Dump, only writes the texts).
 func Encode(w io.Writer, opt EncodeOptions) error {
-	if err := errors.Join(option.Positive("Passages", opt.Passages), option.Positive("Queries", opt.Queries),
-		option.Positive("BatchSize", opt.BatchSize), option.Positive("Threads", opt.Threads), option.Positive("Repeat", opt.Repeat)); err != nil {
+	if err := opt.Specs().Check(); err != nil {
 		return err
 	}
 	if opt.Dump == "" {

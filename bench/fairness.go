@@ -2,7 +2,6 @@ package bench
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -22,6 +21,7 @@ import (
 // result cache off (--cache-mb 0), or the repeated texts are answered from the cache, unless
 // InPost asks for the cache's case.
 type FairnessOptions struct {
+	Run     bool          // measure fairness instead of a load test
 	Post    int           // queries in the big POST
 	Rate    float64       // single queries sent per second, at a steady rate (open loop)
 	Workers int           // > 0: singles come from this many workers, each sending its next when answered (closed loop: the saturated case), instead of at Rate
@@ -31,6 +31,19 @@ type FairnessOptions struct {
 	// request asked before, and the singles sent during it ask the POST's own texts, from its
 	// end (still in flight); the idle singles ask texts no POST asks.
 	InPost bool
+}
+
+// Specs declares the options.
+func (o *FairnessOptions) Specs() option.Specs {
+	return option.Specs{
+		option.Bool(&o.Run, "Run", "fairness", false, "measure how a big POST delays single queries sent meanwhile, and how they slow it (see above)"),
+		option.Num(&o.Post, "Post", "post", 2560, option.Above(0), "with --fairness: queries in the big POST (Search-R1's one POST per turn)"),
+		option.Num(&o.Rate, "Rate", "rate", 10, option.Above(0), "with --fairness: single queries per second, sent at a steady rate whether or not the earlier ones were answered"),
+		option.Num(&o.Workers, "Workers", "workers", 0, option.From(0), "with --fairness: send singles from this many workers, each sending its next when answered (the saturated case), instead of at --rate"),
+		option.Bool(&o.InPost, "InPost", "singles-in-post", false, "with --fairness, for a server with its result cache on: each POST asks new texts and the singles during it ask the POST's own texts (from its end)"),
+		option.Num(&o.Rounds, "Rounds", "rounds", 3, option.Above(0), "with --fairness: rounds"),
+		option.Num(&o.Idle, "Idle", "idle", 5*time.Second, option.Above(0), "with --fairness: how long singles are sent to the idle server per round"),
+	}
 }
 
 // fairnessResult is what one fairness run saw.
@@ -47,15 +60,7 @@ type fairnessResult struct {
 // them (through all of them when there are no more), so they do not repeat a text of the POST;
 // with InPost see FairnessOptions.
 func (l *RetrieveOptions) fairness(w io.Writer, queries []string) error {
-	f := *l.Fairness
-	rate := option.Positive("Fairness.Rate", f.Rate)
-	if f.Workers > 0 {
-		rate = nil // the workers send as fast as they are answered
-	}
-	if err := errors.Join(option.Positive("Fairness.Post", f.Post), rate,
-		option.Positive("Fairness.Rounds", f.Rounds), option.Positive("Fairness.Idle", f.Idle)); err != nil {
-		return err
-	}
+	f := l.Fairness
 	posts := 2 * f.Rounds
 	if f.InPost && len(queries) <= posts*f.Post {
 		return fmt.Errorf("--singles-in-post needs more than %d queries (%d POSTs of %d new texts, and texts for the idle singles), the file has %d", posts*f.Post, posts, f.Post, len(queries))
@@ -251,7 +256,7 @@ func answerError(resp *fasthttp.Response) error {
 }
 
 func (r *fairnessResult) print(w io.Writer, l *RetrieveOptions) {
-	f := *l.Fairness
+	f := l.Fairness
 	slices.Sort(r.idle)
 	slices.Sort(r.during)
 	idle99, during99 := percentileMs(r.idle, .99), percentileMs(r.during, .99)

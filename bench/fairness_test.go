@@ -45,7 +45,7 @@ func TestFairnessReport(t *testing.T) {
 	defer srv.Close()
 	opt := RetrieveOptions{URL: srv.URL, QueriesFile: writeQueries(t, "a\nb\nc\nd\ne\nf\ng\n"), Concurrency: 1, Batch: 1,
 		Duration: time.Second, TopK: 3, Timeout: 10 * time.Second, ServerPID: os.Getpid(),
-		Fairness: &FairnessOptions{Post: 5, Rate: 200, Rounds: 2, Idle: 20 * time.Millisecond}}
+		Fairness: FairnessOptions{Run: true, Post: 5, Rate: 200, Rounds: 2, Idle: 20 * time.Millisecond}}
 	var out bytes.Buffer
 	if err := Retrieve(&out, opt); err != nil {
 		t.Fatal(err)
@@ -69,12 +69,12 @@ func TestFairnessReport(t *testing.T) {
 }
 
 func TestFairnessBadOptions(t *testing.T) {
-	opt := RetrieveOptions{QueriesFile: writeQueries(t, "q\n"), Concurrency: 1, Batch: 1, Duration: time.Second,
-		Fairness: &FairnessOptions{Post: 0, Rate: 1, Rounds: 1, Idle: time.Second}}
+	opt := RetrieveOptions{QueriesFile: writeQueries(t, "q\n"), Concurrency: 1, Batch: 1, TopK: 1, Duration: time.Second, Timeout: time.Second,
+		Fairness: FairnessOptions{Run: true, Post: 0, Rate: 1, Rounds: 1, Idle: time.Second}}
 	if err := Retrieve(&bytes.Buffer{}, opt); err == nil || !strings.Contains(err.Error(), "Fairness.Post: 0, want > 0") {
 		t.Errorf("--post 0: %v", err)
 	}
-	opt.Trace, opt.QueriesFile = opt.QueriesFile, ""
+	opt.Trace, opt.QueriesFile, opt.Fairness.Post = opt.QueriesFile, "", 1
 	if err := Retrieve(&bytes.Buffer{}, opt); err == nil || !strings.Contains(err.Error(), "Trace: a Fairness run takes QueriesFile") {
 		t.Errorf("--trace: %v", err)
 	}
@@ -109,7 +109,7 @@ func TestFairnessSinglesInPost(t *testing.T) {
 	defer srv.Close()
 	opt := RetrieveOptions{URL: srv.URL, QueriesFile: writeQueries(t, "a\nb\nc\nd\ne\nf\ng\nh\ni\nj\nk\nl\nm\n"), Concurrency: 1,
 		Batch: 1, Duration: time.Second, TopK: 3, Timeout: 10 * time.Second,
-		Fairness: &FairnessOptions{Post: 3, Workers: 2, Rounds: 2, Idle: 20 * time.Millisecond, InPost: true}}
+		Fairness: FairnessOptions{Run: true, Post: 3, Rate: 1, Workers: 2, Rounds: 2, Idle: 20 * time.Millisecond, InPost: true}}
 	var out bytes.Buffer
 	if err := Retrieve(&out, opt); err != nil {
 		t.Fatal(err)

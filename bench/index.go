@@ -36,6 +36,25 @@ type IndexOptions struct {
 	Faiss   bool   // flat files: also load the file with FAISS (RAM = file size) and compare every answer
 }
 
+// Specs declares the options (`needle bench index`'s flags).
+func (o *IndexOptions) Specs() option.Specs {
+	return option.Specs{
+		option.String(&o.Index, "Index", "index", "", "index file or compact form folder (required)"),
+		option.String(&o.Backend, "Backend", "index-backend", "", "as serve's --index-backend (default auto)"),
+		option.Num(&o.Nprobe, "Nprobe", "nprobe", 0, option.From(0), "IVF lists visited per query (0: the form's, else FAISS's default)"),
+		option.Num(&o.Rescore, "Rescore", "rescore", 0, option.From(-1), "compact forms: candidates re-scored per query (0: the form's; -1: none)"),
+		option.Bool(&o.Mmap, "Mmap", "mmap", false, "map IVF lists instead of loading them"),
+		option.String(&o.Queries, "Queries", "queries", "", "raw little-endian float32 query vectors of the index dimension (required)"),
+		option.String(&o.GT, "GT", "gt", "", "raw int64 exact ids, --gt-k per query, best first: reports recall@10"),
+		option.Num(&o.GTK, "GTK", "gt-k", 100, option.Above(0), "ids per query in --gt"),
+		option.Num(&o.K, "K", "k", 10, option.Above(0), "results per query"),
+		option.Num(&o.Batch, "Batch", "batch", 64, option.Above(0), "queries per search (serve searches up to --max-batch encoded queries at once)"),
+		option.Num(&o.Batches, "Batches", "batches", 2, option.Above(0), "batches to time"),
+		option.Num(&o.Threads, "Threads", "threads", 0, option.From(0), "search threads (0 = all cores)"),
+		option.Bool(&o.Faiss, "Faiss", "faiss", false, "flat files: also search with FAISS (loads the file into RAM) and compare every answer"),
+	}
+}
+
 // IndexReport is what `needle bench index` writes, as one JSON object.
 type IndexReport struct {
 	Backend      string    `json:"backend"`
@@ -62,8 +81,7 @@ type IndexReport struct {
 // each batch of queries, anonymous and file-backed memory, recall against exact ids, and with
 // opt.Faiss (flat files) the same searches through FAISS, answer for answer.
 func Index(w io.Writer, opt IndexOptions) error {
-	if err := errors.Join(option.Required("Index", opt.Index), option.Required("Queries", opt.Queries),
-		option.Positive("Batch", opt.Batch), option.Positive("Batches", opt.Batches), option.Positive("K", opt.K)); err != nil {
+	if err := errors.Join(option.Required("Index", opt.Index), option.Required("Queries", opt.Queries), opt.Specs().Check()); err != nil {
 		return err
 	}
 	began := time.Now()

@@ -2,10 +2,10 @@ package bench
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math"
+	"runtime"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -28,6 +28,17 @@ type KernelsOptions struct {
 	Only     string        // run only the cases whose name contains this (membw always runs)
 }
 
+// Specs declares the options (`needle bench kernels`'s flags).
+func (o *KernelsOptions) Specs() option.Specs {
+	return option.Specs{
+		option.Bool(&o.JSON, "JSON", "json", false, "print one JSON object (results per case and thread count) instead of a table"),
+		option.Num(&o.Threads, "Threads", "threads", runtime.NumCPU(), option.Above(0), "the 'all threads' count; every case also runs with 1 thread"),
+		option.Num(&o.MinTime, "MinTime", "min-time", time.Second, option.Above(0), "keep repeating a measurement for at least this long (at least 3 runs); the best run counts"),
+		option.Num(&o.MembwMiB, "MembwMiB", "membw-mib", 512, option.Above(0), "size in MiB of the buffer read to measure memory bandwidth (keep it well above the L3 size)"),
+		option.String(&o.Only, "Only", "only", "", "run only the kernel cases whose name contains this text (membw always runs)"),
+	}
+}
+
 // kernelCase is one `needle bench kernels` measurement.
 type kernelCase struct {
 	name  string // what and which shape, e.g. "logprob bf16 N=1024 V=151936"
@@ -39,13 +50,13 @@ type kernelCase struct {
 }
 
 // kernelCases are the cases Kernels runs, in this order: delta encode, delta apply (delta.go),
-// then logprob.
+// logprob, then the fused linear logprob.
 func kernelCases() []kernelCase {
 	cases := deltaCases(deltaBenchBytes)
 	for _, n := range logprobRows {
 		cases = append(cases, logprobCase(n, logprobVocab))
 	}
-	return cases
+	return append(cases, linearCase(256, 1024, 32768))
 }
 
 // kernelResult is one case at one thread count (the --json record).
@@ -82,17 +93,52 @@ func logprobCase(n, v int) kernelCase {
 		elems: int64(n) * int64(v),
 		prepare: func() (func(int) error, func(), error) {
 			x := logprob.Logits{DType: logprob.BF16, Rows: n, Vocab: v, Data: randomBF16(make([]byte, 2*n*v), 3)}
-			labels := make([]int64, n)
-			for i := range labels {
-				labels[i] = int64(i*7919) % int64(v)
-			}
-			out := logprob.Output{Logprob: make([]float32, n), Entropy: make([]float32, n), LSE: make([]float32, n)}
+			labels, out := logprobLabels(n, v)
 			run := func(threads int) error {
 				opt := logprob.DefaultOptions()
 				opt.Threads = threads
 				return logprob.Compute(x, labels, opt, out)
 			}
 			return run, func() { x.Data = nil }, nil
+		},
+	}
+}
+
+// logprobLabels are the labels of n rows over a vocabulary of v (spread over it) and their
+// result buffers.
+func logprobLabels(n, v int) ([]int64, logprob.Output) {
+	labels := make([]int64, n)
+	for i := range labels {
+		labels[i] = int64(i*7919) % int64(v)
+	}
+	return labels, logprob.Output{Logprob: make([]float32, n), Entropy: make([]float32, n), LSE: make([]float32, n)}
+}
+
+// linearCase is the fused op of libneedle.so's needle_linear_logprob_f32 (logprob.LinearCompute):
+// the rows' log-probs from hidden [n, h] and lm_head [v, h] without holding the logits. It is
+// bound by its 2 x n x v x h flops; its bytes are what it must read at least (lm_head, hidden).
+func linearCase(n, h, v int) kernelCase {
+	return kernelCase{
+		name:  fmt.Sprintf("linear logprob fp32 N=%d h=%d V=%d", n, h, v),
+		bytes: int64(v)*int64(h)*4 + int64(n)*int64(h)*4 + int64(n)*8,
+		elems: int64(n) * int64(v),
+		prepare: func() (func(int) error, func(), error) {
+			s := uint64(0x2545f4914f6cdd1d)
+			random := func(k int, scale float32) []float32 {
+				x := make([]float32, k)
+				for i := range x {
+					x[i] = scale * (float32(xorshift(&s)>>40)/float32(1<<24)*2 - 1)
+				}
+				return x
+			}
+			hidden, lmHead := random(n*h, 1), random(v*h, 0.05)
+			labels, out := logprobLabels(n, v)
+			run := func(threads int) error {
+				opt := logprob.DefaultOptions()
+				opt.Threads = threads
+				return logprob.LinearCompute(hidden, n, h, lmHead, v, labels, opt, out)
+			}
+			return run, func() { hidden, lmHead = nil, nil }, nil
 		},
 	}
 }
@@ -124,7 +170,7 @@ func Kernels(w io.Writer, opt KernelsOptions) error {
 }
 
 func runKernels(w io.Writer, opt KernelsOptions, cases []kernelCase) error {
-	if err := errors.Join(option.Positive("Threads", opt.Threads), option.Positive("MembwMiB", opt.MembwMiB), option.Positive("MinTime", opt.MinTime)); err != nil {
+	if err := opt.Specs().Check(); err != nil {
 		return err
 	}
 	level, err := cpu.Selected()

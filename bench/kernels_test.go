@@ -9,7 +9,8 @@ import (
 	"time"
 )
 
-// The case names are the report's rows; their order is delta encode, delta apply, logprob.
+// The case names are the report's rows; their order is delta encode, delta apply, logprob,
+// the fused linear logprob.
 func TestKernelCaseNames(t *testing.T) {
 	var names []string
 	for _, c := range kernelCases() {
@@ -18,7 +19,7 @@ func TestKernelCaseNames(t *testing.T) {
 	want := []string{
 		"delta encode bf16 1GiB 0.5% changed", "delta encode bf16 1GiB 1.0% changed", "delta encode bf16 1GiB 2.0% changed",
 		"delta apply bf16 1GiB 0.5% changed", "delta apply bf16 1GiB 1.0% changed", "delta apply bf16 1GiB 2.0% changed",
-		"logprob bf16 N=1024 V=151936", "logprob bf16 N=2048 V=151936",
+		"logprob bf16 N=1024 V=151936", "logprob bf16 N=2048 V=151936", "linear logprob fp32 N=256 h=1024 V=32768",
 	}
 	if strings.Join(names, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("cases:\n%s\nwant:\n%s", strings.Join(names, "\n"), strings.Join(want, "\n"))
@@ -27,7 +28,7 @@ func TestKernelCaseNames(t *testing.T) {
 
 // smallCases are the real kernels on small inputs, so a report runs in milliseconds.
 func smallCases() []kernelCase {
-	return append(deltaCases(1<<20), logprobCase(8, 1000))
+	return append(deltaCases(1<<20), logprobCase(8, 1000), linearCase(8, 16, 1000))
 }
 
 func TestKernelsJSONReport(t *testing.T) {
@@ -72,9 +73,10 @@ func TestKernelsTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	if len(lines) != 5 || !strings.HasPrefix(lines[0], "SIMD level: ") || !strings.HasPrefix(lines[1], "CUDA: ") ||
+	if len(lines) != 6 || !strings.HasPrefix(lines[0], "SIMD level: ") || !strings.HasPrefix(lines[1], "CUDA: ") ||
 		!strings.HasPrefix(lines[2], "memory read bandwidth, 1 thread(s): ") || !strings.HasSuffix(lines[2], " GB/s (1 MiB buffer)") ||
-		!strings.Contains(lines[3], "kernel  threads  best ms  GB/s") || !strings.HasPrefix(strings.TrimSpace(lines[4]), "logprob bf16 N=8 V=1000        1 ") {
+		!strings.Contains(lines[3], "kernel  threads  best ms  GB/s") || !strings.HasPrefix(strings.TrimSpace(lines[4]), "logprob bf16 N=8 V=1000        1 ") ||
+		!strings.HasPrefix(strings.TrimSpace(lines[5]), "linear logprob fp32 N=8 h=16 V=1000        1 ") {
 		t.Fatalf("report:\n%s", out.String())
 	}
 }

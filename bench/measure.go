@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"time"
 
+	"needle/internal/option"
 	"needle/internal/procstat"
 )
 
@@ -36,4 +37,9 @@ func measure(f func() error) (span, error) {
 // (heap, stacks) and file-backed (mapped corpus/sidecar pages, reclaimable page cache).
 func readRSS() string {
 	return fmt.Sprintf("%d kB (anon %d, file %d)", procstat.KB("VmRSS"), procstat.KB("RssAnon"), procstat.KB("RssFile"))
+}
+
+// plotSpec declares the --plot option of the targets that draw what they measured.
+func plotSpec(p *string) option.Spec {
+	return option.String(p, "Plot", "plot", "", "also draw what the run measured into this .svg or .png file: latency histograms with p50/p90/p99, queries/s over the run, side-by-side bars (docs/bench.md)")
 }

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
+	"time"
 
 	"needle/encoder/bert"
 	"needle/faissgo"
@@ -32,11 +34,30 @@ type RecallOptions struct {
 	Table io.Writer
 }
 
+// milvusTimeout bounds Recall's one Milvus search of every query.
+const milvusTimeout = 10 * time.Minute
+
+// Specs declares the options (`needle bench recall`'s flags).
+func (o *RecallOptions) Specs() option.Specs {
+	s := option.Specs{
+		option.String(&o.Index, "Index", "index", "", "a `needle build` output folder (manifest.json, index.faiss) (required)"),
+		option.String(&o.Queries, "Queries", "queries", "", "queries JSONL, {\"query\": text, \"gold\": row} per line, as tools/wordnet writes (required)"),
+		option.String(&o.Model, "Model", "model", "", "encoder model folder for the queries (default: the manifest's model)"),
+		option.String(&o.QueryPrefix, "QueryPrefix", "query-prefix", "", "text prepended to every query (e5: \"query: \")"),
+		option.Num(&o.EfSearch, "EfSearch", "ef-search", 0, option.From(0), "HNSW efSearch (0 = FAISS default)"),
+		option.Num(&o.Nprobe, "Nprobe", "nprobe", 0, option.From(0), "IVF nprobe (0 = FAISS default)"),
+		option.String(&o.BM25, "BM25", "bm25", "", "a needle build --bm25 folder of the same corpus: also compare BM25 and hybrid (RRF, weighted) with dense, a table on stderr"),
+	}
+	// Recall sets the Milvus timeout itself (milvusTimeout): every query goes in one search.
+	milvus := slices.DeleteFunc(o.Milvus.Specs().Under("Milvus."), func(s option.Spec) bool { return s.Field == "Milvus.Timeout" })
+	return append(s, milvus...)
+}
+
 // Recall encodes the queries at the build's precision, searches the index and writes
 // recall@1, @5 and @10 against the gold rows to w as one JSON object. With a Milvus collection, the collection is searched
 // and its recall@10 against the index (exact for Flat) is added.
 func Recall(w io.Writer, opt RecallOptions) error {
-	if err := errors.Join(option.Required("Index", opt.Index), option.Required("Queries", opt.Queries)); err != nil {
+	if err := errors.Join(option.Required("Index", opt.Index), option.Required("Queries", opt.Queries), opt.Specs().Check()); err != nil {
 		return err
 	}
 	m, err := indexdir.ReadManifest(opt.Index)
@@ -82,6 +103,7 @@ func Recall(w io.Writer, opt RecallOptions) error {
 		"precision": string(enc.Options().Precision)}
 	var searched Searcher = idx
 	if opt.Milvus.URI != "" {
+		opt.Milvus.Timeout = milvusTimeout
 		mx, err := milvusindex.Open(opt.Milvus)
 		if err != nil {
 			return err

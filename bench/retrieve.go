@@ -32,11 +32,42 @@ type RetrieveOptions struct {
 	ReturnScores bool          // return_scores sent with each request
 	Timeout      time.Duration // per-request timeout (a timeout counts as an error)
 	ServerPID    int           // if > 0, the server's CPU time during the run is reported
-	// Fairness, when set, runs the fairness measurement (fairness.go) instead of a load test;
-	// Concurrency, Duration, Requests, Batch and Trace do not apply (ServerPID: the server's CPU
-	// split between the POST and the singles).
-	Fairness *FairnessOptions
+	// Fairness, when its Run is set, runs the fairness measurement (fairness.go) instead of a
+	// load test; Concurrency, Duration, Requests, Batch and Trace do not apply (ServerPID: the
+	// server's CPU split between the POST and the singles).
+	Fairness FairnessOptions
 	Plot     string // if set, the load test's latencies and queries/s are drawn into this .svg or .png file
+}
+
+// Specs declares the options (`needle bench retrieve`'s flags), Fairness's among them.
+func (o *RetrieveOptions) Specs() option.Specs {
+	return append(o.loadTest(), o.Fairness.Specs().Under("Fairness.")...)
+}
+
+// check refuses the options their specs do not take; Fairness's only for a Fairness run.
+func (o RetrieveOptions) check() error {
+	if o.Fairness.Run {
+		return o.Specs().Check()
+	}
+	return o.loadTest().Check()
+}
+
+// loadTest declares the options but Fairness's.
+func (o *RetrieveOptions) loadTest() option.Specs {
+	return option.Specs{
+		option.String(&o.URL, "URL", "url", "http://127.0.0.1:8000", "server base URL (/retrieve is appended)"),
+		option.String(&o.QueriesFile, "QueriesFile", "queries", "", "queries file: JSONL with a \"query\" (or \"question\") string per line, or plain text, one query per line (required)"),
+		option.String(&o.Trace, "Trace", "trace", "", "a trace written by `needle bench trace`, replayed once in order (instead of --queries; --duration and --requests do not apply)"),
+		option.Num(&o.Concurrency, "Concurrency", "concurrency", 64, option.Above(0), "concurrent callers"),
+		option.Num(&o.Duration, "Duration", "duration", 20*time.Second, option.Above(0), "how long to send requests (the run also stops after --requests)"),
+		option.Num(&o.Requests, "Requests", "requests", 0, option.From(0), "stop after this many requests in total (0 = only --duration limits)"),
+		option.Num(&o.Batch, "Batch", "batch", 1, option.Above(0), "queries per request (Search-R1 sends up to 2560 in one POST)"),
+		option.Num(&o.TopK, "TopK", "topk", 3, option.Above(0), "topk sent with each request"),
+		option.Bool(&o.ReturnScores, "ReturnScores", "return-scores", true, "return_scores sent with each request"),
+		option.Num(&o.Timeout, "Timeout", "timeout", 120*time.Second, option.Above(0), "per-request timeout (a timeout counts as an error)"),
+		option.Num(&o.ServerPID, "ServerPID", "server-pid", 0, option.From(0), "process id of the server (same machine): also report its CPU seconds per 1000 queries, a figure that holds on a busy shared machine where QPS depends on the CPU share (with --fairness: its CPU during each POST alone and with the singles, and the POST's share of it)"),
+		plotSpec(&o.Plot),
+	}
 }
 
 // loadResult is what the callers saw. latencies are per request, in send order per caller.
@@ -64,11 +95,11 @@ func Retrieve(w io.Writer, opt RetrieveOptions) error {
 	if (opt.QueriesFile == "") == (opt.Trace == "") {
 		return fmt.Errorf("one of two: %w", errors.Join(option.Errorf("QueriesFile", "%q", opt.QueriesFile), option.Errorf("Trace", "%q", opt.Trace)))
 	}
-	if err := errors.Join(option.Positive("Concurrency", opt.Concurrency), option.Positive("Batch", opt.Batch), option.Positive("Duration", opt.Duration)); err != nil {
+	if err := opt.check(); err != nil {
 		return err
 	}
 	if opt.Plot != "" {
-		if opt.Fairness != nil {
+		if opt.Fairness.Run {
 			return option.Errorf("Plot", "draws load tests, not a Fairness run")
 		}
 		if err := plot.Check(opt.Plot); err != nil {
@@ -79,7 +110,7 @@ func Retrieve(w io.Writer, opt RetrieveOptions) error {
 	if err != nil {
 		return err
 	}
-	if opt.Fairness != nil {
+	if opt.Fairness.Run {
 		if opt.Trace != "" {
 			return option.Errorf("Trace", "a Fairness run takes QueriesFile, not a trace")
 		}

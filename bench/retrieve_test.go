@@ -109,9 +109,9 @@ func TestRetrieveBadInput(t *testing.T) {
 	}{
 		{"no queries file", RetrieveOptions{Concurrency: 1, Batch: 1, Duration: time.Second}, "one of two: QueriesFile"},
 		{"zero batch", RetrieveOptions{QueriesFile: queries, Concurrency: 1, Duration: time.Second}, "Batch: 0, want > 0"},
-		{"empty file", RetrieveOptions{QueriesFile: writeQueries(t, "\n \n"), Concurrency: 1, Batch: 1, Duration: time.Second}, "no queries"},
-		{"bad JSON line", RetrieveOptions{QueriesFile: writeQueries(t, "a\n{\"query\": 1}\n"), Concurrency: 1, Batch: 1, Duration: time.Second}, "line 2"},
-		{"no /retrieve", RetrieveOptions{URL: notFound.URL, QueriesFile: queries, Concurrency: 1, Batch: 1, Duration: time.Second, Timeout: time.Second}, "status 404"},
+		{"empty file", RetrieveOptions{QueriesFile: writeQueries(t, "\n \n"), Concurrency: 1, Batch: 1, TopK: 1, Duration: time.Second, Timeout: time.Second}, "no queries"},
+		{"bad JSON line", RetrieveOptions{QueriesFile: writeQueries(t, "a\n{\"query\": 1}\n"), Concurrency: 1, Batch: 1, TopK: 1, Duration: time.Second, Timeout: time.Second}, "line 2"},
+		{"no /retrieve", RetrieveOptions{URL: notFound.URL, QueriesFile: queries, Concurrency: 1, Batch: 1, TopK: 1, Duration: time.Second, Timeout: time.Second}, "status 404"},
 	} {
 		if err := Retrieve(&bytes.Buffer{}, tc.opt); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: err = %v, want %q", tc.name, err, tc.want)

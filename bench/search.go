@@ -2,7 +2,6 @@ package bench
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -34,6 +33,24 @@ type SearchOptions struct {
 	Plot    string // if set, the rounds' search times and the read bandwidth against the limit are drawn into this .svg or .png file
 }
 
+// Specs declares the options (`needle bench search`'s flags).
+func (o *SearchOptions) Specs() option.Specs {
+	return option.Specs{
+		option.Bool(&o.GPU, "GPU", "gpu", false, "the GPU flat index on all visible GPUs (CUDA_VISIBLE_DEVICES) instead of FAISS on the CPU"),
+		option.Bool(&o.FP32, "FP32", "gpu-fp32", false, "with --gpu: fp32 vectors on the device (default fp16)"),
+		option.String(&o.Index, "Index", "index", "", "a FAISS IndexFlatIP/L2 file or a `needle build` folder with one, instead of synthetic vectors"),
+		option.Num(&o.Rows, "Rows", "rows", 200_000, option.Above(0), "synthetic rows (wiki-18: 21015324; on the CPU they are held in RAM: rows x dim x 4 bytes)"),
+		option.Num(&o.Dim, "Dim", "dim", 768, option.Above(0), "synthetic dimension"),
+		option.String(&o.Metric, "Metric", "metric", "ip", "synthetic metric: ip or l2"),
+		option.Num(&o.Batch, "Batch", "batch", 64, option.Above(0), "queries per search"),
+		option.Num(&o.K, "K", "k", 10, option.Above(0), "results per query (GPU: up to 8192)"),
+		option.Num(&o.Rounds, "Rounds", "rounds", 5, option.Above(0), "timed searches"),
+		option.Num(&o.Threads, "Threads", "threads", 0, option.From(0), "CPU threads for FAISS and the bandwidth yardstick (0 = all cores)"),
+		option.Num(&o.Seed, "Seed", "seed", 1, option.Any, "seed of the synthetic vectors and the queries"),
+		plotSpec(&o.Plot),
+	}
+}
+
 // searchReport is what Search writes, one JSON object.
 type searchReport struct {
 	Backend     string  `json:"backend"` // "faiss-cpu" or "gpuflat"
@@ -60,7 +77,7 @@ type searchReport struct {
 // GPU flat index with --gpu, each against its machine's own measured limits (CPU: read
 // bandwidth of all threads; GPU: read bandwidth and fp16 GEMM rate, in the same run).
 func Search(w io.Writer, opt SearchOptions) error {
-	if err := errors.Join(option.Positive("Batch", opt.Batch), option.Positive("K", opt.K), option.Positive("Rounds", opt.Rounds)); err != nil {
+	if err := opt.Specs().Check(); err != nil {
 		return err
 	}
 	metric, err := faissgo.ParseMetric(opt.Metric)
@@ -190,9 +207,6 @@ func cpuFlat(opt SearchOptions, metric faissgo.Metric) (*faissgo.Index, error) {
 			return nil, err
 		}
 		return faissgo.Read(file, false)
-	}
-	if err := errors.Join(option.Positive("Rows", opt.Rows), option.Positive("Dim", opt.Dim)); err != nil {
-		return nil, fmt.Errorf("synthetic vectors (no Index): %w", err)
 	}
 	x, err := faissgo.New(opt.Dim, "Flat", metric)
 	if err != nil {

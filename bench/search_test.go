@@ -47,7 +47,7 @@ func TestSearchErrors(t *testing.T) {
 	}{
 		{func(o *SearchOptions) { o.Batch = 0 }, "Batch: 0, want > 0"},
 		{func(o *SearchOptions) { o.Metric = "cosine" }, "Metric: "},
-		{func(o *SearchOptions) { o.Rows = 0 }, "synthetic vectors (no Index): Rows: 0, want > 0"},
+		{func(o *SearchOptions) { o.Rows = 0 }, "Rows: 0, want > 0"},
 		{func(o *SearchOptions) { o.Index = "/nonexistent/x.index" }, "no such file"},
 	} {
 		o := base

@@ -25,6 +25,19 @@ type TraceOptions struct {
 	Seed        uint64 // picks the texts and the arrival order
 }
 
+// Specs declares the options (`needle bench trace`'s flags).
+func (o *TraceOptions) Specs() option.Specs {
+	return option.Specs{
+		option.String(&o.QueriesFile, "QueriesFile", "queries", "", "texts to draw from: JSONL with a \"query\" (or \"question\") per line, or plain lines (required)"),
+		option.String(&o.Out, "Out", "out", "", "trace file to write (required)"),
+		option.Num(&o.Prompts, "Prompts", "prompts", 512, option.Above(0), "prompts in the step (Search-R1 trains on batches of 512)"),
+		option.Num(&o.Rollouts, "Rollouts", "rollouts", 8, option.Above(0), "rollouts per prompt (the GRPO group size)"),
+		option.Num(&o.Turns, "Turns", "turns", 3, option.Above(0), "search turns per rollout"),
+		option.Num(&o.Own, "Own", "own", 2, option.From(0), "rollouts per later turn asking a query of their own (0..--rollouts)"),
+		option.Num(&o.Seed, "Seed", "seed", 1, option.Any, "random seed: picks the texts and the arrival order"),
+	}
+}
+
 // traceLine is one query of a trace, in arrival order.
 type traceLine struct {
 	Query   string `json:"query"`
@@ -40,8 +53,7 @@ type traceLine struct {
 // queries, and so on, as rollouts that run in lockstep per turn but finish their reasoning
 // at different times. Texts are distinct lines of QueriesFile, drawn at random.
 func Trace(w io.Writer, opt TraceOptions) error {
-	if err := errors.Join(option.Required("QueriesFile", opt.QueriesFile), option.Required("Out", opt.Out),
-		option.Positive("Prompts", opt.Prompts), option.Positive("Rollouts", opt.Rollouts), option.Positive("Turns", opt.Turns)); err != nil {
+	if err := errors.Join(option.Required("QueriesFile", opt.QueriesFile), option.Required("Out", opt.Out), opt.Specs().Check()); err != nil {
 		return err
 	}
 	if opt.Own < 0 || opt.Own > opt.Rollouts {

@@ -11,15 +11,18 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"sync"
 	"syscall"
 	"time"
 
+	"needle/bench/synth"
 	"needle/internal/mapfile"
+	"needle/internal/option"
 	"needle/internal/prom"
 	"needle/platform/membw"
-	"needle/testkit/weightstest"
+	"needle/weights"
 	"needle/weights/feed"
 	"needle/weights/receiver"
 	"needle/weights/sender"
@@ -47,29 +50,47 @@ type WeightsOptions struct {
 	Needle string
 }
 
+// Specs declares the options (`needle bench weights`'s flags).
+func (o *WeightsOptions) Specs() option.Specs {
+	return option.Specs{
+		option.String(&o.Shape, "Shape", "shape", "qwen2.5-1.5b", "model shape (bf16): qwen2.5-0.5b, qwen2.5-1.5b, tiny"),
+		option.Num(&o.Changed, "Changed", "changed", 0.01, option.Above(0), "fraction of elements the step changes"),
+		option.Num(&o.Receivers, "Receivers", "receivers", 2, option.Above(0), "receivers on loopback"),
+		option.Bool(&o.Tree, "Tree", "tree", false, "the first receiver re-serves, the others pull from it"),
+		option.String(&o.Dir, "Dir", "dir", "/dev/shm", "folder of the halves and the receivers' files"),
+		option.Num(&o.Threads, "Threads", "threads", runtime.NumCPU(), option.Above(0), "goroutines of encode and apply"),
+		option.Var(&o.Format, "Format", "format", "packed", "delta records: packed (\"compact\" is its old name) or astraflow"),
+		option.String(&o.Python, "Python", "python", "", "Python with NumPy for the AstraFlow baseline (empty: skip it)"),
+		option.String(&o.Script, "Script", "script", "bench/weights_astraflow.py", "the baseline script"),
+		option.String(&o.AstraFlow, "AstraFlow", "astraflow", "", "a checkout of AstraFlow (by hand, never committed): the baseline's encode runs AstraFlow's own _compute_delta instead of its NumPy restatement (--python needs torch and pyzmq)"),
+		option.Num(&o.MembwMiB, "MembwMiB", "membw-mib", 512, option.Above(0), "buffer of the read-bandwidth measurement"),
+		option.String(&o.Needle, "Needle", "needle", "", "needle binary that runs each receiver as its own process (default: this needle; empty: receivers in this process)"),
+	}
+}
+
 // qwen returns the tensors of a Qwen2.5 decoder (tied embeddings) in bf16.
-func qwen(hidden, inter, layers, kvDim, vocab int64) []weightstest.Tensor {
-	ts := []weightstest.Tensor{weightstest.T("model.embed_tokens.weight", "BF16", vocab, hidden)}
+func qwen(hidden, inter, layers, kvDim, vocab int64) []synth.Tensor {
+	ts := []synth.Tensor{synth.T("model.embed_tokens.weight", "BF16", vocab, hidden)}
 	for i := range layers {
 		p := fmt.Sprintf("model.layers.%d.", i)
-		for _, t := range []weightstest.Tensor{
-			weightstest.T("self_attn.q_proj.weight", "BF16", hidden, hidden), weightstest.T("self_attn.q_proj.bias", "BF16", hidden),
-			weightstest.T("self_attn.k_proj.weight", "BF16", kvDim, hidden), weightstest.T("self_attn.k_proj.bias", "BF16", kvDim),
-			weightstest.T("self_attn.v_proj.weight", "BF16", kvDim, hidden), weightstest.T("self_attn.v_proj.bias", "BF16", kvDim),
-			weightstest.T("self_attn.o_proj.weight", "BF16", hidden, hidden),
-			weightstest.T("mlp.gate_proj.weight", "BF16", inter, hidden), weightstest.T("mlp.up_proj.weight", "BF16", inter, hidden),
-			weightstest.T("mlp.down_proj.weight", "BF16", hidden, inter),
-			weightstest.T("input_layernorm.weight", "BF16", hidden), weightstest.T("post_attention_layernorm.weight", "BF16", hidden),
+		for _, t := range []synth.Tensor{
+			synth.T("self_attn.q_proj.weight", "BF16", hidden, hidden), synth.T("self_attn.q_proj.bias", "BF16", hidden),
+			synth.T("self_attn.k_proj.weight", "BF16", kvDim, hidden), synth.T("self_attn.k_proj.bias", "BF16", kvDim),
+			synth.T("self_attn.v_proj.weight", "BF16", kvDim, hidden), synth.T("self_attn.v_proj.bias", "BF16", kvDim),
+			synth.T("self_attn.o_proj.weight", "BF16", hidden, hidden),
+			synth.T("mlp.gate_proj.weight", "BF16", inter, hidden), synth.T("mlp.up_proj.weight", "BF16", inter, hidden),
+			synth.T("mlp.down_proj.weight", "BF16", hidden, inter),
+			synth.T("input_layernorm.weight", "BF16", hidden), synth.T("post_attention_layernorm.weight", "BF16", hidden),
 		} {
 			t.Name = p + t.Name
 			ts = append(ts, t)
 		}
 	}
-	return append(ts, weightstest.T("model.norm.weight", "BF16", hidden))
+	return append(ts, synth.T("model.norm.weight", "BF16", hidden))
 }
 
 // WeightShapes are the model shapes the benchmark publishes (Qwen2.5's configs).
-var WeightShapes = map[string][]weightstest.Tensor{
+var WeightShapes = map[string][]synth.Tensor{
 	"qwen2.5-0.5b": qwen(896, 4864, 24, 128, 151936),
 	"qwen2.5-1.5b": qwen(1536, 8960, 28, 256, 151936),
 	"tiny":         qwen(64, 128, 2, 32, 1000), // tests
@@ -81,7 +102,7 @@ type weightsReport struct {
 	Bytes        int64   `json:"bytes"`
 	ChangedFrac  float64 `json:"changed_fraction"`   // measured: changed / compared elements
 	HighByteFrac float64 `json:"high_byte_fraction"` // of the changed elements, those whose high byte changed (a 2^22-element sample)
-	LR           float32 `json:"lr"`                 // the optimizer step's rate (weightstest.Optimizer)
+	LR           float32 `json:"lr"`                 // the optimizer step's rate (synth.Optimizer)
 	PeakRSS      int64   `json:"peak_rss_bytes"`     // of this process, file mappings of /dev/shm included
 	Threads      int     `json:"threads"`
 	ReadGBps     float64 `json:"read_gbps"` // memory read bandwidth, Threads goroutines
@@ -160,7 +181,7 @@ func Weights(w io.Writer, o WeightsOptions) error {
 	// Version 1: the model, written into its half; every receiver (already waiting) takes it in
 	// full. Version 2 is the same fp32 master after one optimizer step, both rounded to bf16 as
 	// a trainer publishes.
-	opt := weightstest.Calibrated(1, o.Changed)
+	opt := synth.Calibrated(1, o.Changed)
 	rep.LR = opt.LR
 	_, rep.HighByteFrac = opt.Changed(0, 1<<22)
 	ready, stopReceivers, err := startReceivers(work, addr, o)
@@ -224,7 +245,7 @@ func Weights(w io.Writer, o WeightsOptions) error {
 	return enc.Encode(rep)
 }
 
-func weightsTensors(ts []weightstest.Tensor) []sender.Tensor {
+func weightsTensors(ts []synth.Tensor) []sender.Tensor {
 	out := make([]sender.Tensor, len(ts))
 	for i, t := range ts {
 		out[i] = sender.Tensor{Name: t.Name, DType: t.DType, Shape: t.Shape}
@@ -234,7 +255,7 @@ func weightsTensors(ts []weightstest.Tensor) []sender.Tensor {
 
 // writeVersion begins version and fills its half with fill (the whole file, its header in
 // place); the caller commits the slot.
-func writeVersion(s *sender.Sender, version uint64, ts []weightstest.Tensor, fill func([]byte)) (*sender.Slot, error) {
+func writeVersion(s *sender.Sender, version uint64, ts []synth.Tensor, fill func([]byte)) (*sender.Slot, error) {
 	slot, err := s.Begin(version, weightsTensors(ts), map[string]string{"format": "pt"})
 	if err != nil {
 		return nil, err
@@ -265,7 +286,7 @@ func commitAndWait(s *sender.Sender, slot *sender.Slot, ready <-chan struct{}, r
 // beginAndCopy begins the next version and copies the file at src (a whole version of the
 // same tensors, resident) into its half, as a publisher does; it returns the slot and the
 // seconds from Begin to the end of the copy.
-func beginAndCopy(s *sender.Sender, ts []weightstest.Tensor, src string) (*sender.Slot, float64, error) {
+func beginAndCopy(s *sender.Sender, ts []synth.Tensor, src string) (*sender.Slot, float64, error) {
 	var slot *sender.Slot
 	var secs float64
 	err := withMapping(src, false, func(img []byte) error {
@@ -287,7 +308,7 @@ func beginAndCopy(s *sender.Sender, ts []weightstest.Tensor, src string) (*sende
 // overwriteCopy times a publisher's copy of the version at src into half 0 of the sender's
 // folder dir, which holds a version (a new run on the folder: half 0 is the half it writes
 // first). The publish is then aborted.
-func overwriteCopy(dir string, ts []weightstest.Tensor, src string) (float64, error) {
+func overwriteCopy(dir string, ts []synth.Tensor, src string) (float64, error) {
 	s, err := sender.Open(sender.Options{Dir: dir, NewRun: true})
 	if err != nil {
 		return 0, err
@@ -427,16 +448,19 @@ func startReceiverProcesses(work, addr string, o WeightsOptions) (ready chan str
 	up := addr
 	for i := range o.Receivers {
 		dir := filepath.Join(work, fmt.Sprintf("r%d", i))
-		args := []string{"weights", "recv", "--from", up, "--out", filepath.Join(dir, "model.safetensors"),
-			"--name", fmt.Sprintf("r%d", i), "--threads", fmt.Sprint(o.Threads), "--notify-url", "http://" + ln.Addr().String() + "/ready"}
+		recv := option.Defaults[weights.RecvOptions]()
+		recv.Receiver.Upstreams, recv.Receiver.Out = []string{up}, filepath.Join(dir, "model.safetensors")
+		recv.Receiver.Node, recv.Receiver.Threads = fmt.Sprintf("r%d", i), o.Threads
+		recv.NotifyURL = "http://" + ln.Addr().String() + "/ready"
 		if o.Tree && i == 0 {
 			if up, err = freePort(); err != nil {
 				stop()
 				return nil, nil, err
 			}
-			args = append(args, "--serve", up)
+			recv.Serve = up
 		}
-		cmd := exec.Command(o.Needle, args...)
+		// The command line of these options, from the table that declares `needle weights recv`'s flags.
+		cmd := exec.Command(o.Needle, append([]string{"weights", "recv"}, recv.Specs().Args()...)...)
 		cmd.Stdout, cmd.Stderr = logs, logs
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			stop()

@@ -247,17 +247,6 @@ func (b *BLAS) Destroy() error {
 	return Call(func(e unsafe.Pointer, n int) int { return int(C.nl_blas_destroy(b.h, (*C.char)(e), C.size_t(n))) })
 }
 
-// SetStream makes the handle's GEMMs run on s (cublasSetStream); nil is the default stream.
-func (b *BLAS) SetStream(s *Stream) error {
-	var h uint64
-	if s != nil {
-		h = s.h
-	}
-	return Call(func(e unsafe.Pointer, n int) int {
-		return int(C.nl_blas_set_stream(b.h, C.uint64_t(h), (*C.char)(e), C.size_t(n)))
-	})
-}
-
 // Op is a cuBLAS operand transform (cublasOperation_t).
 type Op int32
 

@@ -244,20 +244,6 @@ type Module struct {
 	Image string
 }
 
-// LoadModule loads a module image: a fatbin, a cubin or NUL-terminated PTX text. When the
-// driver refuses it, the error carries the JIT compiler's error and info logs (ptxas's
-// messages: the line, the instruction, the missing feature), and the device stays usable (a
-// refused image is a property of the image, not a failing device).
-func (dev *Device) LoadModule(image []byte) (*Module, error) {
-	m := &Module{dev: dev}
-	msg := make([]C.char, loadErrBytes)
-	st := C.nl_module_load(dev.h, cImage(nil, image), &m.h, &msg[0], C.size_t(len(msg)))
-	if err := statusError(int(st), &msg[0]); err != nil {
-		return nil, err
-	}
-	return m, nil
-}
-
 // Handle is the module's nl_module (host.h), for the C launchers of kernel packages; valid
 // until Unload.
 func (m *Module) Handle() unsafe.Pointer { return unsafe.Pointer(m.h) }
@@ -445,33 +431,5 @@ func (h *HostBuffer) Free() error {
 	h.Bytes = nil
 	return Call(func(e unsafe.Pointer, n int) int {
 		return int(C.nl_device_host_free(h.dev.h, h.p, (*C.char)(e), C.size_t(n)))
-	})
-}
-
-// Stream is a CUDA stream of the device (cuBLAS runs its GEMMs on one, see BLAS.SetStream).
-// Launch and the copies of this package use the default stream, which waits for it.
-type Stream struct {
-	dev *Device
-	h   uint64
-}
-
-// NewStream creates a blocking stream (ordered with the default stream).
-func (dev *Device) NewStream() (*Stream, error) {
-	s := &Stream{dev: dev}
-	var h C.uint64_t
-	err := Call(func(e unsafe.Pointer, n int) int {
-		return int(C.nl_device_stream_create(dev.h, &h, (*C.char)(e), C.size_t(n)))
-	})
-	if err != nil {
-		return nil, err
-	}
-	s.h = uint64(h)
-	return s, nil
-}
-
-// Destroy releases the stream after its queued work.
-func (s *Stream) Destroy() error {
-	return Call(func(e unsafe.Pointer, n int) int {
-		return int(C.nl_device_stream_destroy(s.dev.h, C.uint64_t(s.h), (*C.char)(e), C.size_t(n)))
 	})
 }

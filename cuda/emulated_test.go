@@ -41,7 +41,8 @@ func TestWithoutGPUEmulatedRefusals(t *testing.T) {
 	if err != nil || m.Image != "ptx/k_sm80.ptx" {
 		t.Fatalf("fallback to the PTX: %v, %+v", err, m)
 	}
-	if _, err := dev.LoadModule([]byte("not an image\x00")); err == nil || !strings.Contains(err.Error(), "neither a fatbin nor PTX") {
+	garbage := fstest.MapFS{"ptx/g_sm80.ptx": {Data: []byte("not an image")}}
+	if _, err := dev.LoadKernels(garbage, "g"); err == nil || !strings.Contains(err.Error(), "neither a fatbin nor PTX") {
 		t.Fatalf("garbage image: %v", err)
 	}
 	if _, err := m.Function("nl_no_such_kernel"); err == nil || !strings.Contains(err.Error(), "named symbol not found") || dev.Err() == nil {
@@ -49,9 +50,9 @@ func TestWithoutGPUEmulatedRefusals(t *testing.T) {
 	}
 }
 
-// TestWithoutGPUEmulatedHealth drives the host core's memory, stream and cuBLAS calls against
-// the emulated driver (whose cublasGemmEx is written from cuBLAS's definition): a GEMM through
-// pinned memory and a stream gives the product; then a GEMM the driver refuses names the call
+// TestWithoutGPUEmulatedHealth drives the host core's memory and cuBLAS calls against the
+// emulated driver (whose cublasGemmEx is written from cuBLAS's definition): a GEMM through
+// pinned memory gives the product; then a GEMM the driver refuses names the call
 // and its status, marks the device unhealthy, and every later call says so with that first error.
 func TestWithoutGPUEmulatedHealth(t *testing.T) {
 	if os.Getenv(cuda.LibraryEnv) == "" {
@@ -61,13 +62,6 @@ func TestWithoutGPUEmulatedHealth(t *testing.T) {
 	dev := cudatest.DeviceWithBLAS(t)
 	blas, err := dev.NewBLAS()
 	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := dev.NewStream()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := blas.SetStream(s); err != nil {
 		t.Fatal(err)
 	}
 	host, err := dev.AllocHost(3 * 16)

@@ -43,8 +43,6 @@ static struct {
   CUresult (*memcpy_dtoh)(void*, CUdeviceptr, size_t);
   CUresult (*memcpy_htod_async)(CUdeviceptr, const void*, size_t, CUstream);
   CUresult (*memcpy_dtoh_async)(void*, CUdeviceptr, size_t, CUstream);
-  CUresult (*stream_create)(CUstream*, unsigned);
-  CUresult (*stream_destroy)(CUstream);
   CUresult (*stream_synchronize)(CUstream);
   CUresult (*get_error_string)(CUresult, const char**);
 } drv;
@@ -118,8 +116,6 @@ static void load_driver(void) {
       {(void**)&drv.memcpy_dtoh, "cuMemcpyDtoH_v2"},
       {(void**)&drv.memcpy_htod_async, "cuMemcpyHtoDAsync_v2"},
       {(void**)&drv.memcpy_dtoh_async, "cuMemcpyDtoHAsync_v2"},
-      {(void**)&drv.stream_create, "cuStreamCreate"},
-      {(void**)&drv.stream_destroy, "cuStreamDestroy_v2"},
       {(void**)&drv.stream_synchronize, "cuStreamSynchronize"},
       {(void**)&drv.get_error_string, "cuGetErrorString"},
   };
@@ -358,19 +354,6 @@ int nl_device_download_async(nl_device* dev, void* dst, uint64_t src, uint64_t b
   return end(dev, "download", rc, err, n_err);
 }
 
-int nl_device_stream_create(nl_device* dev, uint64_t* stream, char* err, size_t n_err) {
-  if (begin(dev, "stream create", err, n_err)) return NL_CUDA_ERR;
-  CUstream s = NULL;
-  CUresult rc = drv.stream_create(&s, 0);  // CU_STREAM_DEFAULT: blocking
-  *stream = (uint64_t)(uintptr_t)s;
-  return end(dev, "stream create", rc, err, n_err);
-}
-
-int nl_device_stream_destroy(nl_device* dev, uint64_t stream, char* err, size_t n_err) {
-  if (begin(dev, "stream destroy", err, n_err)) return NL_CUDA_ERR;
-  return end(dev, "stream destroy", drv.stream_destroy((CUstream)(uintptr_t)stream), err, n_err);
-}
-
 int nl_device_stream_synchronize(nl_device* dev, uint64_t stream, char* err, size_t n_err) {
   if (begin(dev, "stream synchronize", err, n_err)) return NL_CUDA_ERR;
   CUresult rc = drv.stream_synchronize((CUstream)(uintptr_t)stream);
@@ -578,7 +561,6 @@ typedef int cublasStatus_t;  // 0 is CUBLAS_STATUS_SUCCESS
 static struct {
   cublasStatus_t (*create)(void**);
   cublasStatus_t (*destroy)(void*);
-  cublasStatus_t (*set_stream)(void*, CUstream);
   cublasStatus_t (*gemm_ex)(void*, int, int, int, int, int, const void*, const void*, int, int,
                             const void*, int, int, const void*, void*, int, int, int, int);
 } blas_lib;
@@ -597,7 +579,6 @@ int nl_cublas_open(const char* path, char* err, size_t n_err) {
       const symbol syms[] = {
           {(void**)&blas_lib.create, "cublasCreate_v2"},
           {(void**)&blas_lib.destroy, "cublasDestroy_v2"},
-          {(void**)&blas_lib.set_stream, "cublasSetStream_v2"},
           {(void**)&blas_lib.gemm_ex, "cublasGemmEx"},
       };
       const char* missing = bind(h, syms, sizeof syms / sizeof syms[0]);
@@ -677,12 +658,6 @@ int nl_blas_destroy(nl_blas* b, char* err, size_t n_err) {
   free(b);
   if (begin(dev, "cublasDestroy", err, n_err)) return NL_CUDA_ERR;
   return blas_end(dev, "cublasDestroy", blas_lib.destroy(h), err, n_err);
-}
-
-int nl_blas_set_stream(nl_blas* b, uint64_t stream, char* err, size_t n_err) {
-  if (begin(b->dev, "cublasSetStream", err, n_err)) return NL_CUDA_ERR;
-  cublasStatus_t st = blas_lib.set_stream(b->h, (CUstream)(uintptr_t)stream);
-  return blas_end(b->dev, "cublasSetStream", st, err, n_err);
 }
 
 int nl_blas_gemm_ex(nl_blas* b, int32_t op_a, int32_t op_b, int32_t m, int32_t n, int32_t k,

@@ -90,9 +90,7 @@ int nl_device_upload_async(nl_device* dev, uint64_t dst, const void* src, uint64
 int nl_device_download_async(nl_device* dev, void* dst, uint64_t src, uint64_t bytes,
                              uint64_t stream, char* err, size_t n_err);
 
-// Streams (blocking: ordered with the legacy default stream), as uint64_t handles.
-int nl_device_stream_create(nl_device* dev, uint64_t* stream, char* err, size_t n_err);
-int nl_device_stream_destroy(nl_device* dev, uint64_t stream, char* err, size_t n_err);
+// Streams are uint64_t handles of the caller's (a trainer's torch stream; 0: the default stream).
 int nl_device_stream_synchronize(nl_device* dev, uint64_t stream, char* err, size_t n_err);
 
 // ---- kernel images, modules, launches ------------------------------------------------------------
@@ -167,7 +165,6 @@ typedef struct nl_blas nl_blas;
 // A cuBLAS handle on dev (cublasCreate); its calls run under the device's rules above.
 int nl_blas_create(nl_device* dev, nl_blas** out, char* err, size_t n_err);
 int nl_blas_destroy(nl_blas* blas, char* err, size_t n_err);
-int nl_blas_set_stream(nl_blas* blas, uint64_t stream, char* err, size_t n_err);
 
 // nl_blas_gemm_ex: C = alpha*op(A)*op(B) + beta*C, column-major, op(A) m x k, op(B) k x n;
 // A and B of cudaDataType in_type (0: fp32, 2: fp16), C fp32, fp32 accumulation

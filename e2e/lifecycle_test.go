@@ -20,53 +20,70 @@ import (
 	"needle/testkit/testenv"
 )
 
-// clientLoops is e2e/clients/lifecycle.py running the named trainers' clients in loops
-// against a needle on addr (and through the address folder addrDir).
-type clientLoops struct {
+// script is an e2e/clients script that runs its loops until its stop file exists, then
+// prints its result as JSON.
+type script struct {
 	cmd            *exec.Cmd
 	stdout, stderr bytes.Buffer
 	done           chan error
 	stopFile       string
-	names          []string
+}
+
+// startScript starts cmd, whose arguments name stopFile (killed when the test ends).
+func startScript(t *testing.T, cmd *exec.Cmd, stopFile string) *script {
+	s := &script{cmd: cmd, done: make(chan error, 1), stopFile: stopFile}
+	cmd.Stdout, cmd.Stderr = &s.stdout, &s.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { s.done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		s.done <- <-s.done
+	})
+	return s
+}
+
+// stop writes the stop file, waits for the loops to end their calls in flight and decodes
+// what the script printed into out; a crash (an exception out of a client) fails the test.
+func (s *script) stop(t *testing.T, out any) {
+	if err := os.WriteFile(s.stopFile, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-s.done:
+		s.done <- err
+		if err != nil {
+			t.Fatalf("a client crashed: %v\n%s", err, s.stderr.String())
+		}
+	case <-time.After(3 * time.Minute):
+		t.Fatalf("clients still running 3 minutes after the stop file\n%s", s.stderr.String())
+	}
+	if err := json.Unmarshal(s.stdout.Bytes(), out); err != nil {
+		t.Fatalf("%s printed %.300q: %v\n%s", s.cmd.Args, s.stdout.String(), err, s.stderr.String())
+	}
+}
+
+// clientLoops is e2e/clients/lifecycle.py running the named trainers' clients in loops
+// against a needle on addr (and through the address folder addrDir).
+type clientLoops struct {
+	*script
+	names []string
 }
 
 // startClients starts the loops of the named clients (workers loops each; Search-R1: one).
 func startClients(t *testing.T, fx *fixture, addrDir, addr string, workers int, names ...string) *clientLoops {
-	c := &clientLoops{done: make(chan error, 1), stopFile: filepath.Join(t.TempDir(), "stop"), names: names}
-	c.cmd = exec.Command(testenv.Python(t), "clients/lifecycle.py", filepath.Join(testenv.Cache(), "clients"), addrDir, addr,
-		writeJSON(t, fx.queries), c.stopFile, fmt.Sprint(workers), strings.Join(names, ","))
-	c.cmd.Stdout, c.cmd.Stderr = &c.stdout, &c.stderr
-	if err := c.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { c.done <- c.cmd.Wait() }()
-	t.Cleanup(func() {
-		c.cmd.Process.Kill()
-		<-c.done
-		c.done <- nil
-	})
-	return c
+	stopFile := filepath.Join(t.TempDir(), "stop")
+	cmd := exec.Command(testenv.Python(t), "clients/lifecycle.py", filepath.Join(testenv.Cache(), "clients"), addrDir, addr,
+		writeJSON(t, fx.queries), stopFile, fmt.Sprint(workers), strings.Join(names, ","))
+	return &clientLoops{script: startScript(t, cmd, stopFile), names: names}
 }
 
 // finish stops the loops and checks that no client crashed and no call failed; it returns
 // the calls answered by client.
 func (c *clientLoops) finish(t *testing.T) map[string]int {
-	if err := os.WriteFile(c.stopFile, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-c.done:
-		c.done <- err
-		if err != nil {
-			t.Fatalf("a client crashed: %v\n%s", err, c.stderr.String())
-		}
-	case <-time.After(3 * time.Minute):
-		t.Fatalf("clients still running 3 minutes after the stop file\n%s", c.stderr.String())
-	}
 	var stats map[string]struct{ OK, Failed int }
-	if err := json.Unmarshal(c.stdout.Bytes(), &stats); err != nil {
-		t.Fatalf("lifecycle.py printed %q: %v\n%s", c.stdout.String(), err, c.stderr.String())
-	}
+	c.stop(t, &stats)
 	answered := map[string]int{}
 	for _, name := range c.names {
 		if s := stats[name]; s.OK == 0 || s.Failed != 0 {

@@ -69,7 +69,32 @@ func TestMain(m *testing.M) {
 	if shared.fx != nil {
 		os.RemoveAll(shared.fx.dir)
 	}
+	if binary.dir != "" {
+		os.RemoveAll(binary.dir)
+	}
 	os.Exit(code)
+}
+
+// binary is the needle binary every test of this process runs, built by the first
+// needleBinary and removed by TestMain.
+var binary struct {
+	sync.Mutex
+	dir, path string
+}
+
+func needleBinary(t *testing.T) string {
+	binary.Lock()
+	defer binary.Unlock()
+	if binary.path == "" {
+		dir, err := os.MkdirTemp("", "needle-e2e-bin")
+		if err != nil {
+			t.Fatal(err)
+		}
+		binary.dir = dir
+		run(t, "go", "build", "-o", filepath.Join(dir, "needle"), "../cmd/needle")
+		binary.path = filepath.Join(dir, "needle")
+	}
+	return binary.path
 }
 
 // newFixture returns the shared fixture, building it on the first call. The tests only read
@@ -100,8 +125,7 @@ func buildFixture(t *testing.T, dir string) *fixture {
 	wordnet := testenv.WordNetDir(t)
 	testenv.Python(t)
 	fx := &fixture{dir: dir}
-	fx.bin = filepath.Join(fx.dir, "needle")
-	run(t, "go", "build", "-o", fx.bin, "../cmd/needle")
+	fx.bin = needleBinary(t)
 	wn := filepath.Join(fx.dir, "wordnet")
 	run(t, "go", "run", "../tools/wordnet", "--dict", wordnet, "--out", wn, "--limit", fmt.Sprint(passages))
 
@@ -190,6 +214,7 @@ type server struct {
 	addressFile string
 	log         *syncBuffer
 	exited      chan error
+	http        *http.Client // the test's way to it (another network namespace: replicas_test.go)
 }
 
 // syncBuffer is a log written by the process's stderr copier and read by the test.
@@ -220,9 +245,14 @@ func (fx *fixture) start(t *testing.T, args ...string) *server {
 // launch runs `needle serve` on port (0: a free one) and returns once its address file is
 // in addrDir (written as soon as the port listens, before the index is loaded).
 func (fx *fixture) launch(t *testing.T, addrDir string, port int, args ...string) *server {
+	return fx.launchWith(t, exec.Command, http.DefaultClient, addrDir, port, args...)
+}
+
+// launchWith is launch with the command made by command and the server reached through client.
+func (fx *fixture) launchWith(t *testing.T, command func(string, ...string) *exec.Cmd, client *http.Client, addrDir string, port int, args ...string) *server {
 	args = append([]string{"serve", "--index_path", fx.index, "--corpus_path", fx.corpus, "--port", fmt.Sprint(port),
 		"--save-address-to", addrDir}, args...)
-	s := &server{cmd: exec.Command(fx.bin, args...), log: &syncBuffer{}, exited: make(chan error, 1)}
+	s := &server{cmd: command(fx.bin, args...), log: &syncBuffer{}, exited: make(chan error, 1), http: client}
 	s.cmd.Stderr = s.log
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -256,7 +286,7 @@ func (fx *fixture) launch(t *testing.T, addrDir string, port int, args ...string
 // waitReady polls GET /ready until it answers 200.
 func (s *server) waitReady(t *testing.T) {
 	for deadline := time.Now().Add(3 * time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if resp, err := http.Get("http://" + s.addr + "/ready"); err == nil {
+		if resp, err := s.http.Get("http://" + s.addr + "/ready"); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
 				return
@@ -488,7 +518,7 @@ func freePort(t *testing.T) int {
 // metric reads one sample of the server's /metrics ("" when absent).
 func (s *server) metric(t *testing.T, sample string) string {
 	t.Helper()
-	resp, err := http.Get("http://" + s.addr + "/metrics")
+	resp, err := s.http.Get("http://" + s.addr + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,19 +14,20 @@ import (
 // 503 with Retry-After, which the training stacks' clients retry.
 var ErrBusy = errors.New("query queue is full, retry later")
 
-// BatcherOptions bound the Batcher's batches and memory. Zero values take the defaults.
+// BatcherOptions bound the Batcher's batches and memory; their Specs give the defaults
+// (option.Defaults) and NewBatcher refuses what they do not take.
 type BatcherOptions struct {
-	// MaxBatch is the most queries in one encoder batch and one index search (default 64).
+	// MaxBatch is the most queries in one encoder batch and one index search.
 	MaxBatch int
 	// MaxWait is how long a batch that is not full waits for more queries. The default 0
 	// takes whatever is queued when the encoder is free: under load batches fill up while
 	// the previous batch is being encoded, and a lone query is not delayed.
 	MaxWait time.Duration
-	// MaxQueued is the most queries admitted and not yet answered (default 16384). A
-	// request that would pass it gets ErrBusy, unless the queue is empty.
+	// MaxQueued is the most queries admitted and not yet answered. A request that would pass
+	// it gets ErrBusy, unless the queue is empty.
 	MaxQueued int
 	// Encoders is the number of batches encoded at the same time in each of the Batcher's two
-	// lanes (default 1; the encoder itself may use several threads per batch).
+	// lanes (the encoder itself may use several threads per batch).
 	Encoders int
 	// MaxSearchBatch is the most queries in one index search (default MaxBatch). Above
 	// MaxBatch, the encoded batches waiting when a search starts are searched together: an
@@ -38,20 +39,6 @@ type BatcherOptions struct {
 	// OnBatch, if set, is called with the query count of every encoder batch (metrics).
 	// It runs on an encoder goroutine and must be cheap and thread-safe.
 	OnBatch func(queries int)
-}
-
-func (o BatcherOptions) withDefaults() BatcherOptions {
-	if o.MaxBatch <= 0 {
-		o.MaxBatch = 64
-	}
-	if o.MaxQueued <= 0 {
-		o.MaxQueued = 16384
-	}
-	if o.Encoders <= 0 {
-		o.Encoders = 1
-	}
-	o.MaxSearchBatch = max(o.MaxSearchBatch, o.MaxBatch)
-	return o
 }
 
 // job is at most MaxBatch queries of one request. dist and labels are len(queries)*k
@@ -125,13 +112,17 @@ type lane struct {
 	stopped chan struct{} // closed when the search goroutine returns
 }
 
-// NewBatcher starts the encoder and search goroutines; Close stops them.
-func NewBatcher(enc Encoder, idx Index, prefix string, opt BatcherOptions) *Batcher {
-	opt = opt.withDefaults()
+// NewBatcher starts the encoder and search goroutines; Close stops them. An option out of
+// range is an *option.Error.
+func NewBatcher(enc Encoder, idx Index, prefix string, opt BatcherOptions) (*Batcher, error) {
+	if err := opt.Specs().Check(); err != nil {
+		return nil, err
+	}
+	opt.MaxSearchBatch = max(opt.MaxSearchBatch, opt.MaxBatch)
 	b := &Batcher{enc: enc, idx: idx, prefix: prefix, opt: opt}
 	b.gate.Clock = opt.Clock
 	b.interactive, b.bulk = b.startLane(false), b.startLane(true)
-	return b
+	return b, nil
 }
 
 // startLane starts a lane's goroutines.

@@ -53,7 +53,7 @@ func TestBatcherMatchesDirectSearch(t *testing.T) {
 		{"k above ntotal", 8, 3, 250},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b := engine.NewBatcher(enc, idx, "query: ", engine.BatcherOptions{MaxBatch: tc.maxBatch})
+			b := enginetest.NewBatcher(t, enc, idx, "query: ", engine.BatcherOptions{MaxBatch: tc.maxBatch})
 			defer b.Close()
 			queries := corpusTexts(tc.n)
 			for i := range queries {
@@ -78,7 +78,7 @@ func TestBatcherConcurrentCoalesces(t *testing.T) {
 	enc := &enginetest.HashEncoder{Dimension: 32}
 	_, idx := enginetest.Corpus(enc, corpusTexts(100))
 	var sizes sync.Map
-	b := engine.NewBatcher(enc, idx, "query: ", engine.BatcherOptions{MaxBatch: 32, MaxWait: 5 * time.Millisecond,
+	b := enginetest.NewBatcher(t, enc, idx, "query: ", engine.BatcherOptions{MaxBatch: 32, MaxWait: 5 * time.Millisecond,
 		OnBatch: func(n int) { sizes.Store(n, true) }})
 	defer b.Close()
 	before := enc.Batches.Load()
@@ -151,7 +151,7 @@ func TestBatcherCoalescesSearches(t *testing.T) {
 	enc := &enginetest.HashEncoder{Dimension: 32}
 	_, flat := enginetest.Corpus(enc, corpusTexts(100))
 	idx := &gatedIndex{Index: flat, release: make(chan struct{})}
-	b := engine.NewBatcher(enc, idx, "query: ", engine.BatcherOptions{MaxBatch: 16, MaxSearchBatch: 320})
+	b := enginetest.NewBatcher(t, enc, idx, "query: ", engine.BatcherOptions{MaxBatch: 16, MaxSearchBatch: 320})
 	defer b.Close()
 	queries := make([]string, 320)
 	for i := range queries {
@@ -199,7 +199,7 @@ func TestBatcherBusyWhenQueueFull(t *testing.T) {
 	hash := &enginetest.HashEncoder{Dimension: 8}
 	_, idx := enginetest.Corpus(hash, corpusTexts(10))
 	enc := &enginetest.GatedEncoder{Encoder: hash, Started: make(chan struct{}, 10), Release: make(chan struct{})}
-	b := engine.NewBatcher(enc, idx, "", engine.BatcherOptions{MaxBatch: 4, MaxQueued: 6})
+	b := enginetest.NewBatcher(t, enc, idx, "", engine.BatcherOptions{MaxBatch: 4, MaxQueued: 6})
 	defer b.Close()
 	search := func(n int) error {
 		q := make([]string, n)
@@ -224,7 +224,7 @@ func TestBatcherEncoderErrorReachesEveryCaller(t *testing.T) {
 	enc := &enginetest.HashEncoder{Dimension: 8}
 	_, idx := enginetest.Corpus(enc, corpusTexts(10))
 	enc.Fail = errors.New("encoder broke")
-	b := engine.NewBatcher(enc, idx, "", engine.BatcherOptions{MaxBatch: 2})
+	b := enginetest.NewBatcher(t, enc, idx, "", engine.BatcherOptions{MaxBatch: 2})
 	defer b.Close()
 	err := b.Search(context.Background(), []string{"a", "b", "c"}, 2, make([]float32, 6), make([]int64, 6))
 	if err == nil || err.Error() != "encoder broke" {
@@ -238,7 +238,7 @@ func TestBatcherEncoderErrorReachesEveryCaller(t *testing.T) {
 func TestBatcherCanceledContextSkipsWork(t *testing.T) {
 	enc := &enginetest.HashEncoder{Dimension: 8}
 	_, idx := enginetest.Corpus(enc, corpusTexts(10))
-	b := engine.NewBatcher(enc, idx, "", engine.BatcherOptions{})
+	b := enginetest.NewBatcher(t, enc, idx, "", engine.BatcherOptions{})
 	defer b.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -274,7 +274,7 @@ func TestBatcherStopsABatchNoOneWaitsFor(t *testing.T) {
 	start := func() (*engine.Batcher, stoppableEncoder) {
 		enc := stoppableEncoder{&enginetest.GatedEncoder{Encoder: hash, Started: make(chan struct{}, 1), Release: make(chan struct{})}}
 		// MaxWait gathers the jobs sent together into one batch.
-		b := engine.NewBatcher(enc, idx, "", engine.BatcherOptions{MaxBatch: 4, MaxWait: 100 * time.Millisecond})
+		b := enginetest.NewBatcher(t, enc, idx, "", engine.BatcherOptions{MaxBatch: 4, MaxWait: 100 * time.Millisecond})
 		t.Cleanup(b.Close)
 		return b, enc
 	}
@@ -315,7 +315,7 @@ func TestBatcherSkipsSearchesNoOneWaitsFor(t *testing.T) {
 	enc := &enginetest.HashEncoder{Dimension: 8}
 	_, flat := enginetest.Corpus(enc, corpusTexts(10))
 	idx := &gatedIndex{Index: flat, release: make(chan struct{})}
-	b := engine.NewBatcher(enc, idx, "", engine.BatcherOptions{MaxBatch: 4})
+	b := enginetest.NewBatcher(t, enc, idx, "", engine.BatcherOptions{MaxBatch: 4})
 	defer b.Close()
 	search := func(ctx context.Context, n int) chan error {
 		done := make(chan error, 1)
@@ -368,7 +368,7 @@ func TestBatcherStopsASearchNoOneWaitsFor(t *testing.T) {
 	enc := &enginetest.HashEncoder{Dimension: 8}
 	_, flat := enginetest.Corpus(enc, corpusTexts(10))
 	idx := stoppableIndex{Index: flat, started: make(chan struct{}, 2), release: make(chan struct{})}
-	b := engine.NewBatcher(enc, idx, "", engine.BatcherOptions{MaxBatch: 4})
+	b := enginetest.NewBatcher(t, enc, idx, "", engine.BatcherOptions{MaxBatch: 4})
 	defer b.Close()
 	gone, leave := context.WithCancel(context.Background())
 	abandoned := make(chan error, 1)
@@ -390,7 +390,7 @@ func TestBatcherStopsASearchNoOneWaitsFor(t *testing.T) {
 func TestBatcherRejectsBadArguments(t *testing.T) {
 	enc := &enginetest.HashEncoder{Dimension: 8}
 	_, idx := enginetest.Corpus(enc, corpusTexts(10))
-	b := engine.NewBatcher(enc, idx, "", engine.BatcherOptions{})
+	b := enginetest.NewBatcher(t, enc, idx, "", engine.BatcherOptions{})
 	defer b.Close()
 	if err := b.Search(context.Background(), []string{"a"}, 0, nil, nil); err == nil {
 		t.Error("k = 0 accepted")
@@ -410,7 +410,7 @@ func TestBatcherDedupesWithinABatch(t *testing.T) {
 	_, idx := enginetest.Corpus(hash, corpusTexts(40))
 	enc := &enginetest.GatedEncoder{Encoder: hash, Started: make(chan struct{}, 4), Release: make(chan struct{})}
 	var batches []int
-	b := engine.NewBatcher(enc, idx, "query: ", engine.BatcherOptions{MaxBatch: 8, OnBatch: func(n int) { batches = append(batches, n) }})
+	b := enginetest.NewBatcher(t, enc, idx, "query: ", engine.BatcherOptions{MaxBatch: 8, OnBatch: func(n int) { batches = append(batches, n) }})
 	defer b.Close()
 	before := hash.Texts.Load()
 	type request struct {
@@ -544,7 +544,7 @@ func answered(t *testing.T, dones ...chan error) {
 // Two big requests take turns, a batch each, from the moment the second arrives.
 func TestBatcherRoundRobinsBigRequests(t *testing.T) {
 	r := newRecorder(func(texts []string, _ int) bool { return len(texts) > 0 && texts[0] == "a0" })
-	b := engine.NewBatcher(r, r, "", engine.BatcherOptions{MaxBatch: 4})
+	b := enginetest.NewBatcher(t, r, r, "", engine.BatcherOptions{MaxBatch: 4})
 	defer b.Close()
 	a := searchAsync(b, r, texts("a", 12))
 	<-r.held // a's first batch is being encoded; a is queued again for its next turn
@@ -574,7 +574,7 @@ func stopped() time.Time { return time.Time{} }
 // the batch goes on after it.
 func TestBatcherSingleQueryGoesAtTheNextPausePoint(t *testing.T) {
 	r := newRecorder(func(texts []string, _ int) bool { return len(texts) > 0 && texts[0] == "a0" })
-	b := engine.NewBatcher(r, r, "", engine.BatcherOptions{MaxBatch: 4, Clock: stopped})
+	b := enginetest.NewBatcher(t, r, r, "", engine.BatcherOptions{MaxBatch: 4, Clock: stopped})
 	defer b.Close()
 	a := searchAsync(b, r, texts("a", 8))
 	<-r.held
@@ -596,7 +596,7 @@ func TestBatcherSingleQueryGoesAtTheNextPausePoint(t *testing.T) {
 // not start a batch: it waits at the gate until the single query is answered.
 func TestBatcherBigRequestWaitsForASingleQuery(t *testing.T) {
 	r := newRecorder(func(_ []string, queries int) bool { return queries == 1 })
-	b := engine.NewBatcher(r, r, "", engine.BatcherOptions{MaxBatch: 4, Clock: stopped})
+	b := enginetest.NewBatcher(t, r, r, "", engine.BatcherOptions{MaxBatch: 4, Clock: stopped})
 	defer b.Close()
 	s := searchAsync(b, r, []string{"s0"})
 	<-r.held // the single query's search

@@ -20,7 +20,7 @@ func TestRetrieveInteractiveQueryLiftsBulkWork(t *testing.T) {
 	enc := &enginetest.GatedEncoder{Encoder: hash, Started: make(chan struct{}, 1), Release: make(chan struct{}),
 		Hold: func(texts []string) bool { return texts[0] == "hold" }}
 	// Two interactive encoders: one is held, the other encodes the single query.
-	r, err := engine.NewRetriever(enc, idx, docs, nil, "", engine.BatcherOptions{MaxBatch: 4, Encoders: 2})
+	r, err := engine.NewRetriever(enc, idx, docs, nil, "", enginetest.Batcher(engine.BatcherOptions{MaxBatch: 4, Encoders: 2}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -143,7 +143,10 @@ func NewRetriever(enc Encoder, idx Index, docs DocStore, pages PageStore, prefix
 	if docs.Len() != idx.Ntotal() {
 		return nil, fmt.Errorf("corpus has %d rows but the index has %d vectors (row i of the index must be line i of the corpus)", docs.Len(), idx.Ntotal())
 	}
-	b := NewBatcher(enc, idx, prefix, opt)
+	b, err := NewBatcher(enc, idx, prefix, opt)
+	if err != nil {
+		return nil, err
+	}
 	r := &Retriever{
 		batcher:  b,
 		searcher: b,

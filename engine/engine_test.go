@@ -17,14 +17,14 @@ import (
 func TestNewRetrieverChecksShapes(t *testing.T) {
 	enc := &enginetest.HashEncoder{Dimension: 8}
 	docs, idx := enginetest.Corpus(enc, corpusTexts(10))
-	if _, err := engine.NewRetriever(&enginetest.HashEncoder{Dimension: 4}, idx, docs, nil, "", engine.BatcherOptions{}); err == nil {
+	if _, err := engine.NewRetriever(&enginetest.HashEncoder{Dimension: 4}, idx, docs, nil, "", enginetest.Batcher(engine.BatcherOptions{})); err == nil {
 		t.Error("dimension mismatch accepted")
 	}
 	short := &enginetest.Docs{Lines: docs.Lines[:9]}
-	if _, err := engine.NewRetriever(enc, idx, short, nil, "", engine.BatcherOptions{}); err == nil {
+	if _, err := engine.NewRetriever(enc, idx, short, nil, "", enginetest.Batcher(engine.BatcherOptions{})); err == nil {
 		t.Error("corpus/index row count mismatch accepted")
 	}
-	r, err := engine.NewRetriever(enc, idx, docs, nil, "", engine.BatcherOptions{})
+	r, err := engine.NewRetriever(enc, idx, docs, nil, "", enginetest.Batcher(engine.BatcherOptions{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func newRetriever(t *testing.T, n int, wrap func(engine.DocStore) engine.DocStor
 		ds = wrap(docs)
 	}
 	pages := enginetest.Pages{"https://en.wikipedia.org/w/index.php?title=A": `{"url":"A"}`}
-	r, err := engine.NewRetriever(enc, idx, ds, pages, "query: ", engine.BatcherOptions{MaxBatch: 4})
+	r, err := engine.NewRetriever(enc, idx, ds, pages, "query: ", enginetest.Batcher(engine.BatcherOptions{MaxBatch: 4}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func TestAccess(t *testing.T) {
 	}
 	enc := &enginetest.HashEncoder{Dimension: 4}
 	docs, idx := enginetest.Corpus(enc, corpusTexts(3))
-	noPages, err := engine.NewRetriever(enc, idx, docs, nil, "", engine.BatcherOptions{})
+	noPages, err := engine.NewRetriever(enc, idx, docs, nil, "", enginetest.Batcher(engine.BatcherOptions{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,7 +252,7 @@ func TestRetrieveCoalescesQueriesInFlight(t *testing.T) {
 	hash := &enginetest.HashEncoder{Dimension: 16}
 	docs, idx := enginetest.Corpus(hash, corpusTexts(30))
 	enc := &enginetest.GatedEncoder{Encoder: hash, Started: make(chan struct{}, 8), Release: make(chan struct{})}
-	r, err := engine.NewRetriever(enc, idx, docs, nil, "", engine.BatcherOptions{MaxBatch: 4})
+	r, err := engine.NewRetriever(enc, idx, docs, nil, "", enginetest.Batcher(engine.BatcherOptions{MaxBatch: 4}))
 	if err != nil {
 		t.Fatal(err)
 	}

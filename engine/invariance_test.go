@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"needle/engine"
+	"needle/testkit/enginetest"
 )
 
 // TestRetrieveBatchInvariant, the guarantee of docs/batch-invariance.md end to end: real MiniLM
@@ -27,8 +28,8 @@ func TestRetrieveBatchInvariant(t *testing.T) {
 	}
 	probes := []int{0, 999, 2559}
 	for _, prec := range []string{"fp16", "int8"} {
-		r, err := engine.Open(engine.Options{Index: filepath.Join(dir, "flat.index"), Corpus: filepath.Join(dir, "corpus.jsonl"),
-			Model: model, QueryPrefix: ptr("query: "), Precision: prec})
+		r, err := engine.Open(enginetest.Options(engine.Options{Index: filepath.Join(dir, "flat.index"), Corpus: filepath.Join(dir, "corpus.jsonl"),
+			Model: model, QueryPrefix: ptr("query: "), Precision: prec}))
 		if err != nil {
 			t.Fatal(err)
 		}

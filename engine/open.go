@@ -53,8 +53,9 @@ const (
 // maxQueryTokens is the encoder's sequence length for queries, specials included.
 const maxQueryTokens = 256
 
-// Options say what Open serves. They mirror `needle serve`'s flags; an error of one option
-// is an *option.Error naming its field.
+// Options say what Open serves; their Specs (options.go) declare `needle serve`'s flags of
+// them and the defaults (option.Defaults). An error of one option is an *option.Error naming
+// its field.
 type Options struct {
 	// Index is a `needle build` output folder (with manifest.json), a `needle convert` form
 	// folder (with compact.json) or a bare index file; with BackendMilvus, an optional build
@@ -110,14 +111,13 @@ type Options struct {
 // Resolve returns opts completed from the build manifest when Index is a folder: Index
 // becomes the index file, and the corpus, model and pooling the flags left out come from
 // the manifest; QueryPrefix is guessed when nil. A compact form folder stays the Index, and
-// its manifest is that of the build folder it was converted from, if any. It checks that a
-// bare index file comes with a corpus and a model, and the fusion options of a hybrid.
+// its manifest is that of the build folder it was converted from, if any. It refuses fusion
+// options out of range and a bare index file without a corpus and a model (Open checks the
+// rest: Check).
 // Resolving twice changes nothing.
 func Resolve(opts Options) (Options, error) {
-	if opts.BM25 != "" {
-		if err := opts.Fusion.check(); err != nil { // before anything loads
-			return opts, err
-		}
+	if err := opts.Fusion.check(); err != nil { // before anything loads
+		return opts, err
 	}
 	if servesBM25Alone(opts) { // no model: the corpus defaults to the one the index was built from
 		_, err := bm25.ReadMeta(opts.Index)
@@ -187,6 +187,9 @@ func fromManifest(opts *Options, m *indexdir.Manifest) (*indexdir.Manifest, erro
 // parts are reading the index file and building the corpus offsets sidecar on first use),
 // checks that they agree and starts the Batcher. Close releases it all.
 func Open(opts Options) (*Retriever, error) {
+	if err := opts.Check(); err != nil {
+		return nil, err
+	}
 	if servesBM25Alone(opts) {
 		return withReranker(openBM25Alone(opts))(opts)
 	}
@@ -214,7 +217,7 @@ func Open(opts Options) (*Retriever, error) {
 	var backend string
 	indexField := "Index"
 	if opts.Backend == BackendMilvus {
-		indexField = "Milvus"
+		indexField = "Milvus.URI"
 	}
 	run(0, indexField, func() (close func(), err error) {
 		idx, backend, close, err = OpenIndex(opts)

@@ -10,6 +10,7 @@ import (
 
 	"needle/engine"
 	"needle/index/milvusindex"
+	"needle/testkit/enginetest"
 	"needle/testkit/milvustest"
 	"needle/testkit/testvec"
 )
@@ -47,12 +48,12 @@ func TestOpenMilvus(t *testing.T) {
 		return engine.Options{Backend: engine.BackendMilvus, Milvus: milvusindex.Options{URI: srv.Addr, Collection: coll, Timeout: 3 * time.Second},
 			Corpus: corpusPath, Model: model, QueryPrefix: ptr("")}
 	}
-	r, err := engine.Open(milvus("corpus"))
+	r, err := engine.Open(enginetest.Options(milvus("corpus")))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	f, err := engine.Open(engine.Options{Index: indexPath, Corpus: corpusPath, Model: model, QueryPrefix: ptr("")})
+	f, err := engine.Open(enginetest.Options(engine.Options{Index: indexPath, Corpus: corpusPath, Model: model, QueryPrefix: ptr("")}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,9 +86,9 @@ func TestOpenMilvus(t *testing.T) {
 	for coll, msg := range map[string]string{
 		"dim16": "encoder dimension 384 does not match index dimension 16",
 		"short": "corpus has 4 rows but the index has 2 vectors",
-		"none":  `Milvus: milvus at ` + srv.Addr + ` has no collection "none"`,
+		"none":  `Milvus.URI: milvus at ` + srv.Addr + ` has no collection "none"`,
 	} {
-		if _, err := engine.Open(milvus(coll)); err == nil || !strings.Contains(err.Error(), msg) {
+		if _, err := engine.Open(enginetest.Options(milvus(coll))); err == nil || !strings.Contains(err.Error(), msg) {
 			t.Errorf("collection %s: %v, want an error mentioning %q", coll, err, msg)
 		}
 	}

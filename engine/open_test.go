@@ -19,6 +19,7 @@ import (
 	"needle/index/indexdir"
 	"needle/internal/option"
 	"needle/testkit/cudatest"
+	"needle/testkit/enginetest"
 	"needle/testkit/testenv"
 	"needle/testkit/testflat"
 )
@@ -168,7 +169,7 @@ func TestOpenServesRealParts(t *testing.T) {
 
 	// A flat file is mapped unless FAISS is asked for.
 	for backend, want := range map[string]string{"": engine.BackendMapped, engine.BackendFAISS: engine.BackendFAISS, engine.BackendMapped: engine.BackendMapped} {
-		r, err := engine.Open(engine.Options{Index: indexPath, Corpus: corpusPath, Pages: pagesPath, Model: model, QueryPrefix: ptr(""), Backend: backend})
+		r, err := engine.Open(enginetest.Options(engine.Options{Index: indexPath, Corpus: corpusPath, Pages: pagesPath, Model: model, QueryPrefix: ptr(""), Backend: backend}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -196,7 +197,7 @@ func TestOpenServesRealParts(t *testing.T) {
 	if _, err := compact.Convert(compact.Config{From: indexPath, Out: form, Factory: "SQ8"}); err != nil {
 		t.Fatal(err)
 	}
-	r, err := engine.Open(engine.Options{Index: form, Corpus: corpusPath, Model: model, QueryPrefix: ptr("")})
+	r, err := engine.Open(enginetest.Options(engine.Options{Index: form, Corpus: corpusPath, Model: model, QueryPrefix: ptr("")}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +226,7 @@ func TestOpenServesRealParts(t *testing.T) {
 		{engine.Options{Index: indexPath, Corpus: corpusPath, Model: model, Backend: "qdrant"}, "Index", `Index: unknown index backend "qdrant"`},
 	} {
 		var oe *option.Error
-		_, err := engine.Open(tc.opts)
+		_, err := engine.Open(enginetest.Options(tc.opts))
 		if err == nil || !strings.Contains(err.Error(), tc.want) || (tc.field != "" && (!errors.As(err, &oe) || oe.Field != tc.field)) {
 			t.Errorf("Open(%+v): %v, want an error of option %q mentioning %q", tc.opts, err, tc.field, tc.want)
 		}
@@ -253,7 +254,7 @@ func TestOpenWithoutGPUFallsBackToCPU(t *testing.T) {
 	for _, tc := range []struct{ index, why string }{{flatPath, "no CUDA device"}, {hnswPath, "IndexHNSWFlat is not a flat index"}} {
 		var log strings.Builder
 		opts := engine.Options{Index: tc.index, Corpus: corpusPath, Model: model, QueryPrefix: ptr(""), GPU: engine.GPUAuto, Log: &log}
-		r, err := engine.Open(opts)
+		r, err := engine.Open(enginetest.Options(opts))
 		if err != nil {
 			t.Fatalf("%s, --gpu: %v", tc.index, err)
 		}
@@ -270,7 +271,7 @@ func TestOpenWithoutGPUFallsBackToCPU(t *testing.T) {
 			t.Errorf("%s, --gpu: log %q, want a line for the encoder (no CUDA device) and one for the index (%q)", tc.index, log.String(), tc.why)
 		}
 		opts.GPU = engine.GPURequire
-		if _, err := engine.Open(opts); err == nil || !strings.Contains(err.Error(), "GPU index required: ") || !strings.Contains(err.Error(), tc.why) {
+		if _, err := engine.Open(enginetest.Options(opts)); err == nil || !strings.Contains(err.Error(), "GPU index required: ") || !strings.Contains(err.Error(), tc.why) {
 			t.Errorf("%s, --gpu=require: %v, want an error saying %q", tc.index, err, tc.why)
 		}
 	}

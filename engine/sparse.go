@@ -63,7 +63,7 @@ func openBM25Alone(opts Options) (*Retriever, error) {
 		}
 		ps, closers = pages, append(closers, func() { pages.Close() })
 	}
-	lanes := &laneSearcher{Searcher: x, maxInteractive: opts.Batcher.withDefaults().MaxBatch}
+	lanes := &laneSearcher{Searcher: x, maxInteractive: opts.Batcher.MaxBatch}
 	r, err := NewSearcherRetriever(lanes, x.Ntotal(), corpus, ps)
 	if err != nil {
 		closeAll(closers)

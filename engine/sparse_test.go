@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"needle/index/bm25"
+	"needle/internal/option"
 )
 
 // TestOpenBM25Alone: a `needle build --bm25` folder is served without a model; a query
@@ -29,7 +30,7 @@ func TestOpenBM25Alone(t *testing.T) {
 	if err := bm25.Build(bm25.BuildConfig{Corpus: corpus, Out: dir}); err != nil {
 		t.Fatal(err)
 	}
-	r, err := Open(Options{Index: dir})
+	r, err := Open(Options{Index: dir, Batcher: option.Defaults[BatcherOptions]()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +45,7 @@ func TestOpenBM25Alone(t *testing.T) {
 	if len(hits[0]) != 3 || !strings.Contains(string(hits[0][0].Row), `"physical entity`) || len(hits[1]) != 0 || len(hits[2]) != 0 {
 		t.Errorf("hits %d %d %d, first %s", len(hits[0]), len(hits[1]), len(hits[2]), hits[0][0].Row)
 	}
-	if _, err := Open(Options{Index: dir, Corpus: other}); err == nil || !strings.Contains(err.Error(), "rows") {
+	if _, err := Open(Options{Index: dir, Corpus: other, Batcher: option.Defaults[BatcherOptions]()}); err == nil || !strings.Contains(err.Error(), "rows") {
 		t.Errorf("a corpus of other rows: %v", err)
 	}
 }

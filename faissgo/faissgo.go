@@ -1,5 +1,5 @@
-// Package faissgo is the only package of needle that touches FAISS (faiss 1.7.3 through its
-// C API, linked statically) and owns every FAISS file format needle reads or writes. It
+// Package faissgo is the only package of needle that touches FAISS (FAISS 1.12.0 through its
+// C API, linked statically; tools/faiss.sh builds it) and owns every FAISS file format needle reads or writes. It
 // creates indexes by factory string, trains, adds and searches in batches (one cgo call per
 // batch, into caller-owned buffers), reads (optionally mmapped) and writes index files
 // atomically, checks index files before FAISS reads them (format.go) and streams flat index
@@ -21,6 +21,7 @@ package faissgo
 #include <stdlib.h>
 #include <faiss/c_api/Index_c.h>
 #include <faiss/c_api/utils/distances_c.h>
+#include <faiss/c_api/utils/utils_c.h>
 #include "shim.h"
 */
 import "C"
@@ -51,6 +52,18 @@ var initOnce sync.Once
 // New and Read call Init(0) if it was not called before.
 func Init(threads int) {
 	initOnce.Do(func() { C.needle_faiss_init(C.int(threads)) })
+}
+
+// Version is the release of the FAISS library linked in, e.g. "1.12.0" (FAISS's own answer).
+func Version() string { return C.GoString(C.faiss_get_version()) }
+
+// CompileOptions is how the linked FAISS was compiled, in FAISS's words: "OPTIMIZE GENERIC "
+// for its baseline x86-64 build (its own loops without AVX2; the BLAS it calls picks its
+// kernels at run time), "OPTIMIZE AVX2 " or "OPTIMIZE AVX512 " for the others.
+func CompileOptions() string {
+	var buf [64]C.char
+	C.needle_faiss_compile_options(&buf[0], C.size_t(len(buf)))
+	return strings.TrimSpace(C.GoString(&buf[0]))
 }
 
 // setBLASThreshold changes the batch size from which FAISS uses BLAS (FAISS default 20, Init

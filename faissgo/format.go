@@ -8,11 +8,14 @@ import (
 	"os"
 )
 
-// FAISS trusts every size field of an index file: a corrupt file can make it allocate
-// terabytes (std::vector::resize before reading), leave a null inverted-list pointer, or keep
-// HNSW neighbor ids that point outside the index and crash a later search. Stat walks
-// the file format of faiss 1.7.3 (faiss/impl/index_read.cpp) for the index types needle
-// supports, without loading vector data, and rejects anything FAISS would not handle safely.
+// FAISS trusts most size fields of an index file: a corrupt file can make it allocate up to a
+// terabyte per array (std::vector::resize before reading; FAISS 1.12.0 refuses only 2^40
+// elements and more), leave a null inverted-list pointer, or keep HNSW neighbor ids that point
+// outside the index and crash a later search. Stat walks the file format of FAISS 1.12.0
+// (faiss/impl/index_read.cpp) for the index types needle supports, without loading vector
+// data, and rejects anything FAISS would not handle safely. What FAISS checks itself is not
+// checked again here, except where Stat's answer is used without FAISS reading the file
+// (StatFlat: the mapped flat index).
 
 // FileInfo describes an index file, read from its headers without loading it.
 type FileInfo struct {
@@ -48,10 +51,9 @@ func (e *FormatError) Error() string {
 
 // Limits on header fields beyond which a file is treated as corrupt, not as a huge index.
 const (
-	maxDim       = 1 << 16
-	maxEfSearch  = 1 << 20
-	maxUpperBeam = 1 << 16
-	scanChunk    = 1 << 20 // bytes read at a time when scanning arrays
+	maxDim      = 1 << 16
+	maxEfSearch = 1 << 20
+	scanChunk   = 1 << 20 // bytes read at a time when scanning arrays
 )
 
 // Stat checks the index file at path and returns its type, dimension, count and metric.
@@ -427,9 +429,9 @@ func (w *walker) linearTransform(dIn int) (int, error) {
 
 // maxTransformValue bounds the entries of a transform's matrix and bias: OPQ matrices and
 // rotations are orthonormal, PCA's entries are at most 1 unless whitened. A larger entry could
-// make a transformed query overflow, and FAISS 1.7.3's IVF search with nprobe 1 then reads
-// uninitialized list numbers and aborts the process (SingleBestResultHandler leaves the label
-// unset when no distance is finite).
+// make a transformed query overflow, and FAISS's IVF search with nprobe 1 then reads
+// uninitialized list numbers and aborts the process (measured with 1.7.3; 1.12.0's
+// Top1BlockResultHandler still leaves the label unset when no distance is finite).
 const maxTransformValue = 1e6
 
 // boundedFloats consumes a std::vector<float> whose values must be finite and within
@@ -454,7 +456,7 @@ func (w *walker) scalarQuantizer(dim int) (int64, error) {
 		return 0, err
 	}
 	d := int64(dim)
-	// code bytes per vector and trained floats, per faiss 1.7.3 ScalarQuantizer::QuantizerType.
+	// code bytes per vector and trained floats, per FAISS 1.12.0 ScalarQuantizer::QuantizerType.
 	var code, trained int64
 	switch qtype {
 	case 0: // QT_8bit
@@ -471,6 +473,10 @@ func (w *walker) scalarQuantizer(dim int) (int64, error) {
 		code = d
 	case 6: // QT_6bit
 		code, trained = (d*6+7)/8, 2*d
+	case 7: // QT_bf16
+		code = 2 * d
+	case 8: // QT_8bit_direct_signed
+		code = d
 	default:
 		return 0, w.fail("unsupported scalar quantizer type %d", qtype)
 	}
@@ -569,13 +575,15 @@ func (w *walker) hnsw(info FileInfo) error {
 	if err != nil {
 		return err
 	}
-	var fields [5]int32 // entry_point, max_level, efConstruction, efSearch, upper_beam
+	// entry_point, max_level, efConstruction, efSearch, and upper_beam, which FAISS 1.12.0
+	// writes as 1 and reads past (deprecated).
+	var fields [5]int32
 	for i := range fields {
 		if fields[i], err = w.i32("HNSW parameters"); err != nil {
 			return err
 		}
 	}
-	entry, maxLevel, efSearch, upperBeam := fields[0], fields[1], fields[3], fields[4]
+	entry, maxLevel, efSearch := fields[0], fields[1], fields[3]
 	switch {
 	case n == 0 && (entry != -1 || maxLevel != -1):
 		return w.fail("empty HNSW has entry point %d, max level %d", entry, maxLevel)
@@ -583,8 +591,6 @@ func (w *walker) hnsw(info FileInfo) error {
 		return w.fail("HNSW entry point %d / max level %d inconsistent with the graph", entry, maxLevel)
 	case efSearch < 1 || efSearch > maxEfSearch:
 		return w.fail("HNSW efSearch %d out of range 1..%d", efSearch, maxEfSearch)
-	case upperBeam < 1 || upperBeam > maxUpperBeam:
-		return w.fail("HNSW upper_beam %d out of range 1..%d", upperBeam, maxUpperBeam)
 	}
 	storage, err := w.index(hnswStorage)
 	if err != nil {

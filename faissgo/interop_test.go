@@ -7,13 +7,15 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"needle/testkit/testenv"
 )
 
-// Interop with the venv's Python faiss-cpu (1.9): indexes written by either side load in the
-// other and give the same ids and scores.
+// Interop with the venv's Python faiss-cpu, the release needle links (tools/requirements.txt pins
+// it; the test checks): indexes written by either side load in the other and give the same ids
+// and scores.
 
 func writeVectors(t *testing.T, path string, v []float32) {
 	t.Helper()
@@ -66,9 +68,10 @@ func sameResults(t *testing.T, what string, k int, d1 []float32, l1 []int64, d2 
 	}
 }
 
-// interopCases: factory, metric, and the search parameter both sides set. HNSW search
-// differs between faiss 1.7.3 and 1.9 on the same file at small efSearch (measured: at 16,
-// query 18 rank 7 differs), so both sides search with an efSearch large enough to be exact.
+// interopCases: factory, metric, and the search parameter both sides set. HNSW search can
+// differ between two builds of FAISS on the same file at small efSearch (measured between 1.7.3
+// and 1.9: at 16, query 18 rank 7 differs; Python's faiss-cpu loads its AVX2 or AVX-512 build,
+// needle's is generic), so both sides search with an efSearch large enough to be exact.
 var interopCases = []struct {
 	factory string
 	metric  Metric
@@ -78,8 +81,10 @@ var interopCases = []struct {
 	{"Flat", IP, "-", 0}, // the anchors' e5_Flat.index
 	{"Flat", L2, "-", 0},
 	{"HNSW32", IP, "efSearch", 1000},
+	{"HNSW64", IP, "efSearch", 1000}, // Search-R1's e5_HNSW64.index
 	{"IVF16,Flat", IP, "nprobe", 4},
 	{"SQ8", L2, "-", 0},
+	{"IVF16,SQ8", IP, "nprobe", 4},
 	{"IVF16,PQ8x4", L2, "nprobe", 4},
 }
 
@@ -129,7 +134,10 @@ func TestInteropWithPythonFaiss(t *testing.T) {
 				t.Fatal(err)
 			}
 			goOut := filepath.Join(dir, name+".go.out")
-			t.Log(runPython(t, "search", goIndex, strconv.Itoa(dim), qPath, strconv.Itoa(k), c.param, value, goOut))
+			out := runPython(t, "search", goIndex, strconv.Itoa(dim), qPath, strconv.Itoa(k), c.param, value, goOut)
+			if f := strings.Fields(out); len(f) != 3 || f[2] != Version() {
+				t.Fatalf("Python's faiss says %q (class, ntotal, version); needle links FAISS %s", out, Version())
+			}
 			gd, gl := readResults(t, goOut, nq*k)
 			sameResults(t, "needle-written index, Python vs needle", k, gd, gl, yd, yl)
 		})

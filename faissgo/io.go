@@ -16,9 +16,10 @@ import (
 )
 
 // Read loads the index file at path after checking its format (Stat). With mmap, the inverted
-// lists of an IVF index stay in the file, mapped read-only (FAISS 1.7.3's IO_FLAG_MMAP), and
-// the index refuses Train and Add; faiss 1.7.3 has no mmap for flat or HNSW data, which are
-// loaded into RAM whatever mmap says. The file must not change while an mmapped index is open.
+// lists of an IVF index stay in the file, mapped read-only (FAISS's IO_FLAG_MMAP), and the index
+// refuses Train and Add; flat and HNSW data are loaded into RAM whatever mmap says (FAISS 1.12.0
+// can map them too, with IO_FLAG_MMAP_IFC, which needle does not pass yet). The file must not
+// change while an mmapped index is open.
 func Read(path string, mmap bool) (*Index, error) {
 	Init(0)
 	if _, err := Stat(path); err != nil {
@@ -27,10 +28,10 @@ func Read(path string, mmap bool) (*Index, error) {
 	return readUnchecked(path, mmap)
 }
 
-// ioFlagMmap is faiss 1.7.3's C++ IO_FLAG_MMAP (faiss/index_io.h: IO_FLAG_SKIP_IVF_DATA |
+// ioFlagMmap is FAISS's C++ IO_FLAG_MMAP (faiss/index_io.h: IO_FLAG_SKIP_IVF_DATA |
 // 0x646f0000, which selects the "ilod" mmap reader for inverted lists). The C API's
-// FAISS_IO_FLAG_MMAP is 1, a bit the 1.7.3 reader ignores: passing it silently loads
-// everything into RAM (go-faiss's IOFlagMmap has that problem).
+// FAISS_IO_FLAG_MMAP is 1, a bit the reader ignores (1.7.3 and 1.12.0): passing it silently
+// loads everything into RAM (go-faiss's IOFlagMmap has that problem).
 const ioFlagMmap = 8 | 0x646f0000
 
 // readUnchecked has FAISS read path without checking the format first.

@@ -2,10 +2,12 @@
 
 package faissgo
 
-// The developers' build (make build): Debian's libfaiss.a and OpenBLAS, the C API compiled by
-// CMake into build/native, GNU's OpenMP and C++ runtimes.
+// The developers' build (make build): FAISS built with gcc by tools/faiss.sh (`make native` links
+// build/native/faiss to it), Debian's OpenBLAS, GNU's OpenMP and C++ runtimes.
 
 /*
-#cgo LDFLAGS: -L${SRCDIR}/../build/native -lfaiss_c -lfaiss -lopenblas -lgomp -lstdc++ -lm
+#cgo CFLAGS: -I${SRCDIR}/../build/native/faiss/include
+#cgo CXXFLAGS: -I${SRCDIR}/../build/native/faiss/include
+#cgo LDFLAGS: -L${SRCDIR}/../build/native/faiss/lib -lfaiss_c -lfaiss -lopenblas -lgomp -lstdc++ -lm
 */
 import "C"

@@ -3,7 +3,7 @@
 package faissgo
 
 // The wheel's build (make dist, tools/wheel): FAISS and its C API compiled statically by zig's
-// clang, scipy-openblas32 and LLVM's libomp bundled beside the binary; the directories come from
+// clang (tools/faiss.sh wheel), scipy-openblas32 and LLVM's libomp bundled beside the binary; the directories come from
 // CGO_CFLAGS/CGO_LDFLAGS (tools/wheel/dist.sh), libc++ is linked statically by zig c++.
 
 /*

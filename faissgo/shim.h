@@ -1,4 +1,4 @@
-// C shim between faissgo and FAISS's C API (faiss 1.7.3 c_api, compiled into libfaiss_c.a).
+// C shim between faissgo and FAISS's C API (FAISS 1.12.0's c_api, libfaiss_c.a: tools/faiss.sh).
 // Every fallible entry point copies faiss_get_last_error() into the caller's err buffer
 // (errlen bytes, always NUL-terminated) before returning, in the SAME call: the error is
 // thread-local in FAISS and a goroutine may change OS thread between two cgo calls.
@@ -41,6 +41,9 @@ int needle_set_param(FaissIndex* idx, const char* name, double value, char* err,
 int needle_index_is_flat(const FaissIndex* idx);
 // needle_index_type_name writes the C++ class name of idx (e.g. "IndexHNSWFlat"); typename.cpp.
 void needle_index_type_name(const FaissIndex* idx, char* out, size_t outlen);
+// needle_faiss_compile_options writes faiss::get_compile_options() (e.g. "OPTIMIZE GENERIC "),
+// which the C API does not offer; typename.cpp.
+void needle_faiss_compile_options(char* out, size_t outlen);
 
 #ifdef __cplusplus
 }

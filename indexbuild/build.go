@@ -68,8 +68,8 @@ type Config struct {
 	TrainSize int    // training sample of factories that need training (0 = min(rows, 100000))
 	Seed      int64  // training sample seed
 
-	ShardRows      int64 // rows per embeddings shard (0 = DefaultShardRows)
-	EncodeRows     int   // rows per Encoder.Encode call (0 = 512); progress moves per call
+	ShardRows      int64 // rows per embeddings shard
+	EncodeRows     int   // rows per Encoder.Encode call; progress moves per call
 	SaveEmbeddings bool  // also write emb.memmap
 	Restart        bool  // discard a partial or complete build of other arguments in Out
 	Version        string
@@ -96,13 +96,9 @@ type Report struct {
 	Manifest   *indexdir.Manifest
 }
 
-func (c *Config) setDefaults() {
-	if c.ShardRows <= 0 {
-		c.ShardRows = DefaultShardRows
-	}
-	if c.EncodeRows <= 0 {
-		c.EncodeRows = 512
-	}
+// complete fills what c leaves to be found: a discarding Log, the Dim of a headerless
+// Embeddings file from the manifest beside it.
+func (c *Config) complete() {
 	c.Log = writer.OrDiscard(c.Log)
 	// A headerless embeddings file written by `needle build --save-embeddings` has its
 	// width in the manifest beside it.
@@ -182,7 +178,7 @@ func (s outputState) hash() string {
 // mtime is caught. A manifest without a corpus hash this binary can compute is not up to
 // date; one with a sha256 hash (older builds) is checked by re-hashing with sha256.
 func UpToDate(cfg Config) (*indexdir.Manifest, error) {
-	cfg.setDefaults()
+	cfg.complete()
 	m, err := indexdir.ReadManifest(cfg.Out)
 	if err != nil {
 		return nil, nil
@@ -227,7 +223,10 @@ type Parts struct {
 // arguments, and writes index, embeddings and manifest (in that order, each atomically) only
 // when everything is encoded; the partial folder is removed last.
 func Run(cfg Config, parts Parts) (*Report, error) {
-	cfg.setDefaults()
+	if err := cfg.Specs().Check(); err != nil {
+		return nil, err
+	}
+	cfg.complete()
 	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
 		return nil, fmt.Errorf("output folder: %w", err)
 	}
@@ -338,7 +337,10 @@ func embed(cfg Config, parts Parts, info indexdir.CorpusInfo, model string, rep 
 // then holds the resumable shards, kept after the build so a rerun encodes nothing).
 // Factory, Metric and the manifest play no part. close releases the vectors.
 func Embed(cfg Config, parts Parts) (vecs indexdir.Vectors, rep *Report, close func(), err error) {
-	cfg.setDefaults()
+	if err := cfg.Specs().Check(); err != nil {
+		return nil, nil, nil, err
+	}
+	cfg.complete()
 	unlock := func() {}
 	if cfg.Embeddings == "" {
 		if err := os.MkdirAll(cfg.Out, 0o755); err != nil {

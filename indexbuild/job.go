@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	"needle/index/bm25"
 	"needle/index/indexdir"
 
 	"needle/docstore"
@@ -18,22 +19,35 @@ import (
 
 // Job is one `needle build`: the corpus (with its offsets sidecar in Config.Out), the passage
 // encoder (unless Config.Embeddings gives the vectors), and what the vectors go into: a FAISS
-// index folder, or a Milvus collection when Milvus is set. Progress and the summary go to
-// Config.Log.
+// index folder, or a Milvus collection when Milvus.URI is set; or, with BM25, the corpus's
+// BM25 index (no encoder). Its Specs (options.go) declare `needle build`'s flags. Progress and
+// the summary go to Config.Log.
 type Job struct {
 	Config
-	Metric faissgo.Metric
 	// Encoder are the passage encoder's options (MaxLength and Pooling come from Config).
 	Encoder bert.Options
 	// LoadEncoder opens the encoder (on a GPU or the CPU, as the command's --gpu says).
 	LoadEncoder func(dir string, opt bert.Options, log io.Writer) (*bert.Encoder, error)
-	// Milvus, when set, receives the vectors instead of a FAISS index.
-	Milvus *milvusindex.BuildOptions
+	// Milvus, when its URI is set, receives the vectors instead of a FAISS index.
+	Milvus milvusindex.BuildOptions
+	// BM25 builds a BM25 index (index/bm25) into Config.Out instead, holding BM25MemoryBytes
+	// of postings in memory.
+	BM25            bool
+	BM25MemoryBytes int64
 }
 
 // Run runs the job: a no-op when Config.Out holds a finished build of these arguments.
 func (j Job) Run() error {
-	if j.Milvus != nil {
+	if err := j.Check(); err != nil {
+		return err
+	}
+	metric, _ := faissgo.ParseMetric(j.Metric) // checked
+	j.Metric = map[faissgo.Metric]string{faissgo.IP: "ip", faissgo.L2: "l2"}[metric]
+	switch {
+	case j.BM25:
+		return bm25.Build(bm25.BuildConfig{Corpus: j.Corpus, Out: j.Out, MemoryBytes: j.BM25MemoryBytes, Threads: j.Encoder.Threads,
+			Restart: j.Restart, Version: j.Version, Log: j.Log})
+	case j.Milvus.URI != "":
 		return j.runMilvus()
 	}
 	if done, err := UpToDate(j.Config); err != nil {
@@ -50,7 +64,7 @@ func (j Job) Run() error {
 	}
 	defer closeParts()
 	faissgo.Init(j.Encoder.Threads)
-	parts.NewIndex = func(dim int) (Index, error) { return faissgo.New(dim, j.Factory, j.Metric) }
+	parts.NewIndex = func(dim int) (Index, error) { return faissgo.New(dim, j.Factory, metric) }
 	rep, err := Run(j.Config, parts)
 	if err != nil {
 		return err
@@ -81,7 +95,7 @@ func (j Job) runMilvus() error {
 		return err
 	}
 	defer closeVecs()
-	opt := *j.Milvus
+	opt := j.Milvus
 	opt.Metric, opt.Restart, opt.Log = j.Config.Metric, j.Restart, j.Log
 	mrep, err := milvusindex.Build(opt, vecs)
 	if err != nil {

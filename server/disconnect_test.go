@@ -16,7 +16,7 @@ import (
 func TestDisconnectedClientsQueriesAreDropped(t *testing.T) {
 	hash, docs, idx := testParts()
 	enc := &enginetest.GatedEncoder{Encoder: hash, Started: make(chan struct{}, 16), Release: make(chan struct{}, 16)}
-	s := New(Config{})
+	s := newServer(t, Config{})
 	serveParts(t, s, enc, idx, docs, nil)
 	addr := startTCP(t, s)
 	t.Cleanup(func() { close(enc.Release) }) // first of the cleanups: a failed test leaves no encoder waiting

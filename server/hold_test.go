@@ -13,7 +13,7 @@ import (
 // Requests that come while the index loads are held (Config.LoadWait) and answered once the
 // server is ready: a client without retries gets its answer, not a 503.
 func TestRequestsWhileLoadingAreHeld(t *testing.T) {
-	s := New(Config{LoadWait: time.Minute})
+	s := newServer(t, Config{LoadWait: time.Minute})
 	addr := startTCP(t, s)
 	answers := make(chan string, 2)
 	postAsync(addr, "/retrieve", `{"queries":["topic1","topic2"],"topk":2}`, answers)
@@ -34,7 +34,7 @@ func TestRequestsWhileLoadingAreHeld(t *testing.T) {
 // A held request ends with 503 + Retry-After past LoadWait and when Shutdown begins, and with
 // 499 (counted) when its client leaves.
 func TestHeldRequestsEnd(t *testing.T) {
-	s := New(Config{LoadWait: 20 * time.Millisecond})
+	s := newServer(t, Config{LoadWait: 20 * time.Millisecond})
 	resp, err := http.Post("http://"+startTCP(t, s)+"/retrieve", "application/json", strings.NewReader(`{"queries":["a"]}`))
 	if err != nil {
 		t.Fatal(err)
@@ -44,7 +44,7 @@ func TestHeldRequestsEnd(t *testing.T) {
 		t.Errorf("past LoadWait: %d, Retry-After %q; want 503 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
 	}
 
-	s = New(Config{LoadWait: time.Minute})
+	s = newServer(t, Config{LoadWait: time.Minute})
 	addr := startTCP(t, s)
 	answers := make(chan string, 1)
 	postAsync(addr, "/retrieve", `{"queries":["a"]}`, answers)
@@ -58,7 +58,7 @@ func TestHeldRequestsEnd(t *testing.T) {
 		t.Errorf("held request at Shutdown: %s, want 503", got)
 	}
 
-	s = New(Config{LoadWait: time.Minute})
+	s = newServer(t, Config{LoadWait: time.Minute})
 	c := dial(t, startTCP(t, s))
 	if _, err := c.Write([]byte(rawRetrieve(`{"queries":["a"]}`))); err != nil {
 		t.Fatal(err)

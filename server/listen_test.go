@@ -190,7 +190,7 @@ func TestHealthAnswersAtConnectionLimit(t *testing.T) {
 func TestShutdownDrainsQueuedRequests(t *testing.T) {
 	hash, docs, idx := testParts()
 	enc := &enginetest.GatedEncoder{Encoder: hash, Started: make(chan struct{}, 4), Release: make(chan struct{})}
-	s := New(Config{})
+	s := newServer(t, Config{})
 	serveParts(t, s, enc, idx, docs, nil)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"needle/encoder/rerank"
 	"needle/engine"
 	"needle/testkit/crossenc"
+	"needle/testkit/enginetest"
 )
 
 // TestServeRerank: with a reranker, /retrieve answers Search-R1's retrieve-then-rerank shape
@@ -26,9 +27,9 @@ func TestServeRerank(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := New(Config{MaxQueries: 8, DefaultTopK: 3, MaxTopK: 100, MaxHits: 1000})
+	s := newServer(t, Config{MaxQueries: 8, DefaultTopK: 3, MaxTopK: 100, MaxHits: 1000})
 	enc, docs, idx := testParts()
-	r, err := engine.NewRetriever(enc, idx, docs, nil, "", engine.BatcherOptions{MaxBatch: 8})
+	r, err := engine.NewRetriever(enc, idx, docs, nil, "", enginetest.Batcher(engine.BatcherOptions{MaxBatch: 8}))
 	if err != nil {
 		t.Fatal(err)
 	}

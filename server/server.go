@@ -21,20 +21,22 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"needle/engine"
+	"needle/internal/option"
 	"needle/server/ui"
 )
 
-// Config holds the server's defaults and limits. Zero values take the defaults.
+// Config holds the server's defaults and limits; its Specs give their defaults
+// (option.Defaults) and New refuses what they do not take.
 type Config struct {
-	DefaultTopK  int           // topk when a request has none, null or 0 (default 3)
-	MaxTopK      int           // larger topk values are capped to this and to the index size (default 1000)
-	MaxQueries   int           // most queries (or URLs) in one request (default 8192)
-	MaxBodyBytes int           // larger bodies get 413 (default 32 MiB)
-	MaxHits      int           // most queries x topk in one request, bounding response memory (default 262144)
-	MaxConns     int           // most open connections (default 4096)
-	ReadTimeout  time.Duration // to read one request (default 60 s)
-	WriteTimeout time.Duration // to write one response (default 60 s)
-	IdleTimeout  time.Duration // keep-alive wait for the next request (default 120 s)
+	DefaultTopK  int           // topk when a request has none, null or 0
+	MaxTopK      int           // larger topk values are capped to this and to the index size
+	MaxQueries   int           // most queries (or URLs) in one request
+	MaxBodyBytes int           // larger bodies get 413
+	MaxHits      int           // most queries x topk in one request, bounding response memory
+	MaxConns     int           // most open connections
+	ReadTimeout  time.Duration // to read one request
+	WriteTimeout time.Duration // to write one response
+	IdleTimeout  time.Duration // keep-alive wait for the next request
 	AuthToken    string        // if set, /retrieve, /access and /metrics need "Authorization: Bearer <token>"
 	// LoadWait is how long a /retrieve or /access that arrives before SetRetriever waits for
 	// it (then 503 + Retry-After); 0 answers 503 at once. See awaitReady.
@@ -43,35 +45,29 @@ type Config struct {
 	Info Info
 }
 
+// Specs declares the options (`needle serve`'s flags of them).
+func (c *Config) Specs() option.Specs {
+	return option.Specs{
+		option.Num(&c.DefaultTopK, "DefaultTopK", "topk", 3, option.Above(0), "results per query when a request has no topk (or null or 0)"),
+		option.Num(&c.MaxQueries, "MaxQueries", "max-queries", 8192, option.Above(0), "most queries (or URLs) in one request; more get 422"),
+		option.Num(&c.MaxTopK, "MaxTopK", "max-topk", 1000, option.Above(0), "topk above this (or above the index size) is capped"),
+		option.Num(&c.MaxHits, "MaxHits", "max-hits", 1<<18, option.Above(0), "most queries x topk in one request (bounds the response's memory); more get 422"),
+		option.Num(&c.MaxBodyBytes, "MaxBodyBytes", "max-body", 32<<20, option.Above(0), "largest request body in bytes; larger get 413"),
+		option.Num(&c.MaxConns, "MaxConns", "max-conns", 4096, option.Above(0), "most open client connections"),
+		option.Num(&c.ReadTimeout, "ReadTimeout", "read-timeout", 60*time.Second, option.Above(0), "time to read one request"),
+		option.Num(&c.WriteTimeout, "WriteTimeout", "write-timeout", 60*time.Second, option.Above(0), "time to write one response"),
+		option.Num(&c.IdleTimeout, "IdleTimeout", "idle-timeout", 120*time.Second, option.Above(0), "keep-alive wait for a connection's next request"),
+		option.String(&c.AuthToken, "AuthToken", "auth-token", "", "if set, /retrieve, /access and /metrics need \"Authorization: Bearer <token>\" (default $NEEDLE_AUTH_TOKEN)"),
+		option.Num(&c.LoadWait, "LoadWait", "load-wait", 10*time.Minute, option.From(0), "how long a /retrieve or /access that arrives while the index loads waits for it (clients without retries, e.g. Search-R1's, get their answer late instead of a 503); past it 503 + Retry-After; 0 answers 503 at once"),
+	}
+}
+
 // Info names what the server serves; cmd/needle fills it from the resolved engine options.
 // Empty fields are written as "".
 type Info struct {
 	Index     string // the index file (or Milvus collection) served
 	Model     string // the query encoder's model folder
 	Precision string // the query encoder's Linear precision (fp16, int8, bf16)
-}
-
-func (c Config) withDefaults() Config {
-	def := func(v *int, d int) {
-		if *v <= 0 {
-			*v = d
-		}
-	}
-	def(&c.DefaultTopK, 3)
-	def(&c.MaxTopK, 1000)
-	def(&c.MaxQueries, 8192)
-	def(&c.MaxBodyBytes, 32<<20)
-	def(&c.MaxHits, 1<<18)
-	def(&c.MaxConns, 4096)
-	for _, t := range []struct {
-		v *time.Duration
-		d time.Duration
-	}{{&c.ReadTimeout, 60 * time.Second}, {&c.WriteTimeout, 60 * time.Second}, {&c.IdleTimeout, 120 * time.Second}} {
-		if *t.v <= 0 {
-			*t.v = t.d
-		}
-	}
-	return c
 }
 
 // Server answers HTTP requests; it is alive (/health) from New and ready (/ready,
@@ -90,9 +86,13 @@ type Server struct {
 	bodies    sync.Pool // *[]byte response buffers, owned by one handler at a time
 }
 
-// New returns a server with cfg's limits; it serves nothing until Serve.
-func New(cfg Config) *Server {
-	s := &Server{cfg: cfg.withDefaults(), metrics: newMetrics(), ready: make(chan struct{}), stopping: make(chan struct{})}
+// New returns a server with cfg's limits; it serves nothing until Serve. A limit out of range
+// is an *option.Error.
+func New(cfg Config) (*Server, error) {
+	if err := cfg.Specs().Check(); err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, metrics: newMetrics(), ready: make(chan struct{}), stopping: make(chan struct{})}
 	if s.cfg.AuthToken != "" {
 		s.auth = []byte("Bearer " + s.cfg.AuthToken)
 	}
@@ -108,7 +108,7 @@ func New(cfg Config) *Server {
 		CloseOnShutdown:      true,
 		NoDefaultContentType: true,
 	}
-	return s
+	return s, nil
 }
 
 // SetRetriever makes the server ready; r must stay usable until Shutdown returned.
@@ -236,7 +236,7 @@ func (s *Server) route(ctx *fasthttp.RequestCtx) endpoint {
 // caller answers 503 + Retry-After) past LoadWait or once Shutdown began, and gone when the
 // client closed its connection while held.
 func (s *Server) awaitReady(ctx *fasthttp.RequestCtx) (r *engine.Retriever, gone bool) {
-	if s.cfg.LoadWait <= 0 {
+	if s.cfg.LoadWait == 0 {
 		return nil, false
 	}
 	watched, stop := s.watchDisconnect(ctx)

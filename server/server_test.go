@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 
 	"needle/docstore"
 	"needle/engine"
+	"needle/internal/option"
 	"needle/testkit/enginetest"
 )
 
@@ -33,12 +35,31 @@ func testParts() (*enginetest.HashEncoder, *enginetest.Docs, *enginetest.FlatInd
 // serveParts makes s ready with a Retriever over the parts (pages may be nil).
 func serveParts(t testing.TB, s *Server, enc engine.Encoder, idx engine.Index, docs engine.DocStore, pages engine.PageStore) {
 	t.Helper()
-	r, err := engine.NewRetriever(enc, idx, docs, pages, "query: ", engine.BatcherOptions{MaxBatch: 8, OnBatch: s.ObserveBatch})
+	r, err := engine.NewRetriever(enc, idx, docs, pages, "query: ", enginetest.Batcher(engine.BatcherOptions{MaxBatch: 8, OnBatch: s.ObserveBatch}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(r.Close)
 	s.SetRetriever(r)
+}
+
+// newServer is New of cfg with the defaults for the limits cfg leaves zero (a test sets the
+// ones it is about); LoadWait stays as given: 0 answers at once.
+func newServer(t testing.TB, cfg Config) *Server {
+	t.Helper()
+	d := option.Defaults[Config]()
+	for _, f := range []struct{ v, d *int }{{&cfg.DefaultTopK, &d.DefaultTopK}, {&cfg.MaxTopK, &d.MaxTopK}, {&cfg.MaxQueries, &d.MaxQueries},
+		{&cfg.MaxBodyBytes, &d.MaxBodyBytes}, {&cfg.MaxHits, &d.MaxHits}, {&cfg.MaxConns, &d.MaxConns}} {
+		*f.v = cmp.Or(*f.v, *f.d)
+	}
+	cfg.ReadTimeout = cmp.Or(cfg.ReadTimeout, d.ReadTimeout)
+	cfg.WriteTimeout = cmp.Or(cfg.WriteTimeout, d.WriteTimeout)
+	cfg.IdleTimeout = cmp.Or(cfg.IdleTimeout, d.IdleTimeout)
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 // testServer serves the testParts; pages enables /access.
@@ -49,7 +70,7 @@ func testServer(t testing.TB, cfg Config, pages bool) (*Server, *enginetest.Hash
 	if pages {
 		ps = enginetest.Pages{"https://en.wikipedia.org/w/index.php?title=Beveridge,%20Victoria": `{"url":"https://en.wikipedia.org/w/index.php?title=Beveridge,%20Victoria","contents":"Beveridge is a town"}`}
 	}
-	s := New(cfg)
+	s := newServer(t, cfg)
 	serveParts(t, s, enc, idx, docs, ps)
 	return s, enc, idx
 }
@@ -343,7 +364,7 @@ func TestAccess(t *testing.T) {
 }
 
 func TestNotReadyHealthAndRouting(t *testing.T) {
-	s := New(Config{})
+	s := newServer(t, Config{})
 	for _, tc := range []struct {
 		method, path string
 		code         int
@@ -422,7 +443,7 @@ func TestAppendScoreMatchesPythonJSON(t *testing.T) {
 
 func TestBadCorpusRowsAreLeftOut(t *testing.T) {
 	enc, docs, idx := testParts()
-	s := New(Config{})
+	s := newServer(t, Config{})
 	serveParts(t, s, enc, idx, enginetest.EvenRowsBad{DocStore: docs}, nil)
 	code, out, _ := do(s, "POST", "/retrieve", `{"queries":["topic1","topic2"],"topk":10,"return_scores":true}`)
 	var got struct{ Result [][]scoredHit }
@@ -464,8 +485,8 @@ func TestCorpusTruncatedUnderServer(t *testing.T) {
 	}
 	t.Cleanup(func() { docs.Close() })
 	_, idx := enginetest.Corpus(enc, texts)
-	s := New(Config{})
-	r, err := engine.NewRetriever(enc, idx, docs, nil, "", engine.BatcherOptions{MaxBatch: 8})
+	s := newServer(t, Config{})
+	r, err := engine.NewRetriever(enc, idx, docs, nil, "", enginetest.Batcher(engine.BatcherOptions{MaxBatch: 8}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -531,12 +552,12 @@ func TestPagesTruncatedUnderServer(t *testing.T) {
 	t.Cleanup(func() { ps.Close() })
 	enc := &enginetest.HashEncoder{Dimension: 16}
 	docs, idx := enginetest.Corpus(enc, []string{"a", "b"})
-	r, err := engine.NewRetriever(enc, idx, docs, ps, "", engine.BatcherOptions{MaxBatch: 8})
+	r, err := engine.NewRetriever(enc, idx, docs, ps, "", enginetest.Batcher(engine.BatcherOptions{MaxBatch: 8}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(r.Close)
-	s := New(Config{})
+	s := newServer(t, Config{})
 	s.SetRetriever(r)
 	logged := captureLog(t)
 
@@ -585,7 +606,7 @@ func TestCopyingARowOfATruncatedCorpusIsAnError(t *testing.T) {
 func TestLostIndexDevice(t *testing.T) {
 	enc, docs, idx := testParts()
 	dev := &enginetest.FailingDevice{FlatIndex: idx}
-	s := New(Config{})
+	s := newServer(t, Config{})
 	serveParts(t, s, enc, dev, docs, nil)
 	if code, out, _ := do(s, "POST", "/retrieve", `{"queries":["topic1"],"topk":2}`); code != 200 {
 		t.Fatalf("before the failure: %d %s", code, out)
@@ -612,8 +633,8 @@ func TestLostIndexDevice(t *testing.T) {
 // and /metrics counts the hits, misses and bytes.
 func TestMetricsCache(t *testing.T) {
 	enc, docs, idx := testParts()
-	s := New(Config{})
-	r, err := engine.NewRetriever(enc, idx, docs, nil, "query: ", engine.BatcherOptions{})
+	s := newServer(t, Config{})
+	r, err := engine.NewRetriever(enc, idx, docs, nil, "query: ", enginetest.Batcher(engine.BatcherOptions{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -639,7 +660,7 @@ func TestMetricsCache(t *testing.T) {
 func TestRemoteIndexDownAndBack(t *testing.T) {
 	enc, docs, idx := testParts()
 	remote := &enginetest.RemoteIndex{Index: idx}
-	s := New(Config{})
+	s := newServer(t, Config{})
 	serveParts(t, s, enc, remote, docs, nil)
 	body := `{"queries":["title7"],"topk":2}`
 	remote.Down.Store(true)

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Idempotent machine setup for needle: system packages, Debian's faiss source (for the C API),
+# Idempotent machine setup for needle: system packages, FAISS's source (tools/faiss.sh builds it),
 # a pinned Python venv for reference/interop scripts, the MiniLM test model, the Milvus server and
 # NVIDIA's CUDA compiler (nvcc, from PyPI), and Debian's chromium, the headless browser the search page's test
-# drives (server/ui), and debootstrap, which makes the clean root the wheel is proven in (tools/wheel).
+# drives (server/ui), debootstrap, which makes the clean root the wheel is proven in (tools/wheel), and
+# haproxy, the front `needle front` runs for fixed-URL clients (server/front, e2e's replicas test).
 # Called by `make setup`; every step is skipped when its result is already present.
 set -euo pipefail
 
@@ -11,20 +12,9 @@ mkdir -p "$CACHE"
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
 
-APT_PKGS=(libfaiss-dev libopenblas-openmp-dev clang-16 wordnet-base cmake g++ pkg-config dpkg-dev chromium debootstrap)
+APT_PKGS=(libopenblas-openmp-dev clang-16 wordnet-base cmake g++ pkg-config chromium debootstrap haproxy)
 
-# 1. apt: a deb-src line for bookworm main (faiss source) and the packages.
-if [ ! -f /etc/apt/sources.list.d/needle-src.sources ]; then
-  echo "setup: adding deb-src for bookworm main" >&2
-  $SUDO tee /etc/apt/sources.list.d/needle-src.sources >/dev/null <<'SRC'
-Types: deb-src
-URIs: http://deb.debian.org/debian
-Suites: bookworm
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-SRC
-  rm -f "$CACHE/.apt-updated"
-fi
+# 1. apt: the packages.
 missing=()
 for p in "${APT_PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -38,15 +28,24 @@ if [ ${#missing[@]} -gt 0 ] || [ ! -f "$CACHE/.apt-updated" ]; then
   fi
 fi
 
-# 2. faiss 1.7.3 source (Debian ships c_api headers but not its symbols; we compile them).
-FAISS_SRC="$CACHE/faiss-src"
-if [ ! -d "$FAISS_SRC/c_api" ]; then
-  echo "setup: fetching Debian faiss 1.7.3 source" >&2
+# 2. FAISS's source (tools/faiss.sh builds it): the full tree of FAISS 1.12.0, byte for byte the
+#    release, as crates.io's faiss-sys 0.7.0 carries it for its static build. No registry here serves
+#    a newer one (docs/install.md). cargo vendor checks the crate against the index's checksum,
+#    pinned here too.
+FAISS_SRC="$CACHE/faiss-1.12.0-src"
+FAISS_CRATE_SHA256=c4a8fa67f7070bb81f41dc71c98813b3e40a66bedab12d6c2ac2af50f0837a7e
+if [ ! -f "$FAISS_SRC/c_api/index_io_c.cpp" ]; then
+  echo "setup: fetching FAISS 1.12.0's source (crates.io faiss-sys 0.7.0)" >&2
+  command -v cargo >/dev/null || PATH="$HOME/.cargo/bin:$PATH"
   tmp="$(mktemp -d "$CACHE/faiss-dl.XXXX")"
-  (cd "$tmp" && apt-get source --download-only faiss=1.7.3-2 >/dev/null)
-  tar -xf "$tmp"/faiss_1.7.3.orig.tar.* -C "$tmp"
+  mkdir "$tmp/src" && : > "$tmp/src/lib.rs"
+  printf '[package]\nname = "faiss-source"\nversion = "0.0.0"\nedition = "2021"\n[dependencies]\nfaiss-sys = "=0.7.0"\n' \
+    > "$tmp/Cargo.toml"
+  cargo vendor -q --manifest-path "$tmp/Cargo.toml" --versioned-dirs "$tmp/vendor" >/dev/null
+  grep -q "\"package\":\"$FAISS_CRATE_SHA256\"" "$tmp/vendor/faiss-sys-0.7.0/.cargo-checksum.json" ||
+    { echo "setup: faiss-sys 0.7.0 is not the crate pinned here" >&2; exit 1; }
   rm -rf "$FAISS_SRC"
-  mv "$tmp"/faiss-1.7.3 "$FAISS_SRC"
+  mv "$tmp/vendor/faiss-sys-0.7.0/faiss" "$FAISS_SRC"
   rm -rf "$tmp"
 fi
 

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"needle/testkit/testenv"
 	"needle/weights/receiver"
@@ -48,11 +49,26 @@ func TestPythonPublish(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	up := make(chan string, 1)
-	go RunSender(ctx, SendOptions{Sender: sender.Options{Dir: send, Chunk: 4096}, Listen: "127.0.0.1:0"}, func(tcp, _ string) { up <- tcp })
+	go func() {
+		o := SendOptions{Sender: sender.Options{Dir: send, Chunk: 4096, Threads: 2}, Listen: "127.0.0.1:0", Fanout: 1, Silence: time.Second}
+		if err := RunSender(ctx, o, func(tcp, _ string) { up <- tcp }); err != nil {
+			t.Error(err)
+			close(up)
+		}
+	}()
 	addr := <-up
+	if addr == "" {
+		return
+	}
 	got := make(chan uint64, 4)
-	go RunReceiver(ctx, RecvOptions{Receiver: receiver.Options{Upstreams: []string{addr}, Out: out,
-		Ready: func(_ string, v uint64) { got <- v }}}, nil)
+	go func() {
+		o := RecvOptions{Receiver: receiver.Options{Upstreams: []string{addr}, Out: out, Threads: 2, Silence: time.Second,
+			Ready: func(_ string, v uint64) { got <- v }}}
+		if err := RunReceiver(ctx, o, nil); err != nil {
+			t.Error(err)
+			close(got)
+		}
+	}()
 	lib, _ := filepath.Abs(filepath.Join("..", "build", "native", "libneedle.so"))
 	run := func(mode, target string) {
 		cmd := exec.Command(py, "-c", publishPy, mode, target, npz)
@@ -62,7 +78,10 @@ func TestPythonPublish(t *testing.T) {
 		}
 	}
 	run("publish", send)
-	for <-got != 2 {
+	for v := range got {
+		if v == 2 {
+			break
+		}
 	}
 	run("check", out)
 }

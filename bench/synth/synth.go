@@ -1,6 +1,8 @@
-// Package synth writes synthetic wiki-like JSONL corpora for docstore benchmarks: rows shaped
-// like wiki-18 (`{"id", "contents": "\"Title\"\ntext", "url"}`, ~100-word passages, ~680
-// bytes a row), deterministic for a seed. Benchmark input only, never a test oracle.
+// Package synth makes the synthetic inputs of `needle bench`, deterministic for a seed:
+// wiki-like JSONL corpora for the docstore benchmarks, rows shaped like wiki-18 (`{"id",
+// "contents": "\"Title\"\ntext", "url"}`, ~100-word passages, ~680 bytes a row), and the
+// versions of a model that bench weights publishes (model.go, optimizer.go); tests publish
+// those too. Inputs only, never a test oracle.
 package synth
 
 import (

@@ -4,7 +4,6 @@ import (
 	"os"
 
 	"needle/bench"
-	"needle/bench/synth"
 )
 
 func init() {
@@ -18,13 +17,9 @@ func runBenchDocstore(args []string) error {
 		"a plain sequential read of it (baseline), the offsets sidecar build on one core (and the ratio),\n"+
 		"random row lookups (ns, allocations), full validation, the url index build and url lookups\n"+
 		"(the corpus used as a pages file), and RSS (anonymous/file-backed) around open and lookups.")
-	fs.Int64Var(&o.Rows, "rows", 1_000_000, "corpus rows to generate")
-	fs.IntVar(&o.Words, "words", synth.Words, "mean passage length in words (wiki-18: 100); small values test many short rows, e.g. 21M rows as in wiki-18")
-	fs.IntVar(&o.Rounds, "rounds", 3, "rounds of plain read vs sidecar build (the best of each is reported)")
-	fs.IntVar(&o.Lookups, "lookups", 1_000_000, "random row and url lookups to time")
-	fs.StringVar(&o.Dir, "dir", "", "folder for the corpus and its sidecars (default: a temp folder, removed afterwards; kept if given)")
-	if err := fs.Parse(args); err != nil {
+	fs.options(o.Specs())
+	if err := fs.parse(args); err != nil {
 		return err
 	}
-	return bench.Docstore(os.Stdout, o)
+	return fs.named(bench.Docstore(os.Stdout, o))
 }

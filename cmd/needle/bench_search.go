@@ -19,20 +19,9 @@ func runBenchSearch(args []string) error {
 		"all threads; with --gpu the device's read bandwidth and cuBLAS fp16 GEMM rate. Synthetic vectors\n"+
 		"(seeded, uniform in [-1, 1)) are made in RAM for the CPU and on the device for --gpu, so the GPU\n"+
 		"path needs no file and no host memory for 21M x 768 (wiki-18's shape).")
-	fs.BoolVar(&o.GPU, "gpu", false, "the GPU flat index on all visible GPUs (CUDA_VISIBLE_DEVICES) instead of FAISS on the CPU")
-	fs.BoolVar(&o.FP32, "gpu-fp32", false, "with --gpu: fp32 vectors on the device (default fp16)")
-	fs.StringVar(&o.Index, "index", "", "a FAISS IndexFlatIP/L2 file or a `needle build` folder with one, instead of synthetic vectors")
-	fs.Int64Var(&o.Rows, "rows", 200_000, "synthetic rows (wiki-18: 21015324; on the CPU they are held in RAM: rows x dim x 4 bytes)")
-	fs.IntVar(&o.Dim, "dim", 768, "synthetic dimension")
-	fs.StringVar(&o.Metric, "metric", "ip", "synthetic metric: ip or l2")
-	fs.IntVar(&o.Batch, "batch", 64, "queries per search")
-	fs.IntVar(&o.K, "k", 10, "results per query (GPU: up to 8192)")
-	fs.IntVar(&o.Rounds, "rounds", 5, "timed searches")
-	fs.IntVar(&o.Threads, "threads", 0, "CPU threads for FAISS and the bandwidth yardstick (0 = all cores)")
-	fs.Uint64Var(&o.Seed, "seed", 1, "seed of the synthetic vectors and the queries")
-	plotFlag(fs, &o.Plot)
-	if err := fs.Parse(args); err != nil {
+	fs.options(o.Specs())
+	if err := fs.parse(args); err != nil {
 		return err
 	}
-	return bench.Search(os.Stdout, o)
+	return fs.named(bench.Search(os.Stdout, o))
 }

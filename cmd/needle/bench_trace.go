@@ -22,15 +22,9 @@ func runBenchTrace(args []string) error {
 		"texts: 70.8% repeat an earlier query. Arrival order: every turn-1 query of the step in\n"+
 		"random order, then every turn-2 query, and so on. Texts are distinct lines of --queries,\n"+
 		"drawn at random (the WordNet example sentences of tools/wordnet are real English).")
-	fs.StringVar(&o.QueriesFile, "queries", "", "texts to draw from: JSONL with a \"query\" (or \"question\") per line, or plain lines (required)")
-	fs.StringVar(&o.Out, "out", "", "trace file to write (required)")
-	fs.IntVar(&o.Prompts, "prompts", 512, "prompts in the step (Search-R1 trains on batches of 512)")
-	fs.IntVar(&o.Rollouts, "rollouts", 8, "rollouts per prompt (the GRPO group size)")
-	fs.IntVar(&o.Turns, "turns", 3, "search turns per rollout")
-	fs.IntVar(&o.Own, "own", 2, "rollouts per later turn asking a query of their own (0..--rollouts)")
-	fs.Uint64Var(&o.Seed, "seed", 1, "random seed: picks the texts and the arrival order")
-	if err := fs.Parse(args); err != nil {
+	fs.options(o.Specs())
+	if err := fs.parse(args); err != nil {
 		return err
 	}
-	return bench.Trace(os.Stdout, o)
+	return fs.named(bench.Trace(os.Stdout, o))
 }

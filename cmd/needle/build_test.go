@@ -267,8 +267,8 @@ func TestBuildCommandErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"build", "--out", dir}, "--corpus and --out are required"},
-		{[]string{"build", "--corpus", corpus, "--out", filepath.Join(dir, "o")}, "--model is required"},
+		{[]string{"build", "--out", dir}, "--corpus: required"},
+		{[]string{"build", "--corpus", corpus, "--out", filepath.Join(dir, "o")}, "--model: required"},
 		{[]string{"build", "--corpus", corpus, "--out", filepath.Join(dir, "o"), "--model", dir, "--metric", "cos"}, "--metric"},
 		{[]string{"build", "--corpus", corpus, "--out", filepath.Join(dir, "o"), "--model", dir, "--pooling", "max"}, "--pooling"},
 		{[]string{"build", "--corpus", filepath.Join(dir, "missing.jsonl"), "--out", filepath.Join(dir, "o"), "--model", dir}, "missing.jsonl"},

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"maps"
 	"os"
@@ -10,7 +9,7 @@ import (
 	"time"
 
 	"needle/platform/cpu"
-	"needle/weights"
+	"needle/weights/deltafile"
 	"needle/weights/wire"
 )
 
@@ -25,12 +24,12 @@ func init() {
 }
 
 // deltaThreads is the --threads flag shared by both subcommands.
-func deltaThreads(fs *flag.FlagSet) *int {
+func deltaThreads(fs *flagSet) *int {
 	return fs.Int("threads", runtime.NumCPU(), "threads that encode or apply the chunks")
 }
 
 // parseRequired parses args and checks that every named string flag is set.
-func parseRequired(fs *flag.FlagSet, args []string, required map[string]*string) error {
+func parseRequired(fs *flagSet, args []string, required map[string]*string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -50,7 +49,7 @@ func runDeltaEncode(args []string) error {
 	oldPath := fs.String("old", "", "safetensors checkpoint the receiver already has (required)")
 	newPath := fs.String("new", "", "safetensors checkpoint to send (required)")
 	out := fs.String("out", "", "delta file to write, atomically (required)")
-	format := fs.String("format", "compact", "delta records: astraflow (AstraFlow's header + u32/u64 indices + raw values) or compact (gap-coded indices + low byte planes + zstd, dense when smaller)")
+	format := fs.String("format", "packed", "delta records: astraflow (AstraFlow's header + u32/u64 indices + raw values) or packed (\"compact\", its old name, too: gap-coded indices + low byte planes + zstd, dense when smaller)")
 	threads := deltaThreads(fs)
 	if err := parseRequired(fs, args, map[string]*string{"old": oldPath, "new": newPath, "out": out}); err != nil {
 		return err
@@ -64,7 +63,7 @@ func runDeltaEncode(args []string) error {
 		return err
 	}
 	start := time.Now()
-	st, err := weights.EncodeDelta(*oldPath, *newPath, *out, f, *threads)
+	st, err := deltafile.Encode(*oldPath, *newPath, *out, f, *threads)
 	if err != nil {
 		return err
 	}
@@ -90,7 +89,7 @@ func runDeltaApply(args []string) error {
 		return err
 	}
 	start := time.Now()
-	st, err := weights.ApplyDelta(*base, *deltaPath, *out, *threads)
+	st, err := deltafile.Apply(*base, *deltaPath, *out, *threads)
 	if err != nil {
 		return err
 	}

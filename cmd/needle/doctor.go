@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"os"
 
-	"needle/tools/doctor"
+	"needle/doctor"
 )
 
 func init() {

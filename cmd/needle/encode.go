@@ -9,9 +9,6 @@ import (
 	"needle/internal/jsonl"
 )
 
-// precisionUsage documents --precision of encode, build and serve.
-const precisionUsage = "encoder Linear layers: fp16 (weights fp16, math fp32: the exact default), bf16 (weights and activations bf16, fp32 sums: about 2x fp16's multiply rate, cosine >= 0.9999 with fp32 on MiniLM; needs AVX512_BF16) or int8 (int8 weights per output and group of 32 inputs, int16 activations, int32 sums: cosine >= 0.999; any CPU)"
-
 func init() {
 	register(command{name: "encode", summary: "JSON Lines strings -> embeddings (JSON Lines or .npy) with a BERT model", run: runEncode})
 }
@@ -32,7 +29,7 @@ func runEncode(args []string) error {
 	pooling := fs.String("pooling", "", "mean or cls; default from the model's 1_Pooling/config.json, else mean")
 	noNorm := fs.Bool("no-normalize", false, "write pooled vectors without L2 normalization")
 	threads := fs.Int("threads", 0, "threads of a forward pass (the Linears' own thread team and OpenMP's row-wise ops; no BLAS); 0 = all cores")
-	precision := fs.String("precision", "fp16", precisionUsage)
+	precision := fs.String("precision", "fp16", bert.PrecisionHelp)
 	in := fs.String("in", "-", "input file of JSON Lines strings; - reads stdin")
 	npyPath := fs.String("npy", "", "write a .npy file here instead of JSON Lines on stdout")
 	load := gpuEncoderFlags(fs)

@@ -6,26 +6,11 @@ import (
 	"needle/internal/option"
 )
 
-// optionFlags names the flag that sets each Options field of the libraries' option errors
-// (every command spells a field's flag the same way); runMain applies it to every error.
-var optionFlags = map[string]string{
-	"Index": "--index", "Corpus": "--corpus", "Pages": "--pages", "Model": "--model", "Milvus": "--milvus",
-	"GPU": "--gpu", "BM25": "--bm25", "Fusion.Method": "--fusion", "Fusion.Weight": "--fusion-weight",
-	"RerankModel": "--rerank-model", "Precision": "--precision", "ForcePrecision": "--force-precision",
-	"Rescore": "--rescore", "Restart": "--restart", "Dim": "--dim", "Metric": "--metric",
-	"Replace": "--replace", "SaveAddressTo": "--save-address-to",
-	// needle bench's
-	"Queries": "--queries", "QueriesFile": "--queries", "Trace": "--trace", "Out": "--out", "Plot": "--plot",
-	"Batch": "--batch", "Batches": "--batches", "K": "--k", "GTK": "--gt-k", "Rounds": "--rounds", "Rows": "--rows",
-	"Words": "--words", "Lookups": "--lookups", "Concurrency": "--concurrency", "Duration": "--duration",
-	"ServerPID": "--server-pid", "Passages": "--passages", "BatchSize": "--batch-size", "Threads": "--threads",
-	"Repeat": "--repeat", "Shape": "--shape", "MembwMiB": "--membw-mib", "MinTime": "--min-time",
-	"Prompts": "--prompts", "Rollouts": "--rollouts", "Turns": "--turns", "Own": "--own",
-	"Fairness.Post": "--post", "Fairness.Rate": "--rate", "Fairness.Rounds": "--rounds", "Fairness.Idle": "--idle",
-}
-
-// serveOptionFlags names, for needle serve, the anchors' aliases beside the flags.
-var serveOptionFlags = map[string]string{"Corpus": "--corpus (or --corpus_path)", "Model": "--model (or --retriever_model)"}
+// optionFlags names the flags of the option errors of the commands whose options have no
+// table yet (convert, encode, inspect, doctor, delta, tokenize declare their flags themselves);
+// runMain applies it to every error. The commands with tables name their own (flagSet.named).
+var optionFlags = map[string]string{"Restart": "--restart", "Metric": "--metric", "Dim": "--dim", "GPU": "--gpu",
+	"Index": "--index", "Corpus": "--corpus", "Model": "--model", "Precision": "--precision", "ForcePrecision": "--force-precision"}
 
 // flagError rewrites the option errors and hints in err's tree whose fields flags names, so
 // that the message names the flags instead ("Fusion.Weight: 2, want ..." -> "--fusion-weight:

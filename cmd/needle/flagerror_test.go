@@ -3,12 +3,10 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 	"testing"
 
-	"needle/bench"
 	"needle/internal/option"
 )
 
@@ -42,7 +40,7 @@ func TestFlagError(t *testing.T) {
 
 // needle bench's option errors name its flags too (every required and positive check).
 func TestBenchErrorsNameFlags(t *testing.T) {
-	err := flagError(bench.Index(io.Discard, bench.IndexOptions{Queries: "q.f32", Batch: 0, Batches: 1, K: 10}), optionFlags)
+	err := runBenchIndex([]string{"--queries", "q.f32", "--batch", "0"})
 	if err == nil || err.Error() != "--index: required\n--batch: 0, want > 0" {
 		t.Errorf("bench index: %v", err)
 	}
@@ -51,7 +49,7 @@ func TestBenchErrorsNameFlags(t *testing.T) {
 // needle serve refuses a --fusion-weight outside (0, 1] before it loads anything, naming the flag.
 func TestServeRefusesFusionWeightOutOfRange(t *testing.T) {
 	for _, w := range []string{"0", "-0.5", "1.5", "NaN"} {
-		err := flagError(runServe([]string{"--index", t.TempDir(), "--bm25", t.TempDir(), "--fusion", "weighted", "--fusion-weight", w}), optionFlags)
+		err := runServe([]string{"--index", t.TempDir(), "--bm25", t.TempDir(), "--fusion", "weighted", "--fusion-weight", w})
 		if err == nil || !strings.HasPrefix(err.Error(), "--fusion-weight: ") || !strings.Contains(err.Error(), "want the dense share") {
 			t.Errorf("--fusion-weight %s: %v, want a refusal naming --fusion-weight", w, err)
 		}

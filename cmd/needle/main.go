@@ -7,8 +7,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"strings"
+
+	"needle/internal/option"
 )
 
 // command is one subcommand: its files own flags and run logic.
@@ -75,7 +78,7 @@ func (g *group) run(args []string) error {
 
 var errNoSubcommand = errors.New("no subcommand")
 
-var needle = newGroup("needle", "command", "needle: native retrieval + inference engine for search-augmented RL training.\n\n", "build", "convert", "serve", "encode", "tokenize", "bench", "delta", "weights", "inspect", "doctor")
+var needle = newGroup("needle", "command", "needle: native retrieval + inference engine for search-augmented RL training.\n\n", "build", "convert", "serve", "front", "encode", "tokenize", "bench", "delta", "weights", "inspect", "doctor")
 
 func register(c command) { needle.add(c) }
 
@@ -105,13 +108,60 @@ func runMain(args []string) int {
 	return 0
 }
 
-// newFlagSet returns a FlagSet for a subcommand whose usage text starts with synopsis.
-// Parse errors are returned, not fatal, so runMain prints them once.
-func newFlagSet(name, synopsis string) *flag.FlagSet {
+// flagSet is a subcommand's flags. The options tables registered on it give their fields'
+// flags to the option errors of the run (named): "Batcher.MaxBatch: 0, want > 0" reads
+// "--max-batch: 0, want > 0".
+type flagSet struct {
+	*flag.FlagSet
+	names map[string]string // Options field -> its flag, as errors name it ("--max-batch")
+}
+
+// newFlagSet returns the flags of a subcommand whose usage text starts with synopsis. Parse
+// errors are returned, not fatal, so runMain prints them once.
+func newFlagSet(name, synopsis string) *flagSet {
 	fs := flag.NewFlagSet("needle "+name, flag.ContinueOnError)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: needle %s %s\n\nFlags:\n", name, synopsis)
 		fs.PrintDefaults()
 	}
-	return fs
+	return &flagSet{FlagSet: fs, names: map[string]string{}}
 }
+
+// options registers the flags of the options tables, each set to its default.
+func (fs *flagSet) options(tables ...option.Specs) {
+	for _, t := range tables {
+		t.Register(fs.FlagSet)
+		maps.Copy(fs.names, t.Flags())
+	}
+}
+
+// alias adds flag name as another name of flag of (the anchors' --index_path for --index).
+func (fs *flagSet) alias(name, of string) {
+	fs.Var(fs.Lookup(of).Value, name, "alias of --"+of)
+	for field, flag := range fs.names {
+		if flag == "--"+of {
+			fs.names[field] = flag + " (or --" + name + ")"
+		}
+	}
+}
+
+// given reports whether the command line set flag name (after Parse).
+func (fs *flagSet) given(name string) bool {
+	given := false
+	fs.Visit(func(fl *flag.Flag) { given = given || fl.Name == name })
+	return given
+}
+
+// parse parses args, which must all be flags.
+func (fs *flagSet) parse(args []string) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q (flags start with --)", fs.Arg(0))
+	}
+	return nil
+}
+
+// named is err with the option errors in it naming their flags (flagError).
+func (fs *flagSet) named(err error) error { return flagError(err, fs.names) }

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -59,7 +61,8 @@ func TestServeFlags(t *testing.T) {
 		{[]string{"--index", "i", "extra"}, "unexpected argument"},
 		{[]string{"--index", "i", "--gpu=maybe"}, `takes auto, require or off, not "maybe"`},
 		{[]string{"--index", "i", "--gpus", "0,x"}, `"x" is not a GPU ordinal`},
-		{[]string{"--index", "i", "--cache-mb", "-1"}, "--cache-mb must be >= 0"},
+		{[]string{"--index", "i", "--cache-mb", "-1"}, "--cache-mb: -1, want >= 0"},
+		{[]string{"--index", "i", "--replace", "--port", "0"}, "--replace: with port 0"},
 	} {
 		if _, err := parseServeFlags(tc.args); err == nil || !strings.Contains(err.Error(), tc.err) {
 			t.Errorf("%q: error %v, want one mentioning %q", tc.args, err, tc.err)
@@ -67,17 +70,16 @@ func TestServeFlags(t *testing.T) {
 	}
 }
 
-// A limit of 0 or below is refused with the flag's name (0 would quietly become the
-// default below the flag parser); where 0 means something (--batch-wait, --threads) only
-// negative values are refused.
+// A limit of 0 or below is refused by the library that owns it, with the flag's name; where 0
+// means something (--batch-wait, --threads, --load-wait, --cache-mb) only negative values are.
 func TestServeFlagsRefuseNonPositiveLimits(t *testing.T) {
 	for _, name := range []string{"max-batch", "max-queued", "encoders", "max-queries", "max-topk", "max-hits", "max-body", "max-conns",
-		"read-timeout", "write-timeout", "idle-timeout", "drain", "batch-wait", "threads"} {
+		"read-timeout", "write-timeout", "idle-timeout", "drain", "batch-wait", "threads", "load-wait", "cache-mb", "topk", "nprobe"} {
 		values := []string{"0", "-1"}
-		if strings.HasSuffix(name, "timeout") || name == "drain" || name == "batch-wait" {
+		if strings.HasSuffix(name, "timeout") || name == "drain" || name == "batch-wait" || name == "load-wait" {
 			values = []string{"0s", "-1s"}
 		}
-		zeroOK := name == "batch-wait" || name == "threads"
+		zeroOK := name == "batch-wait" || name == "threads" || name == "load-wait" || name == "cache-mb" || name == "nprobe"
 		for i, v := range values {
 			_, err := parseServeFlags([]string{"--index", "i", "--" + name, v})
 			if i == 0 && zeroOK {
@@ -86,9 +88,26 @@ func TestServeFlagsRefuseNonPositiveLimits(t *testing.T) {
 				}
 				continue
 			}
-			if err == nil || !strings.Contains(err.Error(), "--"+name+" must be") {
+			if err == nil || !strings.HasPrefix(err.Error(), "--"+name+": "+v+", want ") {
 				t.Errorf("--%s %s: error %v, want one naming --%s", name, v, err, name)
 			}
 		}
+	}
+}
+
+// --token-file gives the bearer token from a file (the weights daemons' file); with
+// --auth-token too it is an error.
+func TestServeTokenFile(t *testing.T) {
+	t.Setenv("NEEDLE_AUTH_TOKEN", "")
+	path := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(path, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := parseServeFlags([]string{"--index", "i", "--token-file", path})
+	if err != nil || f.server.AuthToken != "s3cret" {
+		t.Fatalf("token %q, %v", f.server.AuthToken, err)
+	}
+	if _, err := parseServeFlags([]string{"--index", "i", "--token-file", path, "--auth-token", "x"}); err == nil || !strings.Contains(err.Error(), "give one") {
+		t.Fatalf("both: %v", err)
 	}
 }

@@ -6,14 +6,9 @@ import (
 	"log"
 	"os"
 	"os/signal"
-	"runtime"
-	"strings"
 	"syscall"
 
 	"needle/weights"
-	"needle/weights/receiver"
-	"needle/weights/sender"
-	"needle/weights/wire"
 )
 
 // weightsCmds are `needle weights send|recv|publish` (docs/weights.md).
@@ -37,93 +32,38 @@ func signalContext() (context.Context, context.CancelFunc) {
 
 func runWeightsSend(args []string) error {
 	var o weights.SendOptions
-	var format string
 	fs := newFlagSet("weights send", "--dir /dev/shm/needle-weights [--listen :7070] [--http :7071]")
-	fs.StringVar(&o.Sender.Dir, "dir", "/dev/shm/needle-weights", "the double buffer's folder (halves, state, control.sock): the trainer's publisher writes here")
-	fs.StringVar(&o.Listen, "listen", ":7070", "TCP address receivers pull from")
-	fs.StringVar(&o.HTTP, "http", ":7071", "address of GET /metrics and /status (empty: none)")
-	fs.StringVar(&format, "format", "compact", "delta records: compact (gap-coded indices, byte planes, zstd) or astraflow")
-	fs.Int64Var(&o.Sender.Chunk, "chunk", wire.DefaultChunk, "bytes of a record's chunk")
-	fs.IntVar(&o.Sender.Keep, "keep", 8, "delta steps retained for receivers several versions behind")
-	fs.IntVar(&o.Sender.Threads, "threads", runtime.NumCPU(), "goroutines of an encode job")
-	fs.BoolVar(&o.Sender.NewRun, "new-run", false, "forget the folder's versions and start a new run")
-	if err := fs.Parse(args); err != nil {
+	fs.options(o.Specs())
+	if err := fs.parse(args); err != nil {
 		return err
 	}
-	f, err := wire.ParseFormat(format)
-	if err != nil {
-		return fmt.Errorf("--format: %w", err)
-	}
-	o.Sender.Format, o.Sender.Log = f, daemonLog()
+	o.Sender.Log = daemonLog()
 	ctx, stop := signalContext()
 	defer stop()
-	return weights.RunSender(ctx, o, func(tcp, http string) {
+	return fs.named(weights.RunSender(ctx, o, func(tcp, http string) {
 		fmt.Fprintf(os.Stderr, "needle weights send: %s, receivers on %s, metrics on %s\n", o.Sender.Dir, tcp, http)
-	})
+	}))
 }
 
 func runWeightsRecv(args []string) error {
 	var o weights.RecvOptions
-	var upstreams, notifyURL, notifyBody, notifyCmd string
 	fs := newFlagSet("weights recv", "--from HOST:7070[,HOST2:7070] --out /dev/shm/model/model.safetensors [--notify-url http://127.0.0.1:30000/update_weights_from_disk]")
-	fs.StringVar(&upstreams, "from", "", "weights servers to pull from, comma-separated, in order of preference (the sender, or re-serving receivers)")
-	fs.StringVar(&o.Receiver.Out, "out", "", "the safetensors file kept at the newest version (its folder: the engine's model_path)")
-	fs.StringVar(&o.Receiver.Node, "name", "", "this receiver's name in the upstreams' logs")
-	fs.IntVar(&o.Receiver.Threads, "threads", runtime.NumCPU(), "goroutines that apply records and hash files")
-	fs.IntVar(&o.Receiver.FullEvery, "full-every", 0, "take every N-th version in full (a resync); 0: never")
-	fs.BoolVar(&o.Receiver.VerifyEach, "verify-each", false, "hash every new version whole against its manifest before publishing it")
-	fs.BoolVar(&o.Receiver.NoSpare, "no-spare", false, "keep no spare copy of the file (saves its size on disk; each delta then copies the file first)")
-	fs.StringVar(&o.Serve, "serve", "", "re-serve what this receiver holds on this TCP address (a chain or tree of hosts)")
-	fs.IntVar(&o.Keep, "keep", 4, "delta steps retained when re-serving")
-	fs.StringVar(&o.HTTP, "http", "", "address of GET /metrics and /status (empty: none)")
-	fs.StringVar(&notifyURL, "notify-url", "", "POST here after each version (SGLang: http://HOST:PORT/update_weights_from_disk)")
-	fs.StringVar(&notifyBody, "notify-body", "", `JSON body of the POST; {dir} {path} {run} {version} are replaced (default `+`{"model_path": "{dir}"})`)
-	fs.StringVar(&notifyCmd, "notify-cmd", "", "run this command (split on spaces; NEEDLE_WEIGHTS_PATH, _DIR, _RUN, _VERSION set) after each version")
-	if err := parseRequired(fs, args, map[string]*string{"from": &upstreams, "out": &o.Receiver.Out}); err != nil {
+	fs.options(o.Specs())
+	if err := fs.parse(args); err != nil {
 		return err
 	}
-	o.Receiver.Upstreams = strings.Split(upstreams, ",")
-	if notifyURL != "" && notifyCmd != "" {
-		return fmt.Errorf("--notify-url and --notify-cmd: give one")
-	}
-	n, err := receiver.NewNotifier(notifyURL, notifyBody, strings.Fields(notifyCmd))
-	if err != nil {
-		return err
-	}
-	o.Receiver.Notifier, o.Receiver.Log = n, daemonLog()
+	o.Receiver.Log = daemonLog()
 	ctx, stop := signalContext()
 	defer stop()
-	return weights.RunReceiver(ctx, o, nil)
+	return fs.named(weights.RunReceiver(ctx, o, nil))
 }
 
 func runWeightsPublish(args []string) error {
-	var dir, file string
-	var version uint64
-	var wait bool
+	var o weights.PublishOptions
 	fs := newFlagSet("weights publish", "--dir /dev/shm/needle-weights --file model.safetensors [--version N] [--wait]")
-	fs.StringVar(&dir, "dir", "/dev/shm/needle-weights", "the sender's folder")
-	fs.StringVar(&file, "file", "", "a safetensors file to publish as the next version")
-	fs.Uint64Var(&version, "version", 0, "version number (0: the newest + 1)")
-	fs.BoolVar(&wait, "wait", false, "wait for the delta's encode job and print its stats")
-	if err := parseRequired(fs, args, map[string]*string{"file": &file}); err != nil {
+	fs.options(o.Specs())
+	if err := fs.parse(args); err != nil {
 		return err
 	}
-	img, err := os.ReadFile(file)
-	if err != nil {
-		return err
-	}
-	p, err := sender.Dial(dir)
-	if err != nil {
-		return err
-	}
-	defer p.Close()
-	v, err := p.PublishImage(img, version)
-	if err != nil || !wait {
-		fmt.Printf("{\"version\": %d}\n", v)
-		return err
-	}
-	st, err := p.Wait(v)
-	fmt.Printf("{\"version\": %d, \"changed\": %d, \"elements\": %d, \"wire_bytes\": %d, \"astraflow_bytes\": %d, \"encode_seconds\": %.3f}\n",
-		v, st.Changed, st.Elements, st.WireBytes, st.AstraFlowBytes, st.Seconds)
-	return err
+	return fs.named(weights.Publish(os.Stdout, o))
 }

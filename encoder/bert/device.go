@@ -17,6 +17,34 @@ const (
 	GPURequire = "require"
 )
 
+// GPUFlag is a GPU mode (GPUAuto, GPURequire or "" for the CPU) as a flag takes it: --gpu alone
+// is GPUAuto, --gpu=require GPURequire, --gpu=off the CPU. Options tables (engine's, bench's)
+// declare their GPU field with it.
+type GPUFlag struct{ Mode *string }
+
+func (g GPUFlag) IsBoolFlag() bool { return true }
+
+func (g GPUFlag) String() string {
+	if g.Mode == nil {
+		return ""
+	}
+	return *g.Mode
+}
+
+func (g GPUFlag) Set(s string) error {
+	switch s {
+	case "true", GPUAuto:
+		*g.Mode = GPUAuto
+	case GPURequire:
+		*g.Mode = GPURequire
+	case "false", "off":
+		*g.Mode = ""
+	default:
+		return fmt.Errorf("takes auto, require or off, not %q", s)
+	}
+	return nil
+}
+
 // LoadOn is Load on GPU number ordinal when gpu is GPUAuto or GPURequire ("" is Load). With
 // GPUAuto and no usable GPU (no driver or device, no cuBLAS, a shape the kernels do not take,
 // the PTX not built), one line to log says why and the encoder runs on the CPU; with

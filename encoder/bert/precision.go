@@ -23,6 +23,9 @@ const (
 	BF16 Precision = "bf16"
 )
 
+// PrecisionHelp is the help of a --precision flag (the Options tables of serve, build, encode).
+const PrecisionHelp = "encoder Linear layers: fp16 (weights fp16, math fp32: the exact default), bf16 (weights and activations bf16, fp32 sums: about 2x fp16's multiply rate, cosine >= 0.9999 with fp32 on MiniLM; needs AVX512_BF16) or int8 (int8 weights per output and group of 32 inputs, int16 activations, int32 sums: cosine >= 0.999; any CPU)"
+
 // ParsePrecision reads a --precision value ("" is FP16).
 func ParsePrecision(s string) (Precision, error) {
 	switch p := Precision(s); p {

@@ -1,6 +1,7 @@
 package milvusindex
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,6 +17,7 @@ import (
 	"github.com/milvus-io/milvus-sdk-go/v2/entity"
 
 	"needle/internal/byteview"
+	"needle/internal/option"
 )
 
 // Options say which collection `needle serve --milvus` searches, and how.
@@ -25,6 +27,19 @@ type Options struct {
 	Ef         int           // HNSW search list size (raised to k when smaller); 0 = 128
 	Nprobe     int           // IVF lists probed per query; 0 = 32
 	Timeout    time.Duration // one search or check; 0 = 10s (past it the request gets a 503)
+}
+
+// Specs declares the options (`needle serve --milvus`'s flags).
+func (o *Options) Specs() option.Specs {
+	return option.Specs{
+		option.String(&o.URI, "URI", "milvus", "", "search a Milvus collection (standalone or cluster: same API) at this URI, host:port or http(s)://host:port,\n"+
+			"instead of a FAISS index; needs --collection"),
+		option.String(&o.Collection, "Collection", "collection", "", "with --milvus: the collection, built by needle build --milvus"),
+		option.Num(&o.Ef, "Ef", "milvus-ef", 0, option.From(0), "with --milvus: HNSW search list size, raised to topk when smaller (0 = 128)"),
+		option.Num(&o.Nprobe, "Nprobe", "milvus-nprobe", 0, option.From(0), "with --milvus: IVF lists probed per query (0 = 32)"),
+		option.Num(&o.Timeout, "Timeout", "milvus-timeout", 0, option.From(0), "with --milvus: most time one search may take (0 = 10s); past it, or with Milvus down,\n"+
+			"/retrieve answers 503 + Retry-After and /ready is false until Milvus answers again"),
+	}
 }
 
 // Index searches a Milvus collection: one Search RPC per batch of queries. Safe for
@@ -43,15 +58,12 @@ type Index struct {
 // vector index, loads it if it is not loaded, and counts its rows. The caller checks
 // dimension and row count against the encoder and corpus (engine.NewRetriever).
 func Open(opt Options) (*Index, error) {
-	if opt.Ef <= 0 {
-		opt.Ef = 128
+	if err := opt.Specs().Check(); err != nil {
+		return nil, err
 	}
-	if opt.Nprobe <= 0 {
-		opt.Nprobe = 32
-	}
-	if opt.Timeout <= 0 {
-		opt.Timeout = 10 * time.Second
-	}
+	opt.Ef = cmp.Or(opt.Ef, 128)
+	opt.Nprobe = cmp.Or(opt.Nprobe, 32)
+	opt.Timeout = cmp.Or(opt.Timeout, 10*time.Second)
 	ctx := context.Background()
 	c, err := dial(ctx, opt.URI)
 	if err != nil {

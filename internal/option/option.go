@@ -1,13 +1,14 @@
-// Package option is the error of an option a caller set wrong, and the hint of an option that
-// would resolve an error. A library names options by their Options field ("Fusion.Weight",
-// "Restart"), never by a command-line flag: the command that set the field from a flag names
+// Package option is how a library declares its options and reports one set wrong. Each Options
+// type declares its options once in a table (spec.go: field, flag, default, range, help), from
+// which the command line builds its flags. An error of an option set wrong is an *Error, and
+// the hint of an option that would resolve an error a *Fix; both name the Options field
+// ("Fusion.Weight", "Restart"), not a flag: the command that set the field from a flag names
 // the flag (cmd/needle's flagError).
 package option
 
 import (
 	"errors"
 	"fmt"
-	"time"
 )
 
 // Error says that the option Field is wrong, and Err what is wrong with it.
@@ -54,15 +55,6 @@ func Fixf(field, does, format string, a ...any) error {
 func FixedBy(err error, field string) bool {
 	var f *Fix
 	return errors.As(err, &f) && f.Field == field
-}
-
-// Positive is an *Error of field when v is not > 0, else nil (errors.Join several to check
-// them all).
-func Positive[T int | int64 | float64 | time.Duration](field string, v T) error {
-	if v > 0 {
-		return nil
-	}
-	return Errorf(field, "%v, want > 0", v)
 }
 
 // Required is an *Error of field when v is empty, else nil.

@@ -11,7 +11,7 @@ import (
 )
 
 // KB is a field of /proc/self/status in kB: "RssAnon" (heap, stacks), "RssFile" (mapped
-// files), "VmRSS", "VmHWM" (peak RSS; ResetPeak restarts it). 0 when unknown.
+// files), "VmRSS", "VmHWM" (peak RSS). 0 when unknown.
 func KB(field string) int64 {
 	b, _ := os.ReadFile("/proc/self/status")
 	for _, line := range strings.Split(string(b), "\n") {
@@ -21,11 +21,6 @@ func KB(field string) int64 {
 		}
 	}
 	return 0
-}
-
-// ResetPeak makes VmHWM the current RSS (Linux's /proc/self/clear_refs "5").
-func ResetPeak() error {
-	return os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
 }
 
 // CPU is the user + system CPU time of this process so far (all threads); 0 when unknown.

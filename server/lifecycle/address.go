@@ -56,6 +56,25 @@ func lockFolder(dir string) func() {
 	return func() { f.Close() } // closing releases the flock
 }
 
+// Addresses reads the folder as ASearcher's client does (DIR/Host*_IP*.txt): the address
+// each file holds, by path. Files that vanish while it reads are left out.
+func Addresses(dir string) (map[string]string, error) {
+	names, err := filepath.Glob(filepath.Join(dir, addressGlob))
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]string, len(names))
+	for _, n := range names {
+		if b, err := os.ReadFile(n); err == nil {
+			out[n] = string(b)
+		}
+	}
+	return out, nil
+}
+
+// addressGlob matches the address files in a folder, as the client's glob does.
+const addressGlob = "Host*_IP*.txt"
+
 // addressFile is this process's address file and what it wrote into it.
 type addressFile struct {
 	path    string
@@ -72,14 +91,9 @@ func writeAddress(dir, hostPort, host string, port int) (*addressFile, []string,
 	}
 	defer lockFolder(dir)()
 	a := &addressFile{path: filepath.Join(dir, fmt.Sprintf("Host%s_IP%d.txt", host, port)), content: []byte(hostPort)}
-	if err := atomicfile.Write(a.path, a.content); err != nil {
+	if err := a.write(); err != nil {
 		return nil, nil, option.Wrap("SaveAddressTo", err)
 	}
-	info, err := os.Stat(a.path)
-	if err != nil {
-		return nil, nil, option.Wrap("SaveAddressTo", err)
-	}
-	a.info = info
 	log := []string{"wrote " + a.path}
 	markers, _ := filepath.Glob(filepath.Join(dir, leftPrefix+"*"))
 	for _, m := range markers {
@@ -97,6 +111,19 @@ func writeAddress(dir, hostPort, host string, port int) (*addressFile, []string,
 	return a, log, nil
 }
 
+// write (re)writes the file and remembers it as written; the caller holds the folder's lock.
+func (a *addressFile) write() error {
+	if err := atomicfile.Write(a.path, a.content); err != nil {
+		return err
+	}
+	info, err := os.Stat(a.path)
+	if err != nil {
+		return err
+	}
+	a.info = info
+	return nil
+}
+
 // withdraw is called once the port is about to stop accepting connections (the drain, or
 // an exit), before the listener closes: it removes the file unless another process wrote one
 // in its place or it is the folder's last address file (then it stays, with a marker). It
@@ -107,7 +134,7 @@ func (a *addressFile) withdraw() (string, error) {
 	if err != nil || !os.SameFile(info, a.info) {
 		return "left " + a.path + " alone: another process wrote it", nil
 	}
-	others, _ := filepath.Glob(filepath.Join(filepath.Dir(a.path), "Host*_IP*.txt"))
+	others, _ := filepath.Glob(filepath.Join(filepath.Dir(a.path), addressGlob))
 	if len(others) <= 1 {
 		marker := filepath.Join(filepath.Dir(a.path), leftPrefix+filepath.Base(a.path))
 		if err := atomicfile.Write(marker, a.content); err != nil {

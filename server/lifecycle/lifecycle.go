@@ -21,29 +21,69 @@ import (
 	"time"
 
 	"needle/engine"
+	"needle/internal/option"
 	"needle/internal/writer"
 	"needle/server"
 )
 
-// Options are a serving process's lifecycle settings (needle serve's flags).
+// Options are a serving process's lifecycle settings; Specs declares needle serve's flags of
+// them and their defaults, and Run refuses what they do not take.
 type Options struct {
-	Host          string        // address to bind
-	Port          int           // TCP port (0: a free one)
-	SaveAddressTo string        // folder of the address file (""; none)
-	Replace       bool          // take the socket over from the needle serving on Host:Port
-	Drain         time.Duration // how long in-flight requests may finish at the end
-	IndexName     string        // what is loading, for the log
-	QueryPrefix   string        // for the log's curl example
-	Log           io.Writer     // progress lines (needle serve: stderr); nil: discarded
+	Host          string // address to bind
+	Port          int    // TCP port (0: a free one)
+	SaveAddressTo string // folder of the address file (""; none)
+	Replace       bool   // take the socket over from the needle serving on Host:Port
+	// WatchPeers watches the other replicas of the SaveAddressTo folder, every WatchInterval,
+	// and removes the files of those that are gone (peers.go).
+	WatchPeers    bool
+	WatchInterval time.Duration
+	// Witness is the host:port whose answer shows a replica that it is not the cut-off side of
+	// a partition (WitnessGateway: the default route's gateway; "": none).
+	Witness     string
+	Drain       time.Duration // how long in-flight requests may finish at the end
+	IndexName   string        // what is loading, for the log
+	QueryPrefix string        // for the log's curl example
+	Log         io.Writer     // progress lines (needle serve: stderr); nil: discarded
 	// Stop delivers the signals that end the process (nil: SIGINT and SIGTERM); a second one
 	// during the drain exits at once.
 	Stop <-chan os.Signal
+}
+
+// Specs declares the options.
+func (o *Options) Specs() option.Specs {
+	return option.Specs{
+		option.String(&o.Host, "Host", "host", "127.0.0.1", "address to bind (0.0.0.0 exposes the server to the network)"),
+		option.Num(&o.Port, "Port", "port", 8000, option.From(0), "TCP port (0 picks a free one; see --save-address-to)"),
+		option.String(&o.SaveAddressTo, "SaveAddressTo", "save-address-to", "", "folder to write Host{ip}_IP{port}.txt = \"{ip}:{port}\" into (ASearcher's client reads it) as soon as the port listens; until ready, requests are held (--load-wait). Removed when the drain begins, before the port refuses connections, unless it is the folder's last address file (docs/lifecycle.md)"),
+		option.Bool(&o.Replace, "Replace", "replace", false, "take over --host:--port from the needle serve running there: it keeps serving while this one loads, then drains and exits, and no connection is refused in between (docs/lifecycle.md); without a needle there, start as usual"),
+		option.Num(&o.Drain, "Drain", "drain", 30*time.Second, option.Above(0), "on SIGINT/SIGTERM, how long in-flight requests may finish"),
+		option.Bool(&o.WatchPeers, "WatchPeers", "watch-peers", true, "with --save-address-to: probe the other replicas of the folder (GET /health) and remove the files of those that are gone: at once when their\n"+
+			"host refuses the connection (a killed process), after 8 x --watch-interval without an answer when this replica hears a majority of the folder or reaches\n"+
+			"--watch-witness (the other side of a partition removes nothing); never its own file, never the folder's last (docs/serve.md)"),
+		option.Num(&o.WatchInterval, "WatchInterval", "watch-interval", 250*time.Millisecond, option.Above(0), "with --watch-peers: time between probes of each replica; a probe gets 4x as long to answer, and a replica silent for 8x is taken for unreachable"),
+		option.String(&o.Witness, "Witness", "watch-witness", WitnessGateway, "with --watch-peers: host:port whose answer to a TCP connect (accepted or refused) shows this replica is not the cut-off side of a partition;\n"+
+			"\"gateway\": the default route's gateway, port 9; \"\": none (then only a majority of the folder's replicas decides); none either on a loopback --host"),
+	}
+}
+
+// Check refuses the options their specs do not take, a port past 65535, and Replace of port 0.
+func (o Options) Check() error {
+	switch {
+	case o.Port > 65535:
+		return option.Errorf("Port", "%d, want <= 65535", o.Port)
+	case o.Replace && o.Port == 0:
+		return option.Errorf("Replace", "with port 0: give the port of the server to replace")
+	}
+	return o.Specs().Check()
 }
 
 // Run serves srv with the retriever open returns, from the socket to the end of the drain,
 // and returns why it stopped (nil after a drain that completed). srv is ready (SetRetriever)
 // once open returns.
 func Run(opt Options, srv *server.Server, open func() (*engine.Retriever, error)) error {
+	if err := opt.Check(); err != nil {
+		return err
+	}
 	out := &writer.Locked{W: writer.OrDiscard(opt.Log)} // the handover's goroutines log too
 	log := func(format string, a ...any) { fmt.Fprintf(out, "needle serve: "+format+"\n", a...) }
 	stop := opt.Stop
@@ -62,10 +102,15 @@ func Run(opt Options, srv *server.Server, open func() (*engine.Retriever, error)
 	began := time.Now()
 	var h *handover
 	var address *addressFile
+	var watch *watcher
 	// withdraw takes the address file back (see address.go) while the port still accepts
 	// connections: it runs before every srv.Shutdown (which closes the listener). Once: the
-	// second signal's goroutine and the main path may both reach it.
+	// second signal's goroutine and the main path may both reach it. The watch of the peers
+	// stops first: it could write the file again.
 	withdraw := sync.OnceValue(func() error {
+		if watch != nil {
+			watch.close()
+		}
 		if address == nil {
 			return nil
 		}
@@ -86,6 +131,7 @@ func Run(opt Options, srv *server.Server, open func() (*engine.Retriever, error)
 		if address, err = announce(opt, addr, log); err != nil {
 			return errors.Join(err, shutdown())
 		}
+		watch = startWatch(opt, address, log)
 		h = handoverFor(opt, ln, log)
 	}
 	type opened struct {
@@ -113,6 +159,7 @@ func Run(opt Options, srv *server.Server, open func() (*engine.Retriever, error)
 		if address, err = announce(opt, addr, log); err != nil {
 			return errors.Join(err, shutdown())
 		}
+		watch = startWatch(opt, address, log)
 		if err := handed.ready(); err != nil { // it exited meanwhile: the socket is this process's alone
 			log("telling pid %d to drain: %v", handed.pid, err)
 		}
@@ -227,6 +274,22 @@ func announce(opt Options, addr *net.TCPAddr, log func(string, ...any)) (*addres
 		log("%s", d)
 	}
 	return a, err
+}
+
+// startWatch starts the watch of the other replicas of the address folder (peers.go), or
+// returns nil when there is no folder or no watch.
+func startWatch(opt Options, address *addressFile, log func(string, ...any)) *watcher {
+	if address == nil || !opt.WatchPeers {
+		return nil
+	}
+	witness, why := witnessFor(opt.Witness, advertisedIP(opt.Host))
+	if witness == "" {
+		log("watching the other replicas of %s every %v; no witness (%s): an unreachable peer's file is removed only by a majority of the folder's replicas",
+			opt.SaveAddressTo, opt.WatchInterval, why)
+	} else {
+		log("watching the other replicas of %s every %v; witness %s", opt.SaveAddressTo, opt.WatchInterval, witness)
+	}
+	return watchPeers(address, opt.WatchInterval, witness, log)
 }
 
 // advertisedIP is the address clients should dial: the bind address, or for a wildcard

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"needle/engine"
+	"needle/internal/option"
 	"needle/internal/writer"
 	"needle/server"
 	"needle/testkit/enginetest"
@@ -39,13 +40,16 @@ func TestRun(t *testing.T) {
 	}
 	loading, stop := make(chan struct{}), make(chan os.Signal, 1)
 	var log strings.Builder
-	srv := server.New(server.Config{LoadWait: time.Minute})
-	opt := Options{Host: "127.0.0.1", SaveAddressTo: dir, Drain: time.Minute, IndexName: "fake", Log: &writer.Locked{W: &log}, Stop: stop}
+	srv, err := server.New(option.Defaults[server.Config]())
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt := Options{Host: "127.0.0.1", SaveAddressTo: dir, Drain: time.Minute, WatchInterval: time.Second, IndexName: "fake", Log: &writer.Locked{W: &log}, Stop: stop}
 	done := make(chan error, 1)
 	go func() {
 		done <- Run(opt, srv, func() (*engine.Retriever, error) {
 			<-loading
-			return engine.NewRetriever(enc, idx, docs, nil, "", engine.BatcherOptions{})
+			return engine.NewRetriever(enc, idx, docs, nil, "", enginetest.Batcher(engine.BatcherOptions{}))
 		})
 	}()
 	var addr string

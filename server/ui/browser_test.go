@@ -15,6 +15,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"needle/engine"
+	"needle/internal/option"
 	"needle/server"
 	"needle/testkit/browser"
 	"needle/testkit/enginetest"
@@ -32,14 +33,20 @@ var glosses = []string{
 
 const query = "an animal used for riding"
 
-// serve starts a real server (listener and all) over the fake engine parts, with pages.
-func serve(t *testing.T, cfg server.Config) string {
+// serve starts a real server (listener and all) over the fake engine parts, with pages, with
+// the server's defaults and what set changes.
+func serve(t *testing.T, set func(*server.Config)) string {
 	t.Helper()
+	cfg := option.Defaults[server.Config]()
+	set(&cfg)
 	enc := &enginetest.HashEncoder{Dimension: 64}
 	docs, idx := enginetest.Corpus(enc, glosses)
 	pages := enginetest.Pages{"https://en.wikipedia.org/w/index.php?title=Doc0": `{"url":"https://en.wikipedia.org/w/index.php?title=Doc0","contents":"The horse is a domesticated, one-toed, hoofed mammal."}`}
-	s := server.New(cfg)
-	r, err := engine.NewRetriever(enc, idx, docs, pages, "", engine.BatcherOptions{MaxBatch: 8, OnBatch: s.ObserveBatch})
+	s, err := server.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := engine.NewRetriever(enc, idx, docs, pages, "", enginetest.Batcher(engine.BatcherOptions{MaxBatch: 8, OnBatch: s.ObserveBatch}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +100,9 @@ func topTitle(t *testing.T, base, token, q string) string {
 // a warm server; times are reported, never asserted.
 func TestPageInBrowser(t *testing.T) {
 	ctx := browser.New(t, time.Minute)
-	base := serve(t, server.Config{Info: server.Info{Index: "/demo/index.faiss", Model: "/models/fake", Precision: "fp16"}})
+	base := serve(t, func(c *server.Config) {
+		c.Info = server.Info{Index: "/demo/index.faiss", Model: "/models/fake", Precision: "fp16"}
+	})
 	want := topTitle(t, base, "", query)
 
 	// The first load warms the server and the browser; the second is measured.
@@ -136,7 +145,7 @@ func TestPageInBrowser(t *testing.T) {
 // TestPageAsksForToken: with --auth-token the page asks for it, then searches with it.
 func TestPageAsksForToken(t *testing.T) {
 	ctx := browser.New(t, time.Minute)
-	base := serve(t, server.Config{AuthToken: "s3cret"})
+	base := serve(t, func(c *server.Config) { c.AuthToken = "s3cret" })
 	want := topTitle(t, base, "s3cret", query)
 	must(t, chromedp.Do(ctx, chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS("#auth"))))
 	must(t, chromedp.Do(ctx, chromedp.SendKeys(chromedp.CSS("#token"), "s3cret"), chromedp.Click(chromedp.CSS("#auth button")), chromedp.WaitNotVisible(chromedp.CSS("#auth"))))

@@ -120,8 +120,6 @@ CUresult cuCtxPushCurrent_v2(void* ctx) { return ctx == &primary_ctx ? OK : INVA
 CUresult cuCtxPopCurrent_v2(void** ctx) { *ctx = &primary_ctx; return OK; }
 CUresult cuCtxSynchronize() { return OK; }
 CUresult cuStreamSynchronize(void*) { return OK; }
-CUresult cuStreamCreate(void** s, unsigned) { static int stream; *s = &stream; return OK; }
-CUresult cuStreamDestroy_v2(void*) { return OK; }
 
 CUresult cuModuleLoadDataEx(void** mod, const void* image, unsigned n, int* opts, void** vals) {
   uint32_t magic;
@@ -201,7 +199,6 @@ CUresult cuGetErrorString(CUresult rc, const char** s) {
 // cuBLAS (cublasStatus_t: 0 success, 7 invalid value, 15 not supported).
 int cublasCreate_v2(void** h) { static int handle; *h = &handle; return 0; }
 int cublasDestroy_v2(void*) { return 0; }
-int cublasSetStream_v2(void*, void*) { return 0; }
 int cublasGemmEx(void*, int transa, int transb, int m, int n, int k, const void* alpha, const void* a,
                  int atype, int lda, const void* b, int btype, int ldb, const void* beta, void* c, int ctype,
                  int ldc, int compute, int) {

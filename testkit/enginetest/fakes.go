@@ -4,6 +4,7 @@
 package enginetest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,10 +13,38 @@ import (
 	"sort"
 	"strings"
 	"sync/atomic"
+	"testing"
 
 	"needle/docstore"
 	"needle/engine"
+	"needle/internal/option"
 )
+
+// Batcher is o with the Batcher's defaults (engine.BatcherOptions.Specs) for the bounds it
+// leaves zero: a test sets the bounds it is about.
+func Batcher(o engine.BatcherOptions) engine.BatcherOptions {
+	d := option.Defaults[engine.BatcherOptions]()
+	o.MaxBatch = cmp.Or(o.MaxBatch, d.MaxBatch)
+	o.MaxQueued = cmp.Or(o.MaxQueued, d.MaxQueued)
+	o.Encoders = cmp.Or(o.Encoders, d.Encoders)
+	return o
+}
+
+// Options is o with Batcher(o.Batcher): what engine.Open takes.
+func Options(o engine.Options) engine.Options {
+	o.Batcher = Batcher(o.Batcher)
+	return o
+}
+
+// NewBatcher is engine.NewBatcher with Batcher(o); an error fails t.
+func NewBatcher(t testing.TB, enc engine.Encoder, idx engine.Index, prefix string, o engine.BatcherOptions) *engine.Batcher {
+	t.Helper()
+	b, err := engine.NewBatcher(enc, idx, prefix, Batcher(o))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
 
 // HashEncoder maps each word of a text to one of Dimension buckets (FNV hash) and
 // L2-normalizes the counts: texts sharing words get a high inner product. Batches counts

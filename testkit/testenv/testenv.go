@@ -52,6 +52,16 @@ func Python(t testing.TB) string {
 	return py
 }
 
+// HAProxy returns the path of Debian's haproxy, the front of fixed-URL clients (needle front).
+func HAProxy(t testing.TB) string {
+	t.Helper()
+	path, err := exec.LookPath("haproxy")
+	if err != nil {
+		Missing(t, "HAProxy (apt haproxy)")
+	}
+	return path
+}
+
 // WordNetDir returns Debian wordnet-base's database folder (data.noun, data.verb, ...).
 func WordNetDir(t testing.TB) string {
 	t.Helper()

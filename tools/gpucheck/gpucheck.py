@@ -525,7 +525,7 @@ def import_needle_trainer():
 
 
 def write_flat_index(path, rows, dim, block):
-    """Writes a FAISS IndexFlatIP file (faiss 1.7.3's layout: tag, d, ntotal, two unused int64,
+    """Writes a FAISS IndexFlatIP file (FAISS's layout, 1.7.3 to 1.12.0: tag, d, ntotal, two unused int64,
     is_trained, metric, then the float32 vectors as a std::vector) of rows vectors, repeating the
     float32 array block (a whole number of rows) as often as needed."""
     import struct

@@ -1,6 +1,6 @@
 // Package layout holds the test that keeps the repository's floors true (docs/layout.md):
-// every import goes down or sideways, never up, and only tests (and the benchmarks' own
-// harness) use the test kit.
+// every import goes down or sideways, never up, and only tests use the test kit (the shipped
+// binary links none of it: shipped_test.go).
 package layout
 
 import (
@@ -21,18 +21,18 @@ var floors = []struct {
 	{"needle/kernels/", 2},
 	// the parts: encoders, index backends and the index folder's format, the corpus store
 	{"needle/encoder/", 3}, {"needle/index/", 3}, {"needle/docstore", 3},
-	// weight transfer: the parts (wire: the protocol and the delta codec; store; server), then
-	// the nodes that compose them (sender, receiver) and the entry that runs them (weights: the
-	// daemons, /metrics, the delta file of `needle delta`)
-	{"needle/weights/wire", 3}, {"needle/weights/store", 3}, {"needle/weights/feed", 3},
+	// weight transfer: the parts (wire: the protocol and the delta codec; store; feed; deltafile:
+	// a step at rest, `needle delta`), then the nodes that compose them (sender, receiver) and
+	// the entry that runs them (weights: the daemons, /metrics)
+	{"needle/weights/wire", 3}, {"needle/weights/store", 3}, {"needle/weights/feed", 3}, {"needle/weights/deltafile", 3},
 	{"needle/weights/sender", 4}, {"needle/weights/receiver", 4}, {"needle/weights", 4},
 	{"needle/indexbuild", 4},                      // the offline build job: corpus -> encoder -> index folder
+	{"needle/doctor", 4},                          // `needle doctor`: reads the floors below (platform, cuda, engine), changes nothing
 	{"needle/engine", 4},                          // serving: Open composes the parts; the Retriever, the Batcher, the cache
 	{"needle/server", 5}, {"needle/server/ui", 5}, // the page the server embeds: beside it
-	{"needle/server/lifecycle", 6},
-	{"needle/testkit/", 7},                        // test helpers: imported by tests (and bench's harness) only
+	{"needle/server/lifecycle", 6}, {"needle/server/front", 6}, // the process; HAProxy before the replicas
+	{"needle/testkit/", 7},                        // test helpers: imported by tests only
 	{"needle/bench", 8}, {"needle/bench/plot", 8}, // every bench target draws through it
-	{"needle/tools/doctor", 9}, // reads every floor below (platform, cuda, engine) and changes nothing
 	{"needle/tools/", 9}, {"needle/cmd/", 9}, {"needle/e2e", 9}, {"needle/examples", 9},
 	{"needle/python", 9},
 }

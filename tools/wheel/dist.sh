@@ -6,7 +6,7 @@ set -euo pipefail
 source "$(dirname "$0")/toolchain.sh"
 ROOT="$(cd "$WHEEL_DIR/../.." && pwd)"
 cd "$ROOT"
-FAISS="$(bash "$WHEEL_DIR/faiss.sh")"
+FAISS="$(bash "$WHEEL_DIR/../faiss.sh" wheel)"
 OUT="$ROOT/build/wheel"
 STAGE="$OUT/stage"
 rm -rf "$STAGE" "$OUT"/*.whl

@@ -1,9 +1,11 @@
 // Package feed serves a store.Store over TCP in the protocol of package wire: to each
 // client's Hello it answers a manifest, or a Plan and the plan's steps (full versions read in
-// place from a snapshot, delta steps streamed from their frames as they are produced).
-// Every client has its own goroutine and reads shared, immutable data, so a slow client or
-// one that stops reading holds back nobody else; a snapshot retired with abort (the sender
-// is about to overwrite it) closes the connections that read it.
+// place from a snapshot, growing ones as their records arrive, delta steps streamed from their
+// frames as they are produced), with beats while it has nothing to send. Every client has its
+// own goroutine and reads shared, immutable data, so a slow client or one that stops reading
+// holds back nobody else; a snapshot retired with abort (the sender is about to overwrite it,
+// or a relay gave up the version it was receiving) closes the connections that read it.
+// A sender's feed also keeps the Layout of the receivers that join it (layout.go).
 package feed
 
 import (
@@ -26,6 +28,12 @@ import (
 	"needle/weights/wire"
 )
 
+// MemberSilence is Feed.Silence's default: twice a transfer's.
+const MemberSilence = 2 * wire.DefaultSilence
+
+// beat is a Beat frame.
+var beat = wire.AppendFrame(nil, wire.KindBeat, nil)
+
 // Feed answers weight-transfer clients from Store.
 type Feed struct {
 	Store *store.Store
@@ -33,6 +41,16 @@ type Feed struct {
 	// IdleTimeout bounds the wait for a client's next Hello; WriteTimeout the time one frame
 	// may take to go out (a client that stops reading is dropped after it). 0: no limit.
 	IdleTimeout, WriteTimeout time.Duration
+	// Silence is how long a member (a joined receiver) may send nothing before it counts as
+	// lost (its host killed or cut off) and leaves the layout; members beat every BeatEvery.
+	// The hosts below a lost relay notice its silence on their own transfers first (after
+	// wire.DefaultSilence) and pull from the next upstream of their route; the layout only
+	// catches up, so it can wait longer and not reorder itself for a host that was merely slow.
+	Silence time.Duration
+	// Token, if set, is the secret every client must prove first (wire.ServerHandshake).
+	Token []byte
+	// Layout, on a sender, lays out the receivers that join; nil (a relay) refuses joins.
+	Layout *Layout
 
 	reg                                 *prom.Registry
 	conns, waiting, sentFull, sentDelta *prom.Value
@@ -44,7 +62,7 @@ type Feed struct {
 
 // New returns a feed of st that counts in reg.
 func New(st *store.Store, reg *prom.Registry) *Feed {
-	return &Feed{Store: st, IdleTimeout: 10 * time.Minute, WriteTimeout: time.Minute, reg: reg,
+	return &Feed{Store: st, IdleTimeout: 10 * time.Minute, WriteTimeout: time.Minute, Silence: MemberSilence, reg: reg,
 		conns:     reg.Gauge("needle_weights_clients", "connected weight-transfer clients"),
 		waiting:   reg.Gauge("needle_weights_clients_waiting", "clients waiting for a newer version"),
 		sentFull:  reg.Counter("needle_weights_sent_bytes_total", "bytes sent to clients, by step kind", "kind", "full"),
@@ -137,18 +155,25 @@ func (s *Feed) handle(nc net.Conn) {
 	s.conns.Add(1)
 	defer s.conns.Add(-1)
 	c := &conn{Conn: nc, s: s, br: bufio.NewReaderSize(nc, 64<<10)}
-	for {
-		if s.IdleTimeout > 0 {
-			nc.SetReadDeadline(time.Now().Add(s.IdleTimeout))
-		}
-		k, p, buf, err := wire.ReadFrame(c.br, c.buf)
-		c.buf = buf
-		if err != nil {
-			if !errors.Is(err, io.EOF) && !errors.Is(err, os.ErrDeadlineExceeded) {
-				s.logf("weights: client %s: %v", nc.RemoteAddr(), err)
-			}
+	k, p, err := c.read()
+	if err != nil {
+		return
+	}
+	if err := wire.ServerHandshake(nc, c.br, s.Token, k, p); err != nil {
+		s.errs(wire.CodeAuth)
+		s.logf("weights: client %s: %v", nc.RemoteAddr(), err)
+		return
+	}
+	if s.Token != nil {
+		if k, p, err = c.read(); err != nil {
 			return
 		}
+	}
+	if k == wire.KindJoin {
+		c.member(p)
+		return
+	}
+	for {
 		var h wire.Hello
 		err = wire.Unmarshal(k, wire.KindHello, p, &h)
 		if err == nil {
@@ -161,8 +186,46 @@ func (s *Feed) handle(nc net.Conn) {
 		if err := c.exchange(h); err != nil {
 			return
 		}
+		if k, p, err = c.read(); err != nil {
+			return
+		}
 	}
 }
+
+// read reads the client's next frame within IdleTimeout (logging why it could not).
+func (c *conn) read() (wire.Kind, []byte, error) {
+	if c.s.IdleTimeout > 0 {
+		c.SetReadDeadline(time.Now().Add(c.s.IdleTimeout))
+	}
+	k, p, buf, err := wire.ReadFrame(c.br, c.buf)
+	c.buf = buf
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, os.ErrDeadlineExceeded) {
+		c.s.logf("weights: client %s: %v", c.RemoteAddr(), err)
+	}
+	return k, p, err
+}
+
+// await runs wait, sending a Beat each time it has waited BeatEvery (the client tells a
+// server with nothing to send yet from a lost one by silence). It returns wait's error, or
+// a lostClient when a beat could not be sent.
+func (c *conn) await(ctx context.Context, wait func(context.Context) error) error {
+	for {
+		wctx, cancel := context.WithTimeout(ctx, wire.BeatEvery)
+		err := wait(wctx)
+		cancel()
+		if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+			return err
+		}
+		if err := c.write(beat); err != nil {
+			return lostClient{err}
+		}
+	}
+}
+
+// lostClient is a write to the client that failed while waiting: the connection is gone.
+type lostClient struct{ error }
+
+func (e lostClient) Unwrap() error { return e.error }
 
 // fail sends an Error frame; the exchange (and, for the caller, often the connection) ends.
 func (c *conn) fail(code, msg string) error {
@@ -219,7 +282,7 @@ func (c *conn) exchange(h wire.Hello) error {
 	}
 	first := tr.First
 	if tr.Full != nil {
-		if err := c.sendFull(tr.Full, first); err != nil {
+		if err := c.sendFull(ctx, tr.Full, first); err != nil {
 			return c.broken(err, tr.Full)
 		}
 		first = 0
@@ -248,15 +311,21 @@ func (c *conn) plan(h wire.Hello) (*store.Transfer, error) {
 		cancel()
 	}()
 	c.s.waiting.Add(1)
-	tr, err := c.s.Store.Plan(ctx, h)
+	var tr *store.Transfer
+	err := c.await(ctx, func(ctx context.Context) (err error) {
+		tr, err = c.s.Store.Plan(ctx, h)
+		return err
+	})
 	c.s.waiting.Add(-1)
 	c.SetReadDeadline(time.Now()) // unblock the watcher
 	werr := <-watched
 	c.SetReadDeadline(time.Time{})
-	if err != nil {
+	switch {
+	case err != nil && ctx.Err() != nil:
 		return nil, werr
-	}
-	if !errors.Is(werr, os.ErrDeadlineExceeded) {
+	case err != nil:
+		return nil, err
+	case !errors.Is(werr, os.ErrDeadlineExceeded):
 		tr.Release()
 		return nil, werr
 	}
@@ -283,8 +352,9 @@ func (c *conn) broken(err error, snap *store.Snapshot) error {
 // small header leaves with its bytes. A page overwritten while still in a socket buffer (the
 // owner retired the version with abort and publishes over it) reaches the client changed:
 // the record's frame check, made from the version's bytes, fails there and the client asks
-// again, as it does when the retirement closes its connection.
-func (c *conn) sendFull(snap *store.Snapshot, first int) error {
+// again, as it does when the retirement closes its connection. A growing snapshot's records
+// are sent as they arrive, and its End once the whole version has.
+func (c *conn) sendFull(ctx context.Context, snap *store.Snapshot, first int) error {
 	l := snap.ChunkMap
 	step := wire.Step{StepInfo: wire.StepInfo{To: snap.Version}, Size: l.Size, Chunk: l.Chunk, Header: l.Header, First: first}
 	if err := c.write(wire.AppendFrame(nil, wire.KindStep, wire.Marshal(step))); err != nil {
@@ -298,6 +368,9 @@ func (c *conn) sendFull(snap *store.Snapshot, first int) error {
 		}
 	}
 	for i := first; i < l.Chunks(); i++ {
+		if err := c.await(ctx, func(ctx context.Context) error { return snap.WaitRecord(ctx, i) }); err != nil {
+			return err
+		}
 		_, off, n := l.Span(i)
 		head := snap.RawRecordHead(i)
 		var err error
@@ -312,6 +385,9 @@ func (c *conn) sendFull(snap *store.Snapshot, first int) error {
 			return err
 		}
 		c.s.sentFull.Add(float64(int64(len(head)) + n))
+	}
+	if err := c.await(ctx, snap.WaitComplete); err != nil {
+		return err
 	}
 	end := wire.End{Records: l.Chunks(), Manifest: snap.KnownManifest()}
 	return c.write(wire.AppendFrame(nil, wire.KindEnd, wire.Marshal(end)))
@@ -370,8 +446,19 @@ func (c *conn) sendStep(ctx context.Context, st *store.Step, first int) error {
 	}
 	i := first
 	for ; ; i++ {
-		f, err := st.Frame(ctx, i)
-		if err != nil {
+		var f []byte
+		err := c.await(ctx, func(ctx context.Context) (err error) {
+			f, err = st.Frame(ctx, i)
+			return err
+		})
+		var lost lostClient
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case errors.As(err, &lost):
+			c.s.errs("network")
+			return err
+		case err != nil:
 			return c.fail(wire.CodeGone, fmt.Sprintf("step %d -> %d failed: %v", st.From, st.To, err))
 		}
 		if f == nil {

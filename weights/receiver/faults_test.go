@@ -17,9 +17,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"needle/bench/synth"
 	"needle/internal/prom"
 	"needle/internal/writer"
-	"needle/testkit/weightstest"
 	"needle/weights/feed"
 	"needle/weights/sender"
 	"needle/weights/wire"
@@ -41,7 +41,7 @@ func TestMain(m *testing.M) {
 }
 
 // bigModel is ~1 MB in 4 KiB chunks: a full step is hundreds of records.
-var bigModel = []weightstest.Tensor{weightstest.T("embed", "BF16", 2000, 256), weightstest.T("norm", "F32", 256)}
+var bigModel = []synth.Tensor{synth.T("embed", "BF16", 2000, 256), synth.T("norm", "F32", 256)}
 
 // child is a receiver process; its ready versions arrive on ready.
 type child struct {
@@ -110,10 +110,10 @@ func whole(t *testing.T, out string, versions [][]byte) {
 // restarted each time; the file is always absent or a whole version, and ends as the newest.
 func TestKilledAndRestarted(t *testing.T) {
 	dir := t.TempDir()
-	_, snd, pub := startSender(t, filepath.Join(dir, "send"), wire.Compact)
+	_, snd, pub := startSender(t, filepath.Join(dir, "send"), wire.Packed)
 	out := filepath.Join(dir, "r", "model.safetensors")
 	os.MkdirAll(filepath.Dir(out), 0o755)
-	img, _ := weightstest.Image(bigModel, 1)
+	img, _ := synth.Image(bigModel, 1)
 	versions := [][]byte{img}
 	publish := func() {
 		if _, err := pub.PublishImage(versions[len(versions)-1], 0); err != nil {
@@ -147,7 +147,7 @@ func TestKilledAndRestarted(t *testing.T) {
 	if got := snd.reg.Counter("needle_weights_transfers_total", "", "first", "full", "resumed", "true").Get(); got != 1 {
 		t.Errorf("the restarted receiver did not resume its full step (%v resumed transfers)\n%s", got, text(snd.reg))
 	}
-	versions = append(versions, weightstest.Step(img, 0.01, 2))
+	versions = append(versions, synth.Step(img, 0.01, 2))
 	publish()
 	if _, err := pub.Wait(2); err != nil {
 		t.Fatal(err)
@@ -156,12 +156,12 @@ func TestKilledAndRestarted(t *testing.T) {
 	killAt(20000, func(s string) bool { return !strings.Contains(s, `"spare"`) })
 	c = startChild(t, out, snd.addr)
 	c.waitFor(t, 2)
-	versions = append(versions, weightstest.Step(versions[2-1], 0.01, 3))
+	versions = append(versions, synth.Step(versions[2-1], 0.01, 3))
 	publish()
 	c.waitFor(t, 3)
 	c.kill() // while it makes its spare copy or tells the engine
 	whole(t, out, versions)
-	versions = append(versions, weightstest.Step(versions[3-1], 0.01, 4))
+	versions = append(versions, synth.Step(versions[3-1], 0.01, 4))
 	publish()
 	c = startChild(t, out, snd.addr)
 	c.waitFor(t, 4)
@@ -196,10 +196,10 @@ func TestSenderRestarted(t *testing.T) {
 	s, p, ctl := open()
 	srv := serveAt(t, s, addr)
 	r := startReceiver(t, filepath.Join(t.TempDir(), "model.safetensors"), false, addr)
-	img, _ := weightstest.Image(bigModel, 5)
+	img, _ := synth.Image(bigModel, 5)
 	p.PublishImage(img, 0)
 	r.waitFor(t, 1)
-	img2 := weightstest.Step(img, 0.01, 6)
+	img2 := synth.Step(img, 0.01, 6)
 	p.PublishImage(img2, 0)
 	r.waitFor(t, 2)
 	p.Close()
@@ -210,7 +210,7 @@ func TestSenderRestarted(t *testing.T) {
 	defer func() { p.Close(); ctl.Close(); s.Close() }()
 	srv = serveAt(t, s, addr)
 	defer srv.Close()
-	img3 := weightstest.Step(img2, 0.01, 7)
+	img3 := synth.Step(img2, 0.01, 7)
 	if v, err := p.PublishImage(img3, 0); err != nil || v != 3 {
 		t.Fatalf("publish after a restart: version %d, %v", v, err)
 	}
@@ -225,9 +225,9 @@ func TestSenderRestarted(t *testing.T) {
 // stops the receiver: its file, and the image, are version 1.
 func stoppedAtOne(t *testing.T, seed uint64) (node, *sender.Publisher, string, []byte) {
 	dir := t.TempDir()
-	_, snd, pub := startSender(t, filepath.Join(dir, "send"), wire.Compact)
+	_, snd, pub := startSender(t, filepath.Join(dir, "send"), wire.Packed)
 	out := filepath.Join(dir, "r", "model.safetensors")
-	img, _ := weightstest.Image(bigModel, seed)
+	img, _ := synth.Image(bigModel, seed)
 	pub.PublishImage(img, 0)
 	r := startReceiver(t, out, false, snd.addr)
 	r.waitFor(t, 1)
@@ -240,7 +240,7 @@ func stoppedAtOne(t *testing.T, seed uint64) (node, *sender.Publisher, string, [
 func TestSeveralBehind(t *testing.T) {
 	snd, pub, out, img := stoppedAtOne(t, 8)
 	for v := uint64(2); v <= 4; v++ {
-		img = weightstest.Step(img, 0.01, v)
+		img = synth.Step(img, 0.01, v)
 		pub.PublishImage(img, 0)
 		pub.Wait(v)
 	}
@@ -252,7 +252,7 @@ func TestSeveralBehind(t *testing.T) {
 	}
 	r.stop()
 	for v := uint64(5); v <= 10; v++ { // the sender keeps 4 steps: 4 -> 5 is gone
-		img = weightstest.Step(img, 0.01, v)
+		img = synth.Step(img, 0.01, v)
 		pub.PublishImage(img, 0)
 		pub.Wait(v)
 	}
@@ -269,10 +269,10 @@ func TestSeveralBehind(t *testing.T) {
 // middle of a frame resumes; the file ends as the newest version.
 func TestCorruptAndTruncated(t *testing.T) {
 	dir := t.TempDir()
-	_, snd, pub := startSender(t, filepath.Join(dir, "send"), wire.Compact)
-	img, _ := weightstest.Image(bigModel, 11)
+	_, snd, pub := startSender(t, filepath.Join(dir, "send"), wire.Packed)
+	img, _ := synth.Image(bigModel, 11)
 	pub.PublishImage(img, 0)
-	next := weightstest.Step(img, 0.01, 12)
+	next := synth.Step(img, 0.01, 12)
 	// Version 1's full step is the file and ~1% of frame headers; the delta 1 -> 2 ~37 KB.
 	px := newProxy(t, snd.addr, fault{at: int64(len(img)) + 20000, kind: "flip"}, fault{at: int64(len(img)) / 3, kind: "cut"})
 	r := startReceiver(t, filepath.Join(dir, "r", "model.safetensors"), false, px.addr)
@@ -295,8 +295,8 @@ func TestCorruptAndTruncated(t *testing.T) {
 // written: the step is discarded and taken again in full, and the file is the version.
 func TestCorruptFullRecord(t *testing.T) {
 	dir := t.TempDir()
-	_, snd, pub := startSender(t, filepath.Join(dir, "send"), wire.Compact)
-	img, _ := weightstest.Image(bigModel, 16)
+	_, snd, pub := startSender(t, filepath.Join(dir, "send"), wire.Packed)
+	img, _ := synth.Image(bigModel, 16)
 	pub.PublishImage(img, 0)
 	px := newProxy(t, snd.addr, fault{at: int64(len(img)) / 2, kind: "flip"})
 	r := startReceiver(t, filepath.Join(dir, "r", "model.safetensors"), false, px.addr)
@@ -323,7 +323,7 @@ func TestBaseNotClaimed(t *testing.T) {
 	}
 	f.WriteAt([]byte{0x5a}, int64(len(img))-100)
 	f.Close()
-	img = weightstest.Step(img, 0.01, 14)
+	img = synth.Step(img, 0.01, 14)
 	pub.PublishImage(img, 0)
 	r := startReceiver(t, out, false, snd.addr)
 	r.waitFor(t, 2)
@@ -341,8 +341,8 @@ func TestDiskFull(t *testing.T) {
 		t.Skip("needs root to mount a size-limited tmpfs")
 	}
 	dir := t.TempDir()
-	_, snd, pub := startSender(t, filepath.Join(dir, "send"), wire.Compact)
-	img, _ := weightstest.Image(bigModel, 15)
+	_, snd, pub := startSender(t, filepath.Join(dir, "send"), wire.Packed)
+	img, _ := synth.Image(bigModel, 15)
 	mnt := filepath.Join(dir, "mnt")
 	os.MkdirAll(mnt, 0o755)
 	if err := unix.Mount("tmpfs", mnt, "tmpfs", 0, fmt.Sprintf("size=%d", len(img)*5/2)); err != nil {
@@ -356,7 +356,7 @@ func TestDiskFull(t *testing.T) {
 	r := startReceiver(t, out, false, snd.addr)
 	r.opt.Log.SetOutput(lw)
 	r.waitFor(t, 1)
-	changed, _ := weightstest.Image([]weightstest.Tensor{bigModel[0], weightstest.T("norm", "BF16", 256)}, 16)
+	changed, _ := synth.Image([]synth.Tensor{bigModel[0], synth.T("norm", "BF16", 256)}, 16)
 	pub.PublishImage(changed, 0)
 	for r.opt.Metrics.Counter("needle_weights_receiver_errors_total", "", "cause", "disk").Get() == 0 {
 		time.Sleep(10 * time.Millisecond)
@@ -379,9 +379,9 @@ func TestDiskFull(t *testing.T) {
 // the stuck client (its half is retired under it: the server drops it).
 func TestNeverAnswering(t *testing.T) {
 	dir := t.TempDir()
-	_, snd, pub := startSender(t, filepath.Join(dir, "send"), wire.Compact)
-	big := []weightstest.Tensor{weightstest.T("embed", "BF16", 8192, 1024)} // 16 MiB: more than the socket buffers
-	img, _ := weightstest.Image(big, 17)
+	_, snd, pub := startSender(t, filepath.Join(dir, "send"), wire.Packed)
+	big := []synth.Tensor{synth.T("embed", "BF16", 8192, 1024)} // 16 MiB: more than the socket buffers
+	img, _ := synth.Image(big, 17)
 	pub.PublishImage(img, 0)
 	for _, hello := range [][]byte{wire.AppendFrame(nil, wire.KindHello, wire.Marshal(wire.Hello{Node: "stuck"})), nil} {
 		c, err := net.Dial("tcp", snd.addr)
@@ -396,7 +396,7 @@ func TestNeverAnswering(t *testing.T) {
 		startReceiver(t, filepath.Join(dir, "b", "m.safetensors"), false, snd.addr)}
 	for v := uint64(1); v <= 4; v++ {
 		if v > 1 {
-			img = weightstest.Step(img, 0.01, v)
+			img = synth.Step(img, 0.01, v)
 			pub.PublishImage(img, 0)
 		}
 		for _, r := range rs {

@@ -11,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"needle/bench/synth"
 	"needle/internal/prom"
-	"needle/testkit/weightstest"
 	"needle/weights/wire"
 )
 
@@ -85,17 +85,17 @@ func TestNewNotifier(t *testing.T) {
 // engine took, not those that arrived: a failed notification leaves it where it was.
 func TestNotifiedVersionGauge(t *testing.T) {
 	dir := t.TempDir()
-	_, snd, pub := startSender(t, filepath.Join(dir, "send"), wire.Compact)
+	_, snd, pub := startSender(t, filepath.Join(dir, "send"), wire.Packed)
 	reg := prom.NewRegistry()
 	engine := &CommandNotifier{Argv: []string{"sh", "-c", `test "$NEEDLE_WEIGHTS_VERSION" != 2`}} // down for version 2
 	r := startReceiverWith(t, filepath.Join(dir, "r", "model.safetensors"), false, func(o *Options) {
 		o.Notifier, o.Metrics = engine, reg
 	}, snd.addr)
 	gauge := reg.Gauge("needle_weights_receiver_notified_version", "")
-	img, _ := weightstest.Image(model, 1)
+	img, _ := synth.Image(model, 1)
 	for v, want := range []float64{1, 1, 3} {
 		if v > 0 {
-			img = weightstest.Step(img, 0.01, uint64(v))
+			img = synth.Step(img, 0.01, uint64(v))
 		}
 		if _, err := pub.PublishImage(img, 0); err != nil {
 			t.Fatal(err)

@@ -5,6 +5,8 @@ import (
 	"net"
 	"sync"
 	"testing"
+
+	"needle/weights/wire"
 )
 
 // proxy sits between a receiver and its upstream on loopback and damages the stream the
@@ -38,17 +40,25 @@ func newProxy(t *testing.T, upstream string, faults ...fault) *proxy {
 			if err != nil {
 				return
 			}
+			// Faults are for transfers: a receiver's membership connection (its first frame a
+			// join) passes untouched and takes none of them.
+			first := make([]byte, wire.HeaderLen)
+			if _, err := io.ReadFull(c, first); err != nil {
+				c.Close()
+				continue
+			}
 			u, err := net.Dial("tcp", upstream)
 			if err != nil {
 				c.Close()
 				continue
 			}
+			u.Write(first)
 			p.mu.Lock()
 			var f *fault
-			if p.conns < len(p.faults) {
+			if p.conns < len(p.faults) && wire.Kind(first[3]) != wire.KindJoin {
 				f = &p.faults[p.conns]
+				p.conns++
 			}
-			p.conns++
 			p.mu.Unlock()
 			go func() { io.Copy(u, c); u.Close() }()
 			go func() { forward(c, u, f); c.Close(); u.Close() }()

@@ -30,11 +30,22 @@ import (
 
 // Options configures a Receiver.
 type Options struct {
-	Upstreams []string // weights servers, host:port, tried in this order
-	Out       string   // the weights file kept at the newest version
-	Node      string   // this receiver's name in the upstreams' logs
-	Threads   int      // goroutines that apply records and hash files
-	FullEvery int      // take every FullEvery-th version in full (a resync); 0 never
+	// Upstreams are weights servers, host:port, tried in this order after the route the
+	// sender among them gives (the receiver joins its layout).
+	Upstreams []string
+	Out       string // the weights file kept at the newest version
+	Node      string // this receiver's name in the upstreams' logs
+	// Serve is host:port where Store is re-served, as the sender tells others to reach it (an
+	// empty or unspecified host: this host's address towards the sender); "" for none.
+	Serve string
+	// Token, if set, is the secret shared with the upstreams (wire.ClientHandshake): an
+	// upstream that cannot prove it is not pulled from.
+	Token []byte
+	// Silence is how long an upstream may send nothing before it counts as lost (it beats
+	// every wire.BeatEvery); 0: wire.DefaultSilence.
+	Silence   time.Duration
+	Threads   int // goroutines that apply records and hash files
+	FullEvery int // take every FullEvery-th version in full (a resync); 0 never
 	// VerifyEach hashes every new version whole against its manifest before publishing it;
 	// otherwise the file is verified when the receiver starts, and each version by the
 	// per-record checks of the wire and the per-chunk checks of apply.
@@ -60,8 +71,10 @@ type Receiver struct {
 	outChunkMap *wire.ChunkMap // Out's chunk map once verified
 	forceFull   bool           // the last delta failed a check: take the next version in full
 	sinceFull   int            // versions taken as deltas since the last full one
+	rt          *route
 	up          *upstream
-	upIdx       int
+	upIdx       int             // index of up's address in the route's list
+	upGen       int             // the route's generation the index is of
 	build       *build          // the version being built in next, nil when none
 	snap        *store.Snapshot // Out as re-served
 	// spareMap is spare mapped with its page tables filled, made right after the spare (while
@@ -79,10 +92,13 @@ func Open(opt Options) (*Receiver, error) {
 	if opt.Retry <= 0 {
 		opt.Retry = 200 * time.Millisecond
 	}
+	if opt.Silence <= 0 {
+		opt.Silence = wire.DefaultSilence
+	}
 	if opt.Metrics == nil {
 		opt.Metrics = prom.NewRegistry()
 	}
-	r := &Receiver{opt: opt, f: newFiles(opt.Out), m: newCounters(opt.Metrics)}
+	r := &Receiver{opt: opt, f: newFiles(opt.Out), m: newCounters(opt.Metrics), rt: &route{static: opt.Upstreams}}
 	lock, err := r.f.lockDir()
 	if err != nil {
 		return nil, err
@@ -133,11 +149,14 @@ func (r *Receiver) have() uint64 {
 	return 0
 }
 
-// Run pulls versions until ctx ends. Failed attempts are logged, counted and retried after
-// a pause, against the next upstream.
+// Run pulls versions until ctx ends, and keeps the receiver in its sender's layout. A failed
+// attempt is logged, counted and tried again at once against the next upstream; after a round
+// of all of them, after a pause.
 func (r *Receiver) Run(ctx context.Context) error {
+	go r.join(ctx)
 	pause := r.opt.Retry
 	for ctx.Err() == nil {
+		name := r.upName()
 		err := r.once(ctx)
 		if err == nil {
 			pause = r.opt.Retry
@@ -146,18 +165,35 @@ func (r *Receiver) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			break
 		}
-		cause := r.fail(err)
-		r.logf("needle weights recv: %s: %v (%s; again in %s)", r.upName(), err, cause, pause)
+		cause, round := r.fail(err)
+		if cause == "route" {
+			continue
+		}
+		if !round {
+			r.logf("needle weights recv: %s: %v (%s; trying %s)", name, err, cause, r.upName())
+			continue
+		}
+		r.logf("needle weights recv: %s: %v (%s; again in %s)", name, err, cause, pause)
 		select {
 		case <-time.After(pause):
 		case <-ctx.Done():
 		}
-		pause = min(2*pause, 30*time.Second)
+		pause = min(2*pause, 2*time.Second)
 	}
 	return nil
 }
 
-func (r *Receiver) upName() string { return r.opt.Upstreams[r.upIdx] }
+// upName is the upstream the next attempt goes to (after a route change: the route's first).
+func (r *Receiver) upName() string {
+	list, gen := r.rt.list()
+	if gen != r.upGen {
+		return list[0]
+	}
+	return list[r.upIdx%len(list)]
+}
+
+// errRouted ends an attempt that a new route came in the middle of: it goes to the route.
+var errRouted = errors.New("a new route")
 
 // Error causes of an attempt. A data error (a record that does not apply, a check that does
 // not match) discards the version being built and takes the next version in full; a network
@@ -168,12 +204,17 @@ type localError struct{ error }
 func (e dataError) Unwrap() error  { return e.error }
 func (e localError) Unwrap() error { return e.error }
 
-// fail handles a failed attempt and returns its cause for the log.
-func (r *Receiver) fail(err error) string {
+// fail handles a failed attempt and returns its cause for the log, and whether every upstream
+// was tried since the last pause.
+func (r *Receiver) fail(err error) (string, bool) {
 	var de dataError
 	var le localError
 	cause := "network"
 	switch {
+	case errors.Is(err, errRouted):
+		cause = "route"
+	case errors.Is(err, wire.ErrAuth) || serverSaid(err, wire.CodeAuth):
+		cause = "auth"
 	case errors.As(err, &de) || errors.Is(err, wire.ErrCheck):
 		cause = "check"
 		r.forceFull = true
@@ -183,23 +224,41 @@ func (r *Receiver) fail(err error) string {
 		r.dropBuild(err)
 	case serverSaid(err, wire.CodeBadRequest):
 		cause = "refused"
+	case serverSaid(err, wire.CodeNotFound):
+		cause = "unknown" // a manifest this upstream does not know: the next may
 	}
-	r.m.errors(cause).Add(1)
+	if cause != "route" {
+		r.m.errors(cause).Add(1)
+	}
 	if r.up != nil {
 		r.up.close()
 		r.up = nil
+		r.rt.use(nil, false)
 	}
-	if cause == "network" {
-		r.upIdx = (r.upIdx + 1) % len(r.opt.Upstreams)
+	list, gen := r.rt.list()
+	if gen != r.upGen { // a new route: start from its first upstream, at once
+		r.upIdx, r.upGen = 0, gen
+		return cause, false
 	}
-	return cause
+	if cause != "network" && cause != "auth" && cause != "unknown" {
+		return cause, true
+	}
+	r.upIdx = (r.upIdx + 1) % len(list)
+	return cause, r.upIdx == 0
 }
 
 // once runs one exchange: connect, verify Out if that is still to do, tell the engine about a
 // version it has not taken, wait for a plan, receive it, publish.
 func (r *Receiver) once(ctx context.Context) error {
+	if _, gen := r.rt.list(); gen != r.upGen {
+		r.upIdx, r.upGen = 0, gen
+		if r.up != nil && r.up.addr != r.upName() {
+			r.up.close()
+			r.up = nil
+		}
+	}
 	if r.up == nil {
-		up, err := dial(ctx, r.upName())
+		up, err := dial(ctx, r.upName(), r.opt.Token, r.opt.Silence)
 		if err != nil {
 			return err
 		}
@@ -222,7 +281,12 @@ func (r *Receiver) once(ctx context.Context) error {
 		hello.Resume = &wire.Resume{Run: b.run, From: b.open.From, To: b.open.To, Record: b.record}
 	}
 	var plan wire.Plan
-	if err := r.up.ask(ctx, hello, wire.KindPlan, &plan); err != nil {
+	if r.rt.use(r.up, true) != r.upGen {
+		return errRouted
+	}
+	err := r.up.ask(ctx, hello, wire.KindPlan, &plan)
+	r.rt.use(r.up, false)
+	if err != nil {
 		return err
 	}
 	if !plan.Resumed && r.build != nil {
@@ -250,7 +314,10 @@ func (r *Receiver) verify(ctx context.Context) error {
 	var m wire.Manifest
 	err := r.up.ask(ctx, wire.Hello{Node: r.opt.Node, Run: r.st.Run, Manifest: r.st.Version}, wire.KindManifest, &m)
 	if serverSaid(err, wire.CodeNotFound) {
-		return r.dropClaim(fmt.Sprintf("%s no longer knows version %d of run %s", r.upName(), r.st.Version, r.st.Run))
+		if list, _ := r.rt.list(); r.upIdx+1 < len(list) { // a relay may not know it; the sender, last, may
+			return err
+		}
+		return r.dropClaim(fmt.Sprintf("%s no longer knows version %d of run %s", r.up.addr, r.st.Version, r.st.Run))
 	}
 	if err != nil {
 		return err
@@ -269,7 +336,7 @@ func (r *Receiver) verify(ctx context.Context) error {
 		return r.dropClaim(fmt.Sprintf("%s is not version %d as its state says: %s", r.f.out, r.st.Version, why))
 	}
 	r.verified, r.outChunkMap = true, l
-	r.serve(m.Hashes)
+	r.serve(m.Hashes, nil)
 	r.logf("needle weights recv: %s verified as version %d of run %s", r.f.out, r.st.Version, r.st.Run)
 	return nil
 }
@@ -362,38 +429,43 @@ func (r *Receiver) commit(ctx context.Context, plan wire.Plan, n int64, took tim
 	r.m.versions(kind).Add(1)
 	r.m.version.Set(float64(plan.Target))
 	r.m.seconds.Set(took.Seconds())
-	r.serve(b.manifest)
+	r.serve(b.manifest, b.snap)
 	r.notify(ctx)
 	r.logf("needle weights recv: version %d (%s, %d step(s), %.1f MB from %s) ready in %.2fs",
-		plan.Target, kind, len(plan.Steps), float64(n)/1e6, r.upName(), took.Seconds())
+		plan.Target, kind, len(plan.Steps), float64(n)/1e6, r.up.addr, took.Seconds())
 	if r.opt.Ready != nil {
 		r.opt.Ready(plan.Run, plan.Target)
 	}
-	dropPrev()        // before the spare copy: never three versions' pages at once
-	if r.upIdx != 0 { // back to the preferred upstream for the next version
+	dropPrev()                                        // before the spare copy: never three versions' pages at once
+	if list, _ := r.rt.list(); r.up.addr != list[0] { // back to the preferred upstream for the next version
 		r.up.close()
 		r.up, r.upIdx = nil, 0
+		r.rt.use(nil, false)
 	}
 	return r.makeSpare()
 }
 
-// serve makes Out the re-served snapshot (manifest may be nil: hashed when asked for).
-func (r *Receiver) serve(manifest []uint64) {
+// serve makes Out the re-served snapshot (manifest may be nil: hashed when asked for). grown,
+// if not nil, is Out as it was re-served while it arrived (the same file, renamed): it stays.
+func (r *Receiver) serve(manifest []uint64, grown *store.Snapshot) {
 	if r.opt.Store == nil {
 		return
 	}
-	f, data, release, err := mapfile.MapOpen(r.f.out, false)
-	if err != nil {
-		r.logf("needle weights recv: not re-serving %s: %v", r.f.out, err)
-		return
+	snap := grown
+	if snap == nil {
+		f, data, release, err := mapfile.MapOpen(r.f.out, false)
+		if err != nil {
+			r.logf("needle weights recv: not re-serving %s: %v", r.f.out, err)
+			return
+		}
+		snap = store.NewSnapshot(r.st.Run, r.st.Version, r.outChunkMap, data, release)
+		snap.File = f
+		r.opt.Store.SetRun(r.st.Run)
+		r.opt.Store.AddSnapshot(snap)
 	}
-	snap := store.NewSnapshot(r.st.Run, r.st.Version, r.outChunkMap, data, release)
-	snap.File = f
 	if manifest != nil {
 		snap.SetManifest(manifest)
 	}
-	r.opt.Store.SetRun(r.st.Run)
-	r.opt.Store.AddSnapshot(snap)
 	if r.snap != nil {
 		r.opt.Store.Retire(r.snap, false) // its readers keep the old file's pages until they finish
 	}

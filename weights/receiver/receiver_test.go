@@ -10,8 +10,8 @@ import (
 	"sync"
 	"testing"
 
+	"needle/bench/synth"
 	"needle/internal/prom"
-	"needle/testkit/weightstest"
 	"needle/weights/feed"
 	"needle/weights/sender"
 	"needle/weights/store"
@@ -35,7 +35,8 @@ type node struct {
 	reg  *prom.Registry
 }
 
-func listen(t *testing.T, st *store.Store) node {
+// listen serves st on loopback, its feed set up by set (nil: as it comes).
+func listen(t *testing.T, st *store.Store, set func(*feed.Feed)) node {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -43,12 +44,20 @@ func listen(t *testing.T, st *store.Store) node {
 	reg := prom.NewRegistry()
 	srv := feed.New(st, reg)
 	srv.Log = testLog(t)
+	if set != nil {
+		set(srv)
+	}
 	go srv.Serve(ln)
 	t.Cleanup(srv.Close)
 	return node{addr: ln.Addr().String(), srv: srv, reg: reg}
 }
 
 func startSender(t *testing.T, dir string, f wire.Format) (*sender.Sender, node, *sender.Publisher) {
+	return startSenderWith(t, dir, f, nil)
+}
+
+// startSenderWith is startSender whose feed (which has a layout) is a client of token.
+func startSenderWith(t *testing.T, dir string, f wire.Format, token []byte) (*sender.Sender, node, *sender.Publisher) {
 	s, err := sender.Open(sender.Options{Dir: dir, Format: f, Chunk: 4096, Keep: 4, Threads: 2, Log: testLog(t)})
 	if err != nil {
 		t.Fatal(err)
@@ -57,7 +66,7 @@ func startSender(t *testing.T, dir string, f wire.Format) (*sender.Sender, node,
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := listen(t, s.Store)
+	n := listen(t, s.Store, func(f *feed.Feed) { f.Layout, f.Token = &feed.Layout{}, token })
 	p, err := sender.Dial(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -85,9 +94,10 @@ func startReceiverWith(t *testing.T, out string, reserve bool, set func(*Options
 	opt := Options{Upstreams: upstreams, Out: out, Threads: 2, Log: testLog(t),
 		Ready: func(_ string, v uint64) { r.ready <- v }}
 	set(&opt)
-	if reserve {
+	if reserve { // re-serving: a relay of the sender's layout when it joins one
 		opt.Store = store.New(4, 1)
-		r.node = listen(t, opt.Store)
+		r.node = listen(t, opt.Store, func(f *feed.Feed) { f.Token = opt.Token })
+		opt.Serve = r.node.addr
 	}
 	os.MkdirAll(filepath.Dir(out), 0o755)
 	rec, err := Open(opt)
@@ -125,32 +135,32 @@ func (r *rcv) check(t *testing.T, want []byte) {
 	}
 }
 
-var model = []weightstest.Tensor{
-	weightstest.T("embed", "BF16", 500, 64),
-	weightstest.T("norm", "F32", 64),
-	weightstest.T("ids", "I64", 10),
-	weightstest.T("w", "BF16", 128, 64),
+var model = []synth.Tensor{
+	synth.T("embed", "BF16", 500, 64),
+	synth.T("norm", "F32", 64),
+	synth.T("ids", "I64", 10),
+	synth.T("w", "BF16", 128, 64),
 }
 
 // TestChain: the sender, a receiver pulling from it and re-serving, and a receiver pulling
 // from that one, over loopback, through deltas and a dtype and shape change between versions
 // (version 4: norm F32 -> BF16, a tensor added, one removed).
 func TestChain(t *testing.T) {
-	for _, f := range []wire.Format{wire.Compact, wire.AstraFlow} {
+	for _, f := range []wire.Format{wire.Packed, wire.AstraFlow} {
 		t.Run(f.String(), func(t *testing.T) {
 			dir := t.TempDir()
 			_, snd, pub := startSender(t, filepath.Join(dir, "send"), f)
 			r1 := startReceiver(t, filepath.Join(dir, "r1", "model.safetensors"), true, snd.addr)
 			r2 := startReceiver(t, filepath.Join(dir, "r2", "model.safetensors"), false, r1.node.addr)
-			img, _ := weightstest.Image(model, 1)
-			changed := append([]weightstest.Tensor{weightstest.T("norm", "BF16", 64), weightstest.T("extra", "F32", 7)}, model[0], model[3])
+			img, _ := synth.Image(model, 1)
+			changed := append([]synth.Tensor{synth.T("norm", "BF16", 64), synth.T("extra", "F32", 7)}, model[0], model[3])
 			for v := uint64(1); v <= 6; v++ {
 				switch v {
 				case 1:
 				case 4:
-					img, _ = weightstest.Image(changed, 4)
+					img, _ = synth.Image(changed, 4)
 				default:
-					img = weightstest.Step(img, 0.01, v)
+					img = synth.Step(img, 0.01, v)
 				}
 				if got, err := pub.PublishImage(img, 0); err != nil || got != v {
 					t.Fatalf("publish %d: %d %v", v, got, err)
@@ -169,16 +179,16 @@ func TestChain(t *testing.T) {
 // r3 checks every version whole against its manifest (VerifyEach).
 func TestTree(t *testing.T) {
 	dir := t.TempDir()
-	_, snd, pub := startSender(t, filepath.Join(dir, "send"), wire.Compact)
+	_, snd, pub := startSender(t, filepath.Join(dir, "send"), wire.Packed)
 	r1 := startReceiver(t, filepath.Join(dir, "r1", "m.safetensors"), true, snd.addr)
 	r2 := startReceiver(t, filepath.Join(dir, "r2", "m.safetensors"), true, r1.node.addr)
 	r3 := startReceiverWith(t, filepath.Join(dir, "r3", "m.safetensors"), false, func(o *Options) { o.VerifyEach = true }, r1.node.addr)
 	r4 := startReceiver(t, filepath.Join(dir, "r4", "m.safetensors"), false, r2.node.addr)
-	img, _ := weightstest.Image(model, 21)
+	img, _ := synth.Image(model, 21)
 	var deltaBytes float64
 	for v := uint64(1); v <= 5; v++ {
 		if v > 1 {
-			img = weightstest.Step(img, 0.01, 20+v)
+			img = synth.Step(img, 0.01, 20+v)
 		}
 		pub.PublishImage(img, 0)
 		st, err := pub.Wait(v)
@@ -237,14 +247,14 @@ func deletedOpen(path string) int {
 // receiver waits for the next version.
 func TestPreviousVersionHeldUntilTold(t *testing.T) {
 	dir := t.TempDir()
-	_, snd, pub := startSender(t, filepath.Join(dir, "send"), wire.Compact)
+	_, snd, pub := startSender(t, filepath.Join(dir, "send"), wire.Packed)
 	out := filepath.Join(dir, "r", "model.safetensors")
 	n := heldNotifier{out: out, held: make(chan int, 10)}
 	r := startReceiverWith(t, out, false, func(o *Options) { o.Notifier = n }, snd.addr)
-	img, _ := weightstest.Image(model, 1)
+	img, _ := synth.Image(model, 1)
 	for v := uint64(1); v <= 3; v++ {
 		if v > 1 {
-			img = weightstest.Step(img, 0.01, v)
+			img = synth.Step(img, 0.01, v)
 		}
 		if _, err := pub.PublishImage(img, 0); err != nil {
 			t.Fatal(err)

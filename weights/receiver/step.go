@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 
+	"needle/internal/mapfile"
 	"needle/kernels/trainer/delta"
 	"needle/weights/store"
 	"needle/weights/wire"
@@ -24,9 +25,12 @@ type build struct {
 	open     *wire.StepInfo // the step being received, nil between steps
 	target   *wire.Target   // the open step's target
 	record   int            // records of the open step applied in order: where a resume starts
-	relay    *store.Step    // the open step as re-served, nil when not re-serving or full
-	full     bool           // the open step is full: its progress is saved for a restart
-	manifest []uint64       // the manifest of the last step's version, if the upstream sent it
+	relay    *store.Step    // the open delta step as re-served, nil when not re-serving or full
+	// snap is the full version being received as re-served while it arrives (a growing
+	// snapshot of next), nil when not re-serving or after a delta step changed next.
+	snap     *store.Snapshot
+	full     bool     // the open step is full: its progress is saved for a restart
+	manifest []uint64 // the manifest of the last step's version, if the upstream sent it
 }
 
 // dropBuild discards next (after an error that makes it useless).
@@ -40,6 +44,9 @@ func (r *Receiver) dropBuild(why error) {
 	}
 	if b.relay != nil {
 		r.opt.Store.FinishStep(b.relay, nil, fmt.Errorf("the relay gave the step up: %v", why))
+	}
+	if b.snap != nil {
+		r.opt.Store.Retire(b.snap, true)
 	}
 	os.Remove(r.f.next)
 	r.build = nil
@@ -89,6 +96,9 @@ func (r *Receiver) step(ctx context.Context, run string, info wire.StepInfo, res
 	if b.relay != nil {
 		r.opt.Store.FinishStep(b.relay, end.Manifest, nil)
 	}
+	if b.snap != nil && b.full {
+		b.snap.Complete(end.Manifest)
+	}
 	b.version, b.chunkMap, b.manifest = info.To, l, end.Manifest
 	b.open, b.target, b.relay, b.record, b.full = nil, nil, nil, 0, false
 	return n, nil
@@ -116,11 +126,16 @@ func (r *Receiver) openStep(run string, l *wire.ChunkMap, info wire.StepInfo) er
 		}
 		r.build = &build{run: run, chunkMap: l, m: m, full: true}
 		r.build.target = fullTarget(l, m)
+		r.relayFull(run, info.To, l, 0)
 	} else {
 		if err := r.baseForDelta(run, info); err != nil {
 			return err
 		}
 		b := r.build
+		if b.snap != nil { // next changes in place now: readers of the full version it held stop
+			r.opt.Store.Retire(b.snap, true)
+			b.snap = nil
+		}
 		if !l.Same(b.chunkMap) {
 			if err := r.rebase(l); err != nil {
 				return err
@@ -206,8 +221,29 @@ func (r *Receiver) resumeStep(l *wire.ChunkMap, info wire.StepInfo, first int) e
 		b.m, b.chunkMap = m, l
 		b.target = fullTarget(l, m) // its header again: a crash may have come before it was written
 		b.target.ReceivedBefore(first)
+		r.relayFull(b.run, info.To, l, first)
 	}
 	return nil
+}
+
+// relayFull re-serves the full version being written into next while it arrives, when this
+// receiver re-serves: a growing snapshot of next, with its own read-only mapping and file (the
+// build's are closed at the commit, the snapshot is served on), holding records 0..n-1.
+func (r *Receiver) relayFull(run string, version uint64, l *wire.ChunkMap, n int) {
+	if r.opt.Store == nil {
+		return
+	}
+	f, data, release, err := mapfile.MapOpen(r.f.next, false)
+	if err != nil {
+		r.logf("needle weights recv: not relaying version %d while it arrives: %v", version, err)
+		return
+	}
+	snap := store.NewGrowing(run, version, l, data, release)
+	snap.File = f
+	snap.Grow(n)
+	r.opt.Store.SetRun(run)
+	r.opt.Store.AddSnapshot(snap)
+	r.build.snap = snap
 }
 
 // fullTarget is the target of a full step into m: l's header written, records by pwrite.
@@ -275,6 +311,9 @@ func (r *Receiver) records(first int) (wire.End, int64, error) {
 						mu.Unlock()
 					} else {
 						prog.finish(it.idx)
+						if b.snap != nil {
+							b.snap.Grow(prog.applied())
+						}
 					}
 				}
 				free <- it.buf
@@ -299,7 +338,7 @@ func (r *Receiver) records(first int) (wire.End, int64, error) {
 		k, p := fr.Kind, fr.Payload
 		// A record is checked by the goroutine that applies it, unless it is relayed: what goes
 		// on to other receivers is checked first.
-		checked := k != wire.KindRecord || b.relay != nil && idx >= relayed
+		checked := k != wire.KindRecord || b.relay != nil && idx >= relayed || b.snap != nil
 		if rerr == nil && checked {
 			rerr = fr.Check()
 		}
@@ -333,6 +372,9 @@ func (r *Receiver) records(first int) (wire.End, int64, error) {
 		}
 		if b.relay != nil && idx >= relayed {
 			b.relay.Append(slices.Concat(fr.Head[:], p)) // the checked frame as it came: no second hash
+		}
+		if b.snap != nil { // sent on as it came once written: its check is not made again
+			b.snap.SetRawHead(idx, slices.Concat(fr.Head[:], p[:wire.RecordHeaderLen]))
 		}
 		work <- item{idx: idx, rec: rec, frame: fr, checked: checked, buf: nbuf}
 		idx++

@@ -52,13 +52,15 @@ type Sender struct {
 	lock  *os.File
 	m     counters
 
-	mu     sync.Mutex
-	st     savedState
-	snaps  [2]*store.Snapshot       // the committed version of each half, nil when empty
-	open   int                      // the half a publish is writing, -1 when none
-	jobs   map[uint64]chan struct{} // background jobs of recent versions, closed when done
-	stats  map[uint64]JobStats      // what they did
-	recent []uint64                 // the versions in jobs, oldest first (a bounded history)
+	mu    sync.Mutex
+	st    savedState
+	snaps [2]*store.Snapshot // the committed version of each half, nil when empty
+	open  int                // the half a publish is writing, -1 when none
+	// preparing is closed when a background reservation of that half's pages ends (prepare).
+	preparing [2]chan struct{}
+	jobs      map[uint64]chan struct{} // background jobs of recent versions, closed when done
+	stats     map[uint64]JobStats      // what they did
+	recent    []uint64                 // the versions in jobs, oldest first (a bounded history)
 }
 
 // history is how many versions' jobs Wait and Status remember.
@@ -239,10 +241,13 @@ func (s *Sender) Begin(version uint64, tensors []Tensor, metadata map[string]str
 	if s.st.Halves[0] == s.st.Newest && s.st.Newest != 0 {
 		h = 1
 	}
-	old := s.snaps[h]
+	old, preparing := s.snaps[h], s.preparing[h]
 	s.snaps[h], s.st.Halves[h], s.open = nil, 0, h
 	err = s.save()
 	s.mu.Unlock()
+	if preparing != nil {
+		<-preparing
+	}
 	if err == nil && old != nil {
 		<-s.Store.Retire(old, true) // the job reading it as its base, and full pulls of it, end first
 	}
@@ -310,7 +315,38 @@ func (s *Sender) Commit(slot *Slot) error {
 	s.startJob(prev, snap)
 	s.Store.AddSnapshot(snap)
 	s.m.version.Set(float64(slot.Version))
+	if prev == nil {
+		s.prepare(1-slot.half, slot.Size)
+	}
 	return err
+}
+
+// prepare reserves half h's pages for a version of about size bytes in the background, at
+// idle priority, when the half has none (it never held a version): the next publish then
+// writes into pages that exist, instead of taking each fresh page from the kernel (and, on a
+// VM, from the host) inside the trainer's publish call. Begin waits for it.
+func (s *Sender) prepare(h int, size int64) {
+	if st, err := os.Stat(s.half(h)); err == nil && st.Size() >= size {
+		return
+	}
+	done := make(chan struct{})
+	s.mu.Lock()
+	s.preparing[h] = done
+	s.mu.Unlock()
+	go func() {
+		defer close(done)
+		err := idle.Run(func() error {
+			f, err := os.OpenFile(s.half(h), os.O_CREATE|os.O_RDWR, 0o644)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			return mapfile.Reserve(f, size)
+		})
+		if err != nil {
+			s.logf("needle weights send: reserving half %d ahead: %v (the next publish reserves it)", h, err)
+		}
+	}()
 }
 
 // startJob encodes prev -> cur in the background, then hashes cur for its manifest (prev

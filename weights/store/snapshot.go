@@ -7,6 +7,8 @@
 package store
 
 import (
+	"context"
+	"fmt"
 	"os"
 	"sync"
 
@@ -16,6 +18,10 @@ import (
 // Snapshot is one whole version, mapped read-only. Readers Acquire it before touching Data
 // and Release it after; the owner retires it through Store.Retire, after which no new reader
 // gets it and release (the owner's unmap) runs once the last reader has left.
+//
+// A growing snapshot (NewGrowing) is a version still arriving at a relay, in record order:
+// readers send record i once it is there (WaitRecord) and the version's end once it is whole
+// (WaitComplete), so a relay forwards a full version while it receives it.
 type Snapshot struct {
 	Run        string
 	Version    uint64
@@ -32,8 +38,11 @@ type Snapshot struct {
 	gone     chan struct{} // closed when retired with abort: readers must stop at once
 	idle     chan struct{} // closed when retired and unreferenced
 	manifest []uint64
-	hashing  sync.Mutex // one computation of the manifest at a time
-	heads    []rawHead  // per chunk, made once for every reader (RawRecordHead)
+	hashing  sync.Mutex    // one computation of the manifest at a time
+	heads    []rawHead     // per chunk, made once for every reader (RawRecordHead)
+	ready    int           // records 0..ready-1 are in Data; all of them once complete
+	complete bool          // the whole version is in Data
+	more     chan struct{} // closed and replaced when ready grows or the snapshot completes
 }
 
 // rawHead is the frame and record header of one chunk's raw record.
@@ -45,14 +54,92 @@ type rawHead struct {
 // NewSnapshot wraps a mapped version; release (may be nil) runs when it is retired and no
 // reader holds it.
 func NewSnapshot(run string, version uint64, l *wire.ChunkMap, data []byte, release func()) *Snapshot {
+	s := NewGrowing(run, version, l, data, release)
+	s.ready, s.complete = l.Chunks(), true
+	return s
+}
+
+// NewGrowing wraps a mapping of a version whose records are still being written into it, in
+// order: its owner calls Grow as they land and Complete at the end.
+func NewGrowing(run string, version uint64, l *wire.ChunkMap, data []byte, release func()) *Snapshot {
 	return &Snapshot{Run: run, Version: version, Image: wire.Image{ChunkMap: l, Data: data}, release: release,
-		gone: make(chan struct{}), idle: make(chan struct{}), heads: make([]rawHead, l.Chunks())}
+		gone: make(chan struct{}), idle: make(chan struct{}), heads: make([]rawHead, l.Chunks()), more: make(chan struct{})}
+}
+
+// SetRawHead gives record i's frame and record header as it arrived (the relay forwards the
+// frame as it came: RawRecordHead then hashes nothing). Call it before Grow covers i.
+func (s *Snapshot) SetRawHead(i int, head []byte) {
+	h := &s.heads[i]
+	h.once.Do(func() { h.b = head })
+}
+
+// Grow says records 0..n-1 are in Data (n never decreases).
+func (s *Snapshot) Grow(n int) {
+	s.mu.Lock()
+	if n > s.ready {
+		s.ready = n
+		s.wakeReaders()
+	}
+	s.mu.Unlock()
+}
+
+// Complete says the whole version is in Data; manifest (nil if unknown) is its manifest.
+func (s *Snapshot) Complete(manifest []uint64) {
+	s.mu.Lock()
+	s.ready, s.complete = s.ChunkMap.Chunks(), true
+	if manifest != nil {
+		s.manifest = manifest
+	}
+	s.wakeReaders()
+	s.mu.Unlock()
+}
+
+func (s *Snapshot) wakeReaders() {
+	close(s.more)
+	s.more = make(chan struct{})
+}
+
+// WaitRecord waits until record i is in Data. It fails when the snapshot is retired with
+// abort (its bytes will not all come) or ctx ends.
+func (s *Snapshot) WaitRecord(ctx context.Context, i int) error {
+	return s.wait(ctx, func() bool { return i < s.ready })
+}
+
+// WaitComplete waits until the whole version is in Data, as WaitRecord.
+func (s *Snapshot) WaitComplete(ctx context.Context) error {
+	return s.wait(ctx, func() bool { return s.complete })
+}
+
+func (s *Snapshot) wait(ctx context.Context, done func() bool) error {
+	for {
+		s.mu.Lock()
+		ok, more := done(), s.more
+		s.mu.Unlock()
+		if ok {
+			return nil
+		}
+		select {
+		case <-more:
+		case <-s.gone:
+			return fmt.Errorf("version %d was given up while arriving", s.Version)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Whole reports whether the whole version is in Data.
+func (s *Snapshot) Whole() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.complete
 }
 
 // RawRecordHead returns the frame header and record header that precede chunk i's bytes in
 // its raw record (record i of a full step). The frame's check reads the whole chunk: it is
 // made by the first reader that asks and shared with the others, which wait for it, so that
-// receivers pulling the version at once do not each hash it. The caller holds a reference.
+// receivers pulling the version at once do not each hash it (or given by SetRawHead). The
+// caller holds a reference, and record i is in Data.
 func (s *Snapshot) RawRecordHead(i int) []byte {
 	h := &s.heads[i]
 	h.once.Do(func() {
@@ -128,7 +215,7 @@ func (s *Snapshot) KnownManifest() []uint64 {
 }
 
 // Manifest returns the manifest, hashing Data with threads goroutines the first time. The
-// caller holds a reference.
+// caller holds a reference, and the snapshot is whole.
 func (s *Snapshot) Manifest(threads int) []uint64 {
 	s.hashing.Lock()
 	defer s.hashing.Unlock()

@@ -249,7 +249,7 @@ func (s *Store) Manifest(run string, version uint64) (wire.Manifest, bool) {
 	s.mu.Lock()
 	var snap *Snapshot
 	for _, x := range s.snaps {
-		if run == s.run && x.Version == version && x.Acquire() {
+		if run == s.run && x.Version == version && x.Whole() && x.Acquire() {
 			snap = x
 			break
 		}

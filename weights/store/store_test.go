@@ -5,14 +5,15 @@ import (
 	"errors"
 	"slices"
 	"testing"
+	"time"
 
-	"needle/testkit/weightstest"
+	"needle/bench/synth"
 	"needle/weights/wire"
 )
 
 // testChunkMap is a 4 KiB file in 1 KiB chunks.
 func testChunkMap(t *testing.T) (*wire.ChunkMap, []byte) {
-	img, hdr := weightstest.Image([]weightstest.Tensor{weightstest.T("w", "BF16", 2048)}, 1)
+	img, hdr := synth.Image([]synth.Tensor{synth.T("w", "BF16", 2048)}, 1)
 	l, err := wire.NewChunkMap(img[:hdr], int64(len(img)), 1024)
 	if err != nil {
 		t.Fatal(err)
@@ -230,5 +231,54 @@ func TestRawRecordHead(t *testing.T) {
 		if err != nil || rec.Chunk != i || rec.Op != wire.OpRaw || !slices.Equal(rec.Body, img[off:off+n]) {
 			t.Fatalf("chunk %d: record %+v, %v", i, rec, err)
 		}
+	}
+}
+
+// TestGrowingSnapshot: a growing snapshot's records are readable once grown over, its end once
+// complete; its manifest is not served while it grows; a retirement with abort ends every wait.
+func TestGrowingSnapshot(t *testing.T) {
+	l, img := testChunkMap(t)
+	s := New(2, 1)
+	s.SetRun("run")
+	g := NewGrowing("run", 1, l, img, nil)
+	s.AddSnapshot(g)
+	short := func() context.Context {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		t.Cleanup(cancel)
+		return ctx
+	}
+	if err := g.WaitRecord(short(), 0); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("record 0 before it arrived: %v", err)
+	}
+	tr := plan(t, s, wire.Hello{Wait: true})
+	if tr.Full != g {
+		t.Fatalf("a client with nothing is not planned the growing version: %+v", tr.Plan)
+	}
+	tr.Release()
+	if _, ok := s.Manifest("run", 1); ok {
+		t.Fatal("the manifest of a version still arriving was served")
+	}
+	g.Grow(2)
+	if err := g.WaitRecord(short(), 1); err != nil {
+		t.Fatalf("record 1 after Grow(2): %v", err)
+	}
+	if err := g.WaitComplete(short()); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("complete before Complete: %v", err)
+	}
+	g.Complete([]uint64{7, 7, 7, 7, 7})
+	if err := g.WaitComplete(short()); err != nil || !g.Whole() {
+		t.Fatalf("after Complete: %v", err)
+	}
+	if m, ok := s.Manifest("run", 1); !ok || m.Hashes[0] != 7 {
+		t.Fatalf("the manifest once whole: %v %v", m, ok)
+	}
+
+	h := NewGrowing("run", 2, l, img, nil)
+	s.AddSnapshot(h)
+	errc := make(chan error)
+	go func() { errc <- h.WaitRecord(context.Background(), 3) }()
+	s.Retire(h, true)
+	if err := <-errc; err == nil {
+		t.Fatal("a wait on a version given up returned nil")
 	}
 }

@@ -6,16 +6,16 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 
-	"needle/testkit/weightstest"
+	"needle/bench/synth"
 )
 
 func TestChunks(t *testing.T) {
-	img, hdr := weightstest.Image([]weightstest.Tensor{
-		weightstest.T("a", "BF16", 40),   // 80 bytes: chunks of 32, 32, 16
-		weightstest.T("empty", "F32", 0), // no chunks
-		weightstest.T("b", "F32", 8),     // 32 bytes: one chunk
-		weightstest.T("c", "U8", 3),      // 3 bytes: one short chunk
-		weightstest.T("d", "I64", 2, 2),  // 32 bytes
+	img, hdr := synth.Image([]synth.Tensor{
+		synth.T("a", "BF16", 40),   // 80 bytes: chunks of 32, 32, 16
+		synth.T("empty", "F32", 0), // no chunks
+		synth.T("b", "F32", 8),     // 32 bytes: one chunk
+		synth.T("c", "U8", 3),      // 3 bytes: one short chunk
+		synth.T("d", "I64", 2, 2),  // 32 bytes
 	}, 1)
 	l, err := NewChunkMap(img[:hdr], int64(len(img)), 32)
 	if err != nil {
@@ -48,8 +48,8 @@ func TestChunks(t *testing.T) {
 }
 
 func TestMatch(t *testing.T) {
-	oldImg, oh := weightstest.Image([]weightstest.Tensor{weightstest.T("x", "BF16", 4), weightstest.T("y", "BF16", 4), weightstest.T("gone", "F32", 1), weightstest.T("z", "BF16", 2, 2)}, 1)
-	newImg, nh := weightstest.Image([]weightstest.Tensor{weightstest.T("new", "F32", 2), weightstest.T("y", "F32", 4), weightstest.T("z", "BF16", 4), weightstest.T("x", "BF16", 4)}, 2)
+	oldImg, oh := synth.Image([]synth.Tensor{synth.T("x", "BF16", 4), synth.T("y", "BF16", 4), synth.T("gone", "F32", 1), synth.T("z", "BF16", 2, 2)}, 1)
+	newImg, nh := synth.Image([]synth.Tensor{synth.T("new", "F32", 2), synth.T("y", "F32", 4), synth.T("z", "BF16", 4), synth.T("x", "BF16", 4)}, 2)
 	o := must(NewChunkMap(oldImg[:oh], int64(len(oldImg)), 8))
 	n := must(NewChunkMap(newImg[:nh], int64(len(newImg)), 8))
 	match := n.Match(o)
@@ -76,7 +76,7 @@ func TestMatch(t *testing.T) {
 }
 
 func TestRejects(t *testing.T) {
-	img, hdr := weightstest.Image([]weightstest.Tensor{weightstest.T("a", "F32", 4)}, 1)
+	img, hdr := synth.Image([]synth.Tensor{synth.T("a", "F32", 4)}, 1)
 	for _, c := range []struct {
 		size, chunk int64
 	}{{int64(len(img)), 12}, {int64(len(img)), 0}, {int64(len(img)) + 4, 8}, {int64(hdr) - 1, 8}} {

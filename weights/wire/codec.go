@@ -26,28 +26,38 @@ const (
 	// then nnz indices (u32, or u64 when flags bit 0 is set: tensors over 2^32-1
 	// elements), then nnz raw new values.
 	AstraFlow Format = iota
-	// Compact is needle's chunkMap: gap-coded indices narrowed to 1, 2 or 4 bytes and the
+	// Packed is needle's chunkMap: gap-coded indices narrowed to 1, 2 or 4 bytes and the
 	// values split into byte planes, zstd-compressed; or the raw new tensor ("dense")
-	// when that is smaller. See compactHeader.
-	Compact
+	// when that is smaller. See "Packed record format" below.
+	Packed
 )
 
 func (f Format) String() string {
-	if f == Compact {
-		return "compact"
+	if f == Packed {
+		return "packed"
 	}
 	return "astraflow"
 }
 
-// ParseFormat reads "astraflow" or "compact".
+// ParseFormat reads "astraflow" or "packed" ("compact", its name before needle's index forms
+// took that word, is still read: scripts may pass it).
 func ParseFormat(s string) (Format, error) {
 	switch s {
 	case "astraflow":
 		return AstraFlow, nil
-	case "compact":
-		return Compact, nil
+	case "packed", "compact":
+		return Packed, nil
 	}
-	return 0, fmt.Errorf("unknown delta format %q (want astraflow or compact)", s)
+	return 0, fmt.Errorf("unknown delta format %q (want astraflow or packed)", s)
+}
+
+// Set is ParseFormat into f: a Format is a flag.Value (the --format of options tables).
+func (f *Format) Set(s string) error {
+	v, err := ParseFormat(s)
+	if err == nil {
+		*f = v
+	}
+	return err
 }
 
 const (
@@ -56,12 +66,12 @@ const (
 )
 
 // AppendRecord appends the record of s, the delta of a tensor from oldBits to newBits, in
-// format f to dst. AstraFlow's needs only newBits' values (in s); the compact format reads
+// format f to dst. AstraFlow's needs only newBits' values (in s); the packed format reads
 // oldBits too (which high bytes a change kept) and builds its payload in *scratch before
 // compressing it (nil: a new one each call).
 func AppendRecord(dst []byte, f Format, s *delta.Sparse, oldBits, newBits []byte, scratch *[]byte) ([]byte, error) {
-	if f == Compact {
-		return appendCompact(dst, s, oldBits, newBits, scratch)
+	if f == Packed {
+		return appendPacked(dst, s, oldBits, newBits, scratch)
 	}
 	dst = binary.LittleEndian.AppendUint64(dst, uint64(s.Count()))
 	dst = binary.LittleEndian.AppendUint16(dst, uint16(s.ElemSize))
@@ -109,7 +119,7 @@ func ParseAstraFlow(rec []byte, n int64, elemSize int) (delta.Sparse, error) {
 
 // ApplyRecord applies rec (format f) to base, a tensor of elemSize-byte elements, in place,
 // and returns the number of elements the record changes. The record is fully decoded and
-// checked first: on error base is untouched. scratch (may be nil) holds decoded compact
+// checked first: on error base is untouched. scratch (may be nil) holds decoded packed
 // entries and is reused across calls.
 func ApplyRecord(base []byte, elemSize int, f Format, rec []byte, scratch *delta.Sparse, threads int) (int64, error) {
 	if err := delta.CheckElemSize(elemSize); err != nil {
@@ -129,7 +139,7 @@ func ApplyRecord(base []byte, elemSize int, f Format, rec []byte, scratch *delta
 	if scratch == nil {
 		scratch = &delta.Sparse{}
 	}
-	dense, nnz, low, exceptions, err := decodeCompact(rec, n, elemSize, scratch)
+	dense, nnz, low, exceptions, err := decodePacked(rec, n, elemSize, scratch)
 	if err != nil {
 		return 0, err
 	}
@@ -150,9 +160,9 @@ func ApplyRecord(base []byte, elemSize int, f Format, rec []byte, scratch *delta
 	return nnz, nil
 }
 
-// Compact record format, little-endian:
+// Packed record format, little-endian:
 //
-//	0  magic "NDLC"
+//	0  magic "NDLC" (the C of its first name, compact: the bytes of existing records stay)
 //	4  u8 version: 2 (written), 1 (read: what senders without version 2 write)
 //	5  u8 kind: 1 sparse, 2 dense
 //	6  u8 gap width: 1, 2 or 4 (sparse), 0 (dense)
@@ -165,7 +175,7 @@ func ApplyRecord(base []byte, elemSize int, f Format, rec []byte, scratch *delta
 // Gaps: entry k stores idx[k] - idx[k-1] - 1 (entry 0 stores idx[0]) in width w bytes; a
 // gap >= M = 2^(8w)-1 is written as floor(gap/M) words of M then the remainder. The encoder
 // writes the width of the shortest gap stream (the narrowest of equal ones). The payload is
-// written by the native kernel nl_delta_compact_payload (kernels/trainer/delta/compact.c,
+// written by the native kernel nl_delta_packed_payload (kernels/trainer/delta/packed.c,
 // tested against a Go restatement of this format); it is read here. Byte planes:
 // byte 0 of every new value, then byte 1, ... (zstd finds the repeated bytes).
 //
@@ -178,11 +188,11 @@ func ApplyRecord(base []byte, elemSize int, f Format, rec []byte, scratch *delta
 // when a transfer resumes): its bytes never depend on the base's bytes that it changes.
 // Version 1 stores every plane and no exceptions.
 const (
-	compactMagic   = "NDLC"
-	compactVersion = 2
-	compactSparse  = 1
-	compactDense   = 2
-	compactHdrLen  = 32
+	packedMagic   = "NDLC"
+	packedVersion = 2
+	packedSparse  = 1
+	packedDense   = 2
+	packedHdrLen  = 32
 )
 
 // The shared coder's concurrency is how many EncodeAll (DecodeAll) calls run at once: the
@@ -209,31 +219,31 @@ func lowBytes(version, elemSize int) int {
 	return elemSize / 2
 }
 
-func putCompactHeader(dst []byte, version, kind, w, elemSize int, n, nnz, raw uint64) []byte {
-	dst = append(dst, compactMagic...)
+func putPackedHeader(dst []byte, version, kind, w, elemSize int, n, nnz, raw uint64) []byte {
+	dst = append(dst, packedMagic...)
 	dst = append(dst, byte(version), byte(kind), byte(w), byte(elemSize))
 	dst = binary.LittleEndian.AppendUint64(dst, n)
 	dst = binary.LittleEndian.AppendUint64(dst, nnz)
 	return binary.LittleEndian.AppendUint64(dst, raw)
 }
 
-// appendCompact appends the compact record (version 2) of s, the delta from oldBits to
+// appendPacked appends the packed record (version 2) of s, the delta from oldBits to
 // newBits, to dst: sparse, or dense where that is smaller. The payload is built in *scratch
 // (kept for the next call) and compressed straight into dst: with room in dst, nothing else is
 // allocated or copied.
-func appendCompact(dst []byte, s *delta.Sparse, oldBits, newBits []byte, scratch *[]byte) ([]byte, error) {
+func appendPacked(dst []byte, s *delta.Sparse, oldBits, newBits []byte, scratch *[]byte) ([]byte, error) {
 	if int64(len(newBits)) != s.Len*int64(s.ElemSize) || len(oldBits) != len(newBits) {
 		return nil, fmt.Errorf("tensors of %d and %d bytes, delta is for %d elements of %d bytes", len(oldBits), len(newBits), s.Len, s.ElemSize)
 	}
 	n, nnz, es := uint64(s.Len), uint64(s.Count()), s.ElemSize
 	dense := func() []byte {
-		return append(putCompactHeader(dst, compactVersion, compactDense, 0, es, n, nnz, uint64(len(newBits))), newBits...)
+		return append(putPackedHeader(dst, packedVersion, packedDense, 0, es, n, nnz, uint64(len(newBits))), newBits...)
 	}
 	if scratch == nil {
 		scratch = new([]byte)
 	}
-	low := lowBytes(compactVersion, es)
-	payload, layout, err := delta.AppendCompactPayload((*scratch)[:0], s, oldBits, 0, low, true)
+	low := lowBytes(packedVersion, es)
+	payload, layout, err := delta.AppendPackedPayload((*scratch)[:0], s, oldBits, 0, low, true)
 	if err != nil {
 		return nil, err
 	}
@@ -242,46 +252,46 @@ func appendCompact(dst []byte, s *delta.Sparse, oldBits, newBits []byte, scratch
 		return dense(), nil
 	}
 	w := layout.Width
-	out := putCompactHeader(dst, compactVersion, compactSparse, w, es, n, nnz, uint64(len(payload)))
+	out := putPackedHeader(dst, packedVersion, packedSparse, w, es, n, nnz, uint64(len(payload)))
 	out = zenc().EncodeAll(payload, out)
-	if len(out)-len(dst)-compactHdrLen >= len(newBits) {
+	if len(out)-len(dst)-packedHdrLen >= len(newBits) {
 		return dense(), nil
 	}
 	return out, nil
 }
 
-// decodeCompact checks a compact record for a tensor of n elements of elemSize bytes and returns
+// decodePacked checks a packed record for a tensor of n elements of elemSize bytes and returns
 // the number of elements it changes. A dense record returns the new tensor (a view of rec). A
 // sparse one fills s and returns low, the bytes of each value it holds (elemSize: whole values;
 // version 2: the low half), and the entries whose whole value it holds besides (version 2's
 // exceptions, increasing).
-func decodeCompact(rec []byte, n int64, elemSize int, s *delta.Sparse) (dense []byte, changed int64, low int, exceptions []int64, err error) {
-	if len(rec) < compactHdrLen {
-		return nil, 0, 0, nil, fmt.Errorf("compact record of %d bytes is shorter than its %d-byte header", len(rec), compactHdrLen)
+func decodePacked(rec []byte, n int64, elemSize int, s *delta.Sparse) (dense []byte, changed int64, low int, exceptions []int64, err error) {
+	if len(rec) < packedHdrLen {
+		return nil, 0, 0, nil, fmt.Errorf("packed record of %d bytes is shorter than its %d-byte header", len(rec), packedHdrLen)
 	}
 	version, kind, w, es := int(rec[4]), int(rec[5]), int(rec[6]), int(rec[7])
 	rn, nnz, raw := binary.LittleEndian.Uint64(rec[8:]), binary.LittleEndian.Uint64(rec[16:]), binary.LittleEndian.Uint64(rec[24:])
-	body := rec[compactHdrLen:]
+	body := rec[packedHdrLen:]
 	switch {
-	case string(rec[:4]) != compactMagic:
-		return nil, 0, 0, nil, fmt.Errorf("compact record magic is %q, want %q", rec[:4], compactMagic)
-	case version != 1 && version != compactVersion:
-		return nil, 0, 0, nil, fmt.Errorf("compact record version %d, this build reads 1 and %d", version, compactVersion)
+	case string(rec[:4]) != packedMagic:
+		return nil, 0, 0, nil, fmt.Errorf("packed record magic is %q, want %q", rec[:4], packedMagic)
+	case version != 1 && version != packedVersion:
+		return nil, 0, 0, nil, fmt.Errorf("packed record version %d, this build reads 1 and %d", version, packedVersion)
 	case es != elemSize:
-		return nil, 0, 0, nil, fmt.Errorf("compact record element size is %d, tensor has %d-byte elements", es, elemSize)
+		return nil, 0, 0, nil, fmt.Errorf("packed record element size is %d, tensor has %d-byte elements", es, elemSize)
 	case rn != uint64(n):
-		return nil, 0, 0, nil, fmt.Errorf("compact record is for %d elements, tensor has %d", rn, n)
+		return nil, 0, 0, nil, fmt.Errorf("packed record is for %d elements, tensor has %d", rn, n)
 	case nnz > uint64(n):
-		return nil, 0, 0, nil, fmt.Errorf("compact record nnz %d exceeds the tensor's %d elements", nnz, n)
-	case kind == compactDense:
+		return nil, 0, 0, nil, fmt.Errorf("packed record nnz %d exceeds the tensor's %d elements", nnz, n)
+	case kind == packedDense:
 		if raw != uint64(n)*uint64(es) || uint64(len(body)) != raw {
-			return nil, 0, 0, nil, fmt.Errorf("dense compact record has %d bytes (header says %d), tensor has %d", len(body), raw, uint64(n)*uint64(es))
+			return nil, 0, 0, nil, fmt.Errorf("dense packed record has %d bytes (header says %d), tensor has %d", len(body), raw, uint64(n)*uint64(es))
 		}
 		return body, int64(nnz), 0, nil, nil
-	case kind != compactSparse:
-		return nil, 0, 0, nil, fmt.Errorf("compact record kind %d is not 1 (sparse) or 2 (dense)", kind)
+	case kind != packedSparse:
+		return nil, 0, 0, nil, fmt.Errorf("packed record kind %d is not 1 (sparse) or 2 (dense)", kind)
 	case w != 1 && w != 2 && w != 4:
-		return nil, 0, 0, nil, fmt.Errorf("compact record gap width %d is not 1, 2 or 4", w)
+		return nil, 0, 0, nil, fmt.Errorf("packed record gap width %d is not 1, 2 or 4", w)
 	}
 	low = lowBytes(version, es)
 	planes := nnz * uint64(low)
@@ -292,14 +302,14 @@ func decodeCompact(rec []byte, n int64, elemSize int, s *delta.Sparse) (dense []
 		lo, hi = lo+1, hi+10+nnz*uint64(10+es-low)
 	}
 	if raw < lo || raw > hi {
-		return nil, 0, 0, nil, fmt.Errorf("compact record payload length %d is outside [%d, %d] for nnz %d", raw, lo, hi, nnz)
+		return nil, 0, 0, nil, fmt.Errorf("packed record payload length %d is outside [%d, %d] for nnz %d", raw, lo, hi, nnz)
 	}
 	payload, err := zdec().DecodeAll(body, make([]byte, 0, raw))
 	if err != nil {
-		return nil, 0, 0, nil, fmt.Errorf("compact record payload: %w", err)
+		return nil, 0, 0, nil, fmt.Errorf("packed record payload: %w", err)
 	}
 	if uint64(len(payload)) != raw {
-		return nil, 0, 0, nil, fmt.Errorf("compact record payload decompressed to %d bytes, header says %d", len(payload), raw)
+		return nil, 0, 0, nil, fmt.Errorf("packed record payload decompressed to %d bytes, header says %d", len(payload), raw)
 	}
 	is := delta.IndexSizeFor(n)
 	*s = delta.Sparse{Len: n, ElemSize: es, IndexSize: is, Indices: slices.Grow(s.Indices[:0], int(nnz)*is+8), Values: slices.Grow(s.Values[:0], int(nnz)*es)}
@@ -311,13 +321,13 @@ func decodeCompact(rec []byte, n int64, elemSize int, s *delta.Sparse) (dense []
 		var g uint64
 		for {
 			if pos+w > len(gaps) {
-				return nil, 0, 0, nil, fmt.Errorf("compact record gap stream ends at entry %d of %d", k, nnz)
+				return nil, 0, 0, nil, fmt.Errorf("packed record gap stream ends at entry %d of %d", k, nnz)
 			}
 			v := readWord(gaps[pos:], w)
 			pos += w
 			g += v
 			if g >= uint64(n) {
-				return nil, 0, 0, nil, fmt.Errorf("compact record entry %d: gap %d out of range for %d elements", k, g, n)
+				return nil, 0, 0, nil, fmt.Errorf("packed record entry %d: gap %d out of range for %d elements", k, g, n)
 			}
 			if v != m {
 				break
@@ -325,14 +335,14 @@ func decodeCompact(rec []byte, n int64, elemSize int, s *delta.Sparse) (dense []
 		}
 		idx := uint64(prev+1) + g
 		if idx >= uint64(n) {
-			return nil, 0, 0, nil, fmt.Errorf("compact record entry %d: index %d out of range for %d elements", k, idx, n)
+			return nil, 0, 0, nil, fmt.Errorf("packed record entry %d: index %d out of range for %d elements", k, idx, n)
 		}
 		prev = int64(idx)
 		s.Indices = binary.LittleEndian.AppendUint64(s.Indices, idx)[:len(s.Indices)+is]
 	}
 	rest := payload[pos:]
 	if version == 1 && uint64(len(rest)) != planes {
-		return nil, 0, 0, nil, fmt.Errorf("compact record has %d gap bytes after entry %d", uint64(len(rest))-planes, nnz)
+		return nil, 0, 0, nil, fmt.Errorf("packed record has %d gap bytes after entry %d", uint64(len(rest))-planes, nnz)
 	}
 	for b := range low {
 		plane := rest[uint64(b)*nnz : uint64(b+1)*nnz]
@@ -342,7 +352,7 @@ func decodeCompact(rec []byte, n int64, elemSize int, s *delta.Sparse) (dense []
 	}
 	if version == 2 {
 		if exceptions, err = readExceptions(rest[planes:], s, low); err != nil {
-			return nil, 0, 0, nil, fmt.Errorf("compact record exceptions: %w", err)
+			return nil, 0, 0, nil, fmt.Errorf("packed record exceptions: %w", err)
 		}
 	}
 	return nil, int64(nnz), low, exceptions, nil

@@ -32,7 +32,7 @@ func encodeRecord(t testing.TB, f Format, oldBits, newBits []byte, es int) (delt
 // TestApplyRoundTrip: every format's record rebuilds the new tensor, again when applied twice
 // or over a base it half changed (records are idempotent).
 func TestApplyRoundTrip(t *testing.T) {
-	for _, f := range []Format{AstraFlow, Compact} {
+	for _, f := range []Format{AstraFlow, Packed} {
 		for _, es := range []int{2, 4} {
 			for _, n := range sizes {
 				for _, frac := range []float64{0, 0.005, 0.01, 0.02, 1} {
@@ -89,32 +89,32 @@ func TestAstraFlowFormat(t *testing.T) {
 	}
 }
 
-func TestCompactFallsBackToDense(t *testing.T) {
+func TestPackedFallsBackToDense(t *testing.T) {
 	oldBits, newBits := weightstest.Pair(4096, 2, 1, 5)
 	var s delta.Sparse
 	if err := delta.Encode(&s, oldBits, newBits, 2, 1); err != nil {
 		t.Fatal(err)
 	}
-	rec, err := appendCompact(nil, &s, oldBits, newBits, nil)
+	rec, err := appendPacked(nil, &s, oldBits, newBits, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rec[5] != compactDense || len(rec) != compactHdrLen+len(newBits) {
-		t.Fatalf("100%% changed: kind %d, %d bytes; want dense of %d", rec[5], len(rec), compactHdrLen+len(newBits))
+	if rec[5] != packedDense || len(rec) != packedHdrLen+len(newBits) {
+		t.Fatalf("100%% changed: kind %d, %d bytes; want dense of %d", rec[5], len(rec), packedHdrLen+len(newBits))
 	}
 	oldBits, newBits = weightstest.Pair(1<<16, 2, 0.01, 5)
 	if err := delta.Encode(&s, oldBits, newBits, 2, 1); err != nil {
 		t.Fatal(err)
 	}
-	if rec, err = appendCompact(nil, &s, oldBits, newBits, nil); err != nil {
+	if rec, err = appendPacked(nil, &s, oldBits, newBits, nil); err != nil {
 		t.Fatal(err)
 	}
-	if rec[5] != compactSparse || rec[6] != 1 || len(rec) >= int(s.Count())*6 {
+	if rec[5] != packedSparse || rec[6] != 1 || len(rec) >= int(s.Count())*6 {
 		t.Fatalf("1%% changed: kind %d width %d, %d bytes vs %d in astraflow", rec[5], rec[6], len(rec), s.Count()*6+16)
 	}
 }
 
-func TestCompactGapEscapes(t *testing.T) {
+func TestPackedGapEscapes(t *testing.T) {
 	// Changes at 0, 255 (gap 254), 511 (gap 255 = one escape word + 0), 70000 (gap past u16).
 	n := 70001
 	oldBits := make([]byte, 2*n)
@@ -128,25 +128,25 @@ func TestCompactGapEscapes(t *testing.T) {
 	}
 	for _, version := range []int{1, 2} {
 		for _, w := range []int{1, 2, 4} {
-			rec := buildSparseCompact(t, &s, oldBits, version, w)
+			rec := buildSparsePacked(t, &s, oldBits, version, w)
 			base := bytes.Clone(oldBits)
-			if _, err := ApplyRecord(base, 2, Compact, rec, nil, 1); err != nil || !bytes.Equal(base, newBits) {
+			if _, err := ApplyRecord(base, 2, Packed, rec, nil, 1); err != nil || !bytes.Equal(base, newBits) {
 				t.Fatalf("version %d gap width %d: %v", version, w, err)
 			}
 		}
 	}
 }
 
-// buildSparseCompact writes s, the delta from oldBits, as a sparse compact record of version
-// 1 (every plane) or 2 with gap width w, whatever width appendCompact would pick.
-func buildSparseCompact(t testing.TB, s *delta.Sparse, oldBits []byte, version, w int) []byte {
+// buildSparsePacked writes s, the delta from oldBits, as a sparse packed record of version
+// 1 (every plane) or 2 with gap width w, whatever width appendPacked would pick.
+func buildSparsePacked(t testing.TB, s *delta.Sparse, oldBits []byte, version, w int) []byte {
 	t.Helper()
 	low := lowBytes(version, s.ElemSize)
-	payload, _, err := delta.AppendCompactPayload(nil, s, oldBits, w, low, version == 2)
+	payload, _, err := delta.AppendPackedPayload(nil, s, oldBits, w, low, version == 2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := putCompactHeader(nil, version, compactSparse, w, s.ElemSize, uint64(s.Len), uint64(s.Count()), uint64(len(payload)))
+	rec := putPackedHeader(nil, version, packedSparse, w, s.ElemSize, uint64(s.Len), uint64(s.Count()), uint64(len(payload)))
 	return zenc().EncodeAll(payload, rec)
 }
 
@@ -155,16 +155,16 @@ func TestBadRecordsLeaveBaseUntouched(t *testing.T) {
 	s, good := encodeRecord(t, AstraFlow, oldBits, newBits, 2)
 	nnz := int(s.Count())
 	mod := func(f func(b []byte) []byte) []byte { return f(bytes.Clone(good)) }
-	compact := buildSparseCompact(t, &s, oldBits, 1, 1)
-	cmod := func(f func(b []byte) []byte) []byte { return f(bytes.Clone(compact)) }
+	packed := buildSparsePacked(t, &s, oldBits, 1, 1)
+	cmod := func(f func(b []byte) []byte) []byte { return f(bytes.Clone(packed)) }
 	// v2 builds a version-2 record whose exceptions section is ex.
 	v2 := func(ex ...byte) []byte {
-		payload, _, err := delta.AppendCompactPayload(nil, &s, oldBits, 1, 1, false)
+		payload, _, err := delta.AppendPackedPayload(nil, &s, oldBits, 1, 1, false)
 		if err != nil {
 			t.Fatal(err)
 		}
 		payload = append(payload, ex...)
-		return zenc().EncodeAll(payload, putCompactHeader(nil, 2, compactSparse, 1, 2, 1000, uint64(nnz), uint64(len(payload))))
+		return zenc().EncodeAll(payload, putPackedHeader(nil, 2, packedSparse, 1, 2, 1000, uint64(nnz), uint64(len(payload))))
 	}
 	cases := []struct {
 		name string
@@ -188,20 +188,20 @@ func TestBadRecordsLeaveBaseUntouched(t *testing.T) {
 			binary.LittleEndian.PutUint32(b[16+4:], binary.LittleEndian.Uint32(b[16:]))
 			return b
 		}), "not greater"},
-		{"compact empty", Compact, nil, "shorter than its 32-byte header"},
-		{"compact magic", Compact, cmod(func(b []byte) []byte { b[0] = 'X'; return b }), "magic"},
-		{"compact version", Compact, cmod(func(b []byte) []byte { b[4] = 3; return b }), "version 3"},
-		{"compact kind", Compact, cmod(func(b []byte) []byte { b[5] = 9; return b }), "kind 9"},
-		{"compact width", Compact, cmod(func(b []byte) []byte { b[6] = 3; return b }), "gap width 3"},
-		{"compact elem size", Compact, cmod(func(b []byte) []byte { b[7] = 4; return b }), "element size is 4"},
-		{"compact len", Compact, cmod(func(b []byte) []byte { b[8]++; return b }), "for 1001 elements"},
-		{"compact count", Compact, cmod(func(b []byte) []byte { b[16]++; return b }), "payload length"},
-		{"compact truncated", Compact, compact[:len(compact)-3], "payload"},
-		{"compact corrupt zstd", Compact, cmod(func(b []byte) []byte { b[len(b)/2+16] ^= 0xff; return b }), "payload"},
-		{"compact exceptions trailing", Compact, v2(0, 0), "after the last exception"},
-		{"compact exception past the end", Compact, v2(1, byte(nnz), 7), "past the last entry"},
-		{"compact exceptions cut", Compact, v2(2, 0, 7), "is cut"},
-		{"compact dense short", Compact, putCompactHeader(nil, compactVersion, compactDense, 0, 2, 1000, 0, 2000), "dense"},
+		{"packed empty", Packed, nil, "shorter than its 32-byte header"},
+		{"packed magic", Packed, cmod(func(b []byte) []byte { b[0] = 'X'; return b }), "magic"},
+		{"packed version", Packed, cmod(func(b []byte) []byte { b[4] = 3; return b }), "version 3"},
+		{"packed kind", Packed, cmod(func(b []byte) []byte { b[5] = 9; return b }), "kind 9"},
+		{"packed width", Packed, cmod(func(b []byte) []byte { b[6] = 3; return b }), "gap width 3"},
+		{"packed elem size", Packed, cmod(func(b []byte) []byte { b[7] = 4; return b }), "element size is 4"},
+		{"packed len", Packed, cmod(func(b []byte) []byte { b[8]++; return b }), "for 1001 elements"},
+		{"packed count", Packed, cmod(func(b []byte) []byte { b[16]++; return b }), "payload length"},
+		{"packed truncated", Packed, packed[:len(packed)-3], "payload"},
+		{"packed corrupt zstd", Packed, cmod(func(b []byte) []byte { b[len(b)/2+16] ^= 0xff; return b }), "payload"},
+		{"packed exceptions trailing", Packed, v2(0, 0), "after the last exception"},
+		{"packed exception past the end", Packed, v2(1, byte(nnz), 7), "past the last entry"},
+		{"packed exceptions cut", Packed, v2(2, 0, 7), "is cut"},
+		{"packed dense short", Packed, putPackedHeader(nil, packedVersion, packedDense, 0, 2, 1000, 0, 2000), "dense"},
 	}
 	for _, c := range cases {
 		base := bytes.Clone(oldBits)
@@ -218,12 +218,12 @@ func TestBadRecordsLeaveBaseUntouched(t *testing.T) {
 func FuzzApplyRecord(f *testing.F) {
 	oldBits, newBits := weightstest.Pair(300, 2, 0.05, 13)
 	s, astra := encodeRecord(f, AstraFlow, oldBits, newBits, 2)
-	compact, _ := appendCompact(nil, &s, oldBits, newBits, nil)
+	packed, _ := appendPacked(nil, &s, oldBits, newBits, nil)
 	f.Add(byte(0), astra)
-	f.Add(byte(1), compact)
-	f.Add(byte(1), buildSparseCompact(f, &s, oldBits, 1, 1))
-	f.Add(byte(1), buildSparseCompact(f, &s, oldBits, 2, 2))
-	f.Add(byte(1), putCompactHeader(nil, compactVersion, compactDense, 0, 2, 300, 0, 600))
+	f.Add(byte(1), packed)
+	f.Add(byte(1), buildSparsePacked(f, &s, oldBits, 1, 1))
+	f.Add(byte(1), buildSparsePacked(f, &s, oldBits, 2, 2))
+	f.Add(byte(1), putPackedHeader(nil, packedVersion, packedDense, 0, 2, 300, 0, 600))
 	f.Add(byte(0), astra[:20])
 	f.Fuzz(func(t *testing.T, format byte, rec []byte) {
 		base := bytes.Clone(oldBits)
@@ -234,11 +234,11 @@ func FuzzApplyRecord(f *testing.F) {
 	})
 }
 
-// TestCompactKeepsHighBytes: on bf16 weights of a trained model's spread with 1% changed by
+// TestPackedKeepsHighBytes: on bf16 weights of a trained model's spread with 1% changed by
 // 1-3 units (carries into the high byte included), a version-2 record stores the low bytes
 // and the few changed high bytes: at most 0.4x AstraFlow's bytes (version 1, every plane,
 // took 0.50x), and it applies to the new tensor.
-func TestCompactKeepsHighBytes(t *testing.T) {
+func TestPackedKeepsHighBytes(t *testing.T) {
 	const n = 1 << 20
 	r := rand.New(rand.NewPCG(3, 4))
 	oldBits := make([]byte, 2*n)
@@ -256,16 +256,16 @@ func TestCompactKeepsHighBytes(t *testing.T) {
 		}
 		binary.LittleEndian.PutUint16(newBits[2*i:], v)
 	}
-	s, rec := encodeRecord(t, Compact, oldBits, newBits, 2)
+	s, rec := encodeRecord(t, Packed, oldBits, newBits, 2)
 	astra := 16 + 6*s.Count()
-	v1 := buildSparseCompact(t, &s, oldBits, 1, 1)
-	t.Logf("%d changed: compact v2 %d bytes = %.3fx AstraFlow's %d (v1 %.3fx)", s.Count(), len(rec),
+	v1 := buildSparsePacked(t, &s, oldBits, 1, 1)
+	t.Logf("%d changed: packed v2 %d bytes = %.3fx AstraFlow's %d (v1 %.3fx)", s.Count(), len(rec),
 		float64(len(rec))/float64(astra), astra, float64(len(v1))/float64(astra))
 	if rec[4] != 2 || float64(len(rec)) > 0.4*float64(astra) {
 		t.Fatalf("version %d record of %d bytes: more than 0.4x AstraFlow's %d", rec[4], len(rec), astra)
 	}
 	base := bytes.Clone(oldBits)
-	if _, err := ApplyRecord(base, 2, Compact, rec, nil, 1); err != nil || !bytes.Equal(base, newBits) {
+	if _, err := ApplyRecord(base, 2, Packed, rec, nil, 1); err != nil || !bytes.Equal(base, newBits) {
 		t.Fatalf("apply: %v", err)
 	}
 }

@@ -170,7 +170,7 @@ func (s *StepStats) add(o StepStats) {
 }
 
 // worker owns the scratch buffers of one encoding goroutine: the changed entries of a chunk
-// and a compact record's payload before compression. Kept between steps (workers): their
+// and a packed record's payload before compression. Kept between steps (workers): their
 // first use allocates and faults in megabytes.
 type worker struct {
 	sp      delta.Sparse
@@ -227,7 +227,7 @@ func (w *worker) encode(frames *slab, base []byte, cur Image, i int, f Format) (
 	if st.Changed == 0 {
 		return nil, st, nil
 	}
-	// Room for the record in AstraFlow's layout: a compact one is about a third of that (and
+	// Room for the record in AstraFlow's layout: a packed one is about a third of that (and
 	// one that does not fit is reallocated by its append).
 	fr := frames.room(HeaderLen + RecordHeaderLen + astraHeaderLen + 64 + len(w.sp.Indices) + len(w.sp.Values))
 	fr = AppendRecordHeader(fr[:HeaderLen], i, OpFor(f), es)

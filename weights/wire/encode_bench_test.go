@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"testing"
 
-	"needle/testkit/weightstest"
+	"needle/bench/synth"
 )
 
 // BenchmarkEncodeStep: a sender's step on a 64 MiB bf16 model in 1 MiB chunks (bytes: both
@@ -14,17 +14,17 @@ import (
 // changes 1% or 2.4% of them, some in their high byte ("adam"). One thread, and two ("threads2":
 // how the step's work spreads over goroutines).
 func BenchmarkEncodeStep(b *testing.B) {
-	img, _ := weightstest.Image([]weightstest.Tensor{weightstest.T("w", "BF16", 8192, 4096)}, 1)
+	img, _ := synth.Image([]synth.Tensor{synth.T("w", "BF16", 8192, 4096)}, 1)
 	type step struct {
 		name     string
 		old, cur []byte
 	}
-	steps := []step{{"lowbits1%", img, weightstest.Step(img, 0.01, 2)}}
+	steps := []step{{"lowbits1%", img, synth.Step(img, 0.01, 2)}}
 	for _, s := range []struct {
 		name string
 		frac float64
 	}{{"adam1%", 0.01}, {"adam2.4%", 0.024}} {
-		o := weightstest.Calibrated(3, s.frac)
+		o := synth.Calibrated(3, s.frac)
 		old, cur := bytes.Clone(img), bytes.Clone(img)
 		o.Version(old, 0, 2)
 		o.Version(cur, 1, 2)
@@ -34,7 +34,7 @@ func BenchmarkEncodeStep(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, f := range []Format{Compact, AstraFlow} {
+	for _, f := range []Format{Packed, AstraFlow} {
 		for _, s := range steps {
 			for _, v := range []struct {
 				hash    bool

@@ -5,16 +5,16 @@ import (
 	"encoding/binary"
 	"testing"
 
+	"needle/bench/synth"
 	"needle/kernels/trainer/delta"
-	"needle/testkit/weightstest"
 )
 
-var tensors = []weightstest.Tensor{
-	weightstest.T("embed", "BF16", 300, 64),
-	weightstest.T("norm", "F32", 64),
-	weightstest.T("ids", "I64", 10),
-	weightstest.T("mask", "U8", 33),
-	weightstest.T("w", "BF16", 64, 64),
+var tensors = []synth.Tensor{
+	synth.T("embed", "BF16", 300, 64),
+	synth.T("norm", "F32", 64),
+	synth.T("ids", "I64", 10),
+	synth.T("mask", "U8", 33),
+	synth.T("w", "BF16", 64, 64),
 }
 
 func image(t testing.TB, img []byte) Image {
@@ -71,13 +71,13 @@ func rebuild(t *testing.T, old, cur Image, frames [][]byte) []byte {
 // change of dtype, of shape, a tensor added and one removed, and no change at all; the
 // manifest it fills is the chunk map's hash of the new version.
 func TestEncodeStep(t *testing.T) {
-	v1, _ := weightstest.Image(tensors, 1)
-	v2 := weightstest.Step(v1, 0.01, 2)
+	v1, _ := synth.Image(tensors, 1)
+	v2 := synth.Step(v1, 0.01, 2)
 	v2[len(v2)-1] ^= 1 // the last byte of "w": the mask stays, a bf16 element changes
 	// v3: "norm" becomes bf16, "w" changes shape, "extra" is added, "mask" removed.
-	changed := []weightstest.Tensor{tensors[0], weightstest.T("norm", "BF16", 64), tensors[2], weightstest.T("w", "BF16", 32, 128), weightstest.T("extra", "F32", 5)}
-	v3, _ := weightstest.Image(changed, 3)
-	for _, f := range []Format{Compact, AstraFlow} {
+	changed := []synth.Tensor{tensors[0], synth.T("norm", "BF16", 64), tensors[2], synth.T("w", "BF16", 32, 128), synth.T("extra", "F32", 5)}
+	v3, _ := synth.Image(changed, 3)
+	for _, f := range []Format{Packed, AstraFlow} {
 		for _, c := range []struct {
 			name     string
 			old, cur []byte
@@ -103,10 +103,10 @@ func TestEncodeStep(t *testing.T) {
 	old, cur := image(t, v1), image(t, v2)
 	stop := bytes.ErrTooLarge
 	calls := 0
-	if _, err := EncodeStep(old, cur, Compact, 2, nil, func([]byte) error { calls++; return stop }); err != stop || calls != 1 {
+	if _, err := EncodeStep(old, cur, Packed, 2, nil, func([]byte) error { calls++; return stop }); err != stop || calls != 1 {
 		t.Fatalf("emit failing: %v after %d calls, want its error after one", err, calls)
 	}
-	if _, err := EncodeStep(old, cur, Compact, 2, make([]uint64, 1), nil); err == nil {
+	if _, err := EncodeStep(old, cur, Packed, 2, make([]uint64, 1), nil); err == nil {
 		t.Fatal("a manifest of the wrong length was accepted")
 	}
 }

@@ -1,16 +1,17 @@
-// Package wire is needle's weight-transfer protocol (protocol 2) and the one codec of weight
+// Package wire is needle's weight-transfer protocol (protocol 3) and the one codec of weight
 // deltas: what a sender, its receivers and a delta file of `needle delta` agree on.
 //   - chunkmap.go: how one version of a safetensors file is cut into chunks, which tensor of a
 //     base version each chunk is diffed against, and the manifest (the xxh64 of each chunk)
 //     that identifies a version;
 //   - record.go, codec.go: the record of one chunk: its raw bytes, or its delta from the base's
-//     chunk in needle's compact format or AstraFlow's, found and scattered by the native kernels
+//     chunk in needle's packed format or AstraFlow's, found and scattered by the native kernels
 //     of kernels/trainer/delta;
 //   - encode.go, target.go: a whole step: every chunk of a new version encoded against the old
 //     one on several goroutines, in chunk order; and a file image brought to the new version by
 //     its records, each checked against the chunk map;
 //   - frame.go, messages.go: frames that each carry an xxh3 check of their header fields and
-//     payload; the JSON messages that open a transfer and close each of its steps.
+//     payload; the JSON messages that open a transfer and close each of its steps, join a
+//     sender's layout, keep a quiet connection alive and authenticate peers (auth.go).
 //
 // It does no I/O policy: callers own connections, files, buffers and deadlines.
 //
@@ -29,7 +30,9 @@
 // an xxh64 of bytes 0..8 then the payload; XXH3 over one contiguous payload is ~3.5x faster on
 // an AVX2 core (BenchmarkFrameCheck), and the frame checks were a sixth of a full version's CPU
 // (every raw byte is hashed by the sender once and by each receiver). Frames of protocol 1 are
-// refused, never read with the wrong check.
+// refused, never read with the wrong check. Protocol 3 added beats, joins, routes and
+// authentication; its frames at rest (a delta file: steps, records, ends) are protocol 2's, so a
+// delta file of protocol 2 is still read.
 package wire
 
 import (
@@ -43,8 +46,12 @@ import (
 )
 
 // Proto is the protocol version this build speaks; a frame of another version is an error
-// that names both.
-const Proto = 2
+// that names both (but for restProto's frames at rest: ParseFrame).
+const Proto = 3
+
+// restProto is the oldest protocol whose frames at rest (a delta file's step, records, end)
+// are read: they did not change since.
+const restProto = 2
 
 // HeaderLen is the size of a frame header.
 const HeaderLen = 16
@@ -60,17 +67,22 @@ const MaxChunk = 64 << 20
 type Kind uint8
 
 const (
-	KindHello    Kind = 1 // client -> server: Hello (JSON)
-	KindPlan     Kind = 2 // server -> client: Plan (JSON), then the plan's steps
-	KindStep     Kind = 3 // server -> client: Step (JSON), opens one step of a plan
-	KindRecord   Kind = 4 // server -> client: one Record of the open step
-	KindEnd      Kind = 5 // server -> client: End (JSON), closes the open step
-	KindError    Kind = 6 // server -> client: Error (JSON), ends the exchange
-	KindManifest Kind = 7 // server -> client: Manifest (JSON), the answer to Hello.Manifest
+	KindHello    Kind = 1  // client -> server: Hello (JSON)
+	KindPlan     Kind = 2  // server -> client: Plan (JSON), then the plan's steps
+	KindStep     Kind = 3  // server -> client: Step (JSON), opens one step of a plan
+	KindRecord   Kind = 4  // server -> client: one Record of the open step
+	KindEnd      Kind = 5  // server -> client: End (JSON), closes the open step
+	KindError    Kind = 6  // server -> client: Error (JSON), ends the exchange
+	KindManifest Kind = 7  // server -> client: Manifest (JSON), the answer to Hello.Manifest
+	KindBeat     Kind = 8  // either way, empty: "still here" on a connection with nothing else to say
+	KindJoin     Kind = 9  // client -> sender: Join (JSON), opens a membership connection
+	KindRoute    Kind = 10 // sender -> member: Route (JSON), the upstreams to pull from
+	KindAuth     Kind = 11 // either way: Auth (JSON), the token handshake (auth.go)
 )
 
 var kindNames = map[Kind]string{KindHello: "hello", KindPlan: "plan", KindStep: "step", KindRecord: "record",
-	KindEnd: "end", KindError: "error", KindManifest: "manifest"}
+	KindEnd: "end", KindError: "error", KindManifest: "manifest", KindBeat: "beat", KindJoin: "join", KindRoute: "route",
+	KindAuth: "auth"}
 
 func (k Kind) String() string {
 	if n, ok := kindNames[k]; ok {
@@ -157,7 +169,7 @@ func ReadUnchecked(r *bufio.Reader, buf []byte) (Frame, []byte, error) {
 	if _, err := io.ReadFull(r, f.Head[:]); err != nil {
 		return f, buf, err
 	}
-	k, n, err := ParseHeader(f.Head[:])
+	k, n, err := parseHeader(f.Head[:], false)
 	if err != nil {
 		return f, buf, err
 	}
@@ -184,7 +196,7 @@ func ParseFrame(b []byte) (Kind, []byte, int, error) {
 	case len(b) < HeaderLen:
 		return 0, nil, 0, fmt.Errorf("frame header of %d bytes: %w", len(b), io.ErrUnexpectedEOF)
 	}
-	k, n, err := ParseHeader(b)
+	k, n, err := parseHeader(b, true)
 	if err != nil {
 		return 0, nil, 0, err
 	}
@@ -206,13 +218,13 @@ func verify(h []byte, k Kind, payload []byte) error {
 	return nil
 }
 
-// ParseHeader checks a frame header's magic, version, kind and length bound and returns its
-// kind and payload length.
-func ParseHeader(h []byte) (Kind, int, error) {
+// parseHeader checks a frame header's magic, version, kind and length bound and returns its
+// kind and payload length. A frame at rest may be of restProto.
+func parseHeader(h []byte, atRest bool) (Kind, int, error) {
 	if h[0] != 'N' || h[1] != 'W' {
 		return 0, 0, fmt.Errorf("not a needle weights frame (magic %q): %w", h[:2], ErrCheck)
 	}
-	if h[2] != Proto {
+	if h[2] != Proto && !(atRest && h[2] == restProto) {
 		return 0, 0, fmt.Errorf("frame of weights protocol %d, this build speaks %d: the peer (or the delta file) is of another needle release", h[2], Proto)
 	}
 	k := Kind(h[3])

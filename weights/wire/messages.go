@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"time"
 )
 
 // A connection is a sequence of exchanges, each opened by the client's Hello:
@@ -14,7 +15,38 @@ import (
 //	          Step, Record..., End
 //	server: Error                              (instead of any of the above; ends the exchange)
 //
-// after which the client may send the next Hello on the same connection.
+// after which the client may send the next Hello on the same connection. While the server has
+// nothing to send (a held Plan, a step's next record not yet produced or relayed) it sends a
+// Beat every BeatEvery, so that a client can tell a quiet upstream from a lost one by silence.
+//
+// A membership connection (to a sender) is opened by a Join instead:
+//
+//	client: Join, then a Beat every BeatEvery
+//	server: Route (at once, and again whenever the client's route changes), Beats between
+//
+// A server with a token (auth.go) expects the token handshake before either.
+
+// BeatEvery is how often a peer with nothing else to send says it is still there.
+const BeatEvery = 250 * time.Millisecond
+
+// DefaultSilence is how long a peer may send nothing before it counts as lost (its process
+// killed, its host cut off): four beats.
+const DefaultSilence = 4 * BeatEvery
+
+// Join asks a sender for a place in its layout: which upstreams to pull from (Route). A
+// receiver that re-serves gives the address others reach it at; a receiver that does not is a
+// leaf of the layout.
+type Join struct {
+	Node  string `json:"node"`            // who joins, for the logs
+	Serve string `json:"serve,omitempty"` // host:port this receiver re-serves on; "" for none
+}
+
+// Route is where a member pulls from: re-serving receivers, nearest first (its parent in the
+// layout, then the parent's parent, ...). Empty: the sender itself. The member falls back to
+// the sender it joined after them.
+type Route struct {
+	Upstreams []string `json:"upstreams"`
+}
 
 // Hello asks for the newest version the server can give, or for a manifest.
 type Hello struct {
@@ -91,6 +123,7 @@ const (
 	CodeGone       = "gone"        // what the exchange served went away (a newer version overwrote it): ask again
 	CodeNotFound   = "not-found"   // the asked manifest is not known here
 	CodeInternal   = "internal"    // the server failed: ask again later
+	CodeAuth       = "auth"        // the token handshake failed (a wrong or missing token): not retried as is
 )
 
 func (e *Error) Error() string { return fmt.Sprintf("server: %s: %s", e.Code, e.Message) }

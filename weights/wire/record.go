@@ -10,7 +10,7 @@ type Op uint8
 
 const (
 	OpRaw       Op = 1 // the body is the chunk's bytes
-	OpCompact   Op = 2 // the body is a compact delta record (codec.go) against the base chunk
+	OpPacked    Op = 2 // the body is a packed delta record (codec.go) against the base chunk
 	OpAstraFlow Op = 3 // the body is an AstraFlow delta record against the base chunk
 )
 
@@ -35,7 +35,7 @@ func OpFor(f Format) Op {
 	if f == AstraFlow {
 		return OpAstraFlow
 	}
-	return OpCompact
+	return OpPacked
 }
 
 // Format is the delta format of a delta op.
@@ -43,7 +43,7 @@ func (o Op) Format() Format {
 	if o == OpAstraFlow {
 		return AstraFlow
 	}
-	return Compact
+	return Packed
 }
 
 // AppendRecordHeader appends a record header to dst.
@@ -64,9 +64,9 @@ func ParseRecord(payload []byte) (Record, error) {
 		return Record{}, fmt.Errorf("record of chunk %d: reserved bytes are %d, %d, want 0", r.Chunk, payload[6], payload[7])
 	case r.Op == OpRaw && r.ElemSize != 0:
 		return Record{}, fmt.Errorf("raw record of chunk %d has element size %d, want 0", r.Chunk, r.ElemSize)
-	case (r.Op == OpCompact || r.Op == OpAstraFlow) && r.ElemSize != 2 && r.ElemSize != 4:
+	case (r.Op == OpPacked || r.Op == OpAstraFlow) && r.ElemSize != 2 && r.ElemSize != 4:
 		return Record{}, fmt.Errorf("delta record of chunk %d has element size %d, want 2 or 4", r.Chunk, r.ElemSize)
-	case r.Op != OpRaw && r.Op != OpCompact && r.Op != OpAstraFlow:
+	case r.Op != OpRaw && r.Op != OpPacked && r.Op != OpAstraFlow:
 		return Record{}, fmt.Errorf("record of chunk %d has unknown op %d", r.Chunk, r.Op)
 	}
 	return r, nil

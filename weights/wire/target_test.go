@@ -7,14 +7,14 @@ import (
 	"strings"
 	"testing"
 
+	"needle/bench/synth"
 	"needle/kernels/trainer/delta"
-	"needle/testkit/weightstest"
 )
 
 // TestApplyRejects: records that do not fit their chunk are errors and leave the file as it was.
 func TestApplyRejects(t *testing.T) {
-	oldImg, oh := weightstest.Image([]weightstest.Tensor{weightstest.T("w", "BF16", 16), weightstest.T("b", "F32", 4)}, 1)
-	newImg, nh := weightstest.Image([]weightstest.Tensor{weightstest.T("w", "BF16", 16), weightstest.T("b", "BF16", 8)}, 2)
+	oldImg, oh := synth.Image([]synth.Tensor{synth.T("w", "BF16", 16), synth.T("b", "F32", 4)}, 1)
+	newImg, nh := synth.Image([]synth.Tensor{synth.T("w", "BF16", 16), synth.T("b", "BF16", 8)}, 2)
 	base, _ := NewChunkMap(oldImg[:oh], int64(len(oldImg)), 16)
 	l, _ := NewChunkMap(newImg[:nh], int64(len(newImg)), 16)
 	data := make([]byte, l.Size)
@@ -34,7 +34,7 @@ func TestApplyRejects(t *testing.T) {
 		{Record{Chunk: 0, Op: OpRaw, Body: make([]byte, 15)}, "raw record of 15 bytes"},
 		{Record{Chunk: 2, Op: OpAstraFlow, ElemSize: 2, Body: rec}, "no base"},
 		{Record{Chunk: 0, Op: OpAstraFlow, ElemSize: 4, Body: rec}, "compared as 2"},
-		{Record{Chunk: 0, Op: OpCompact, ElemSize: 2, Body: rec}, "compact record"},
+		{Record{Chunk: 0, Op: OpPacked, ElemSize: 2, Body: rec}, "packed record"},
 	} {
 		if err := tgt.Apply(c.rec, &sp); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("chunk %d op %d: %v, want %q", c.rec.Chunk, c.rec.Op, err, c.want)
@@ -69,7 +69,7 @@ func TestApplyRejects(t *testing.T) {
 // TestApplyRawThroughFile: with File set, raw records go to the file by offset (Data untouched),
 // a raw record of the wrong size writes nothing, and delta records still apply to Data.
 func TestApplyRawThroughFile(t *testing.T) {
-	img, h := weightstest.Image([]weightstest.Tensor{weightstest.T("w", "BF16", 16), weightstest.T("b", "F32", 4)}, 3)
+	img, h := synth.Image([]synth.Tensor{synth.T("w", "BF16", 16), synth.T("b", "F32", 4)}, 3)
 	l, _ := NewChunkMap(img[:h], int64(len(img)), 16)
 	f, err := os.Create(filepath.Join(t.TempDir(), "next"))
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -59,7 +60,7 @@ func TestFrameDamage(t *testing.T) {
 	}
 	other := bytes.Clone(frame)
 	other[2] = Proto + 1
-	if _, _, err := read(other); err == nil || !strings.Contains(err.Error(), "protocol 3, this build speaks 2") {
+	if _, _, err := read(other); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("protocol %d, this build speaks %d", Proto+1, Proto)) {
 		t.Fatalf("other protocol: %v", err)
 	}
 }
@@ -69,7 +70,7 @@ func TestFrameDamage(t *testing.T) {
 // in several parts (a raw record's header, then the chunk in place) writes the same bytes.
 func TestFrameLayout(t *testing.T) {
 	for _, payload := range [][]byte{nil, []byte("x"), bytes.Repeat([]byte("weights"), 40000)} {
-		want := []byte{'N', 'W', 2, byte(KindRecord)}
+		want := []byte{'N', 'W', Proto, byte(KindRecord)}
 		want = binary.LittleEndian.AppendUint32(want, uint32(len(payload)))
 		want = binary.LittleEndian.AppendUint64(want, xxh3.HashSeed(payload, binary.LittleEndian.Uint64(want)))
 		want = append(want, payload...)
@@ -103,9 +104,25 @@ func TestProtocol1Refused(t *testing.T) {
 	_, _, err := read(old)
 	_, _, _, perr := ParseFrame(old)
 	for _, err := range []error{err, perr} {
-		if err == nil || errors.Is(err, ErrCheck) || !strings.Contains(err.Error(), "protocol 1, this build speaks 2") {
+		if err == nil || errors.Is(err, ErrCheck) || !strings.Contains(err.Error(), fmt.Sprintf("protocol 1, this build speaks %d", Proto)) {
 			t.Fatalf("a protocol 1 frame: %v", err)
 		}
+	}
+}
+
+// TestProtocol2AtRest: a frame of protocol 2 (the same layout and check; protocol 3 added
+// kinds) is read at rest, where a delta file of the previous release holds it, and refused on
+// the wire, where the peer would not speak beats and joins.
+func TestProtocol2AtRest(t *testing.T) {
+	payload := AppendRecordHeader(nil, 3, OpRaw, 0)
+	frame := binary.LittleEndian.AppendUint32([]byte{'N', 'W', 2, byte(KindRecord)}, uint32(len(payload)))
+	frame = binary.LittleEndian.AppendUint64(frame, xxh3.HashSeed(payload, binary.LittleEndian.Uint64(frame)))
+	frame = append(frame, payload...)
+	if k, _, n, err := ParseFrame(frame); err != nil || k != KindRecord || n != len(frame) {
+		t.Fatalf("a protocol 2 frame at rest: %v %v %d", k, err, n)
+	}
+	if _, _, err := read(frame); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("protocol 2, this build speaks %d", Proto)) {
+		t.Fatalf("a protocol 2 frame on the wire: %v", err)
 	}
 }
 
@@ -136,9 +153,9 @@ func TestMessages(t *testing.T) {
 }
 
 func TestRecord(t *testing.T) {
-	p := append(AppendRecordHeader(nil, 1<<20, OpCompact, 2), "body"...)
+	p := append(AppendRecordHeader(nil, 1<<20, OpPacked, 2), "body"...)
 	r, err := ParseRecord(p)
-	if err != nil || r.Chunk != 1<<20 || r.Op != OpCompact || r.ElemSize != 2 || string(r.Body) != "body" {
+	if err != nil || r.Chunk != 1<<20 || r.Op != OpPacked || r.ElemSize != 2 || string(r.Body) != "body" {
 		t.Fatalf("%+v %v", r, err)
 	}
 	for _, bad := range [][]byte{

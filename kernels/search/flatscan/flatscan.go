@@ -1,9 +1,10 @@
 // Package flatscan is exact k-nearest-neighbor search over the rows of a flat index, streamed
 // in stripes so that the rows can be a memory mapping larger than RAM: each stripe's scores
 // come from dotmm tiles (kernels/linalg/dotmm, no BLAS) over 1024-row blocks on all threads,
-// then each query's heap takes them in row order, with FAISS 1.7.3's IndexFlat heap and
-// tie-breaking. A query's scores are the same bits whatever other queries share its search
-// (flatscan.h says how, and what that costs against FAISS's sgemm scores). A scalar
+// then each query's heap takes them in row order, with FAISS's IndexFlat heap and
+// tie-breaking (1.7.3 and 1.12.0 alike). A query's scores are the same bits whatever other
+// queries share its search (flatscan.h says how, and what that costs against FAISS's sgemm
+// scores). A scalar
 // implementation is the test oracle. Rescore
 // applies the same scores and heaps to candidate rows picked by label (the exact re-scoring
 // of index/compact).

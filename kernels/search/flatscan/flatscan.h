@@ -1,6 +1,6 @@
 // flatscan: exact k-nearest-neighbor search over row-major float32 rows (a flat index),
-// streamed in stripes, with the answers of FAISS 1.7.3's IndexFlat search: the same 1024-row
-// blocks (faiss/utils/distances.cpp, exhaustive_inner_product_blas / exhaustive_L2sqr_blas)
+// streamed in stripes, with the answers of FAISS's IndexFlat search (1.7.3 and 1.12.0): the
+// same 1024-row blocks (faiss/utils/distances.cpp, exhaustive_inner_product_blas / exhaustive_L2sqr_blas)
 // and the same heap, whose tie-breaking this file reproduces (faiss/utils/Heap.h,
 // ordered_key_value.h). The inner products are dotmm's (kernels/linalg/dotmm), not FAISS's
 // sgemm: a query's scores are the same bits whatever other queries share its search (FAISS's

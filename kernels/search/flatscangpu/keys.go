@@ -48,7 +48,7 @@ type hit struct {
 }
 
 // Finish writes one query's k results to dist and labels from its candidate keys (best first
-// under the device's order: better score, then lower label), as FAISS 1.7.3's IndexFlat search
+// under the device's order: better score, then lower label), as FAISS's IndexFlat search
 // returns them (faiss/utils/Heap.h, checked against FAISS in keys_test.go):
 //   - L2: the first k (FAISS's heap keeps and orders equal distances by lower label);
 //   - inner product: FAISS's heap admits a row only when strictly better than its worst, and

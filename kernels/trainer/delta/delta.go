@@ -4,7 +4,7 @@
 // as integers, so NaN payloads and -0.0 are changes like any other, and Apply reproduces
 // the new tensor bit for bit. The kernels are C (scalar reference, AVX2, AVX-512; delta.h)
 // picked by package platform/cpu. The records that carry a Sparse between processes
-// (AstraFlow's layout, needle's compact one) are package weights/wire's.
+// (AstraFlow's layout, needle's packed one) are package weights/wire's.
 package delta
 
 /*
@@ -157,19 +157,19 @@ func grow(b []byte, n int64) []byte {
 	return b[:0]
 }
 
-// PayloadLayout is how AppendCompactPayload laid out a payload's gap stream.
+// PayloadLayout is how AppendPackedPayload laid out a payload's gap stream.
 type PayloadLayout struct {
 	Width    int   // bytes per gap word: 1, 2 or 4
 	GapBytes int64 // the gap stream's length, before the planes
 }
 
-// AppendCompactPayload appends to dst the payload of a compact record of weights/wire (its
+// AppendPackedPayload appends to dst the payload of a packed record of weights/wire (its
 // codec.go has the format) for s, the delta from oldBits: the gap stream in words of width
 // bytes (0: the width of the shortest stream), byte planes 0 to planes-1 of the values, and
 // with exceptions the entries whose bytes from planes on differ from oldBits'
-// (nl_delta_compact_payload). dst grows to the longest payload first, so the payload is
+// (nl_delta_packed_payload). dst grows to the longest payload first, so the payload is
 // written once, in place.
-func AppendCompactPayload(dst []byte, s *Sparse, oldBits []byte, width, planes int, exceptions bool) ([]byte, PayloadLayout, error) {
+func AppendPackedPayload(dst []byte, s *Sparse, oldBits []byte, width, planes int, exceptions bool) ([]byte, PayloadLayout, error) {
 	widths := []int{width}
 	switch width {
 	case 0:
@@ -200,7 +200,7 @@ func AppendCompactPayload(dst []byte, s *Sparse, oldBits []byte, width, planes i
 	out := dst[len(dst):cap(dst)]
 	var used C.int32_t
 	var gapBytes C.int64_t
-	n := C.nl_delta_compact_payload(ptr(oldBits), C.int32_t(s.ElemSize), ptr(s.Indices), C.int32_t(s.IndexSize),
+	n := C.nl_delta_packed_payload(ptr(oldBits), C.int32_t(s.ElemSize), ptr(s.Indices), C.int32_t(s.IndexSize),
 		ptr(s.Values), C.int64_t(nnz), C.int32_t(width), C.int32_t(planes), ex, ptr(out), &used, &gapBytes)
 	return dst[:len(dst)+int(n)], PayloadLayout{Width: int(used), GapBytes: int64(gapBytes)}, nil
 }

@@ -33,7 +33,7 @@ int32_t nl_delta_check(int32_t level, const void *idx, int32_t idx_size, int64_t
 
 /* nl_delta_scatter writes vals[k] at element idx[k] of base for k < nnz: the first
  * write_bytes bytes of each (elem_size: whole values; half of it: the low bytes of
- * little-endian values, as version-2 compact records give them). It trusts the indices: call
+ * little-endian values, as version-2 packed records give them). It trusts the indices: call
  * nl_delta_check first. */
 void nl_delta_scatter(void *base, int32_t elem_size, int32_t write_bytes, const void *idx,
                       int32_t idx_size, const void *vals, int64_t nnz);
@@ -43,7 +43,7 @@ int32_t nl_delta_apply(int32_t level, void *base, int64_t n, int32_t elem_size,
                            const void *idx, int32_t idx_size, const void *vals, int64_t nnz,
                            char *err, int64_t errlen);
 
-/* nl_delta_compact_payload writes to out the payload of a compact record (weights/wire/codec.go)
+/* nl_delta_packed_payload writes to out the payload of a packed record (weights/wire/codec.go)
  * of nnz entries as nl_delta_encode wrote them (idx, vals) for a tensor whose old bits are
  * old_bits: the gap words, then byte planes 0 to planes-1 of the values (byte b of every
  * value), then, when exceptions is set, a uvarint count and, per entry whose bytes from planes
@@ -55,7 +55,7 @@ int32_t nl_delta_apply(int32_t level, void *base, int64_t n, int32_t elem_size,
  * arguments: indices strictly increasing and below the old tensor's length n, out with room,
  * for each width it may write, for width * (nnz + n / M) + nnz * planes bytes and, with
  * exceptions, 10 + nnz * (10 + elem_size - planes) more. Returns the bytes written. */
-int64_t nl_delta_compact_payload(const void *old_bits, int32_t elem_size, const void *idx,
+int64_t nl_delta_packed_payload(const void *old_bits, int32_t elem_size, const void *idx,
                                  int32_t idx_size, const void *vals, int64_t nnz, int32_t width,
                                  int32_t planes, int32_t exceptions, void *out, int32_t *width_used,
                                  int64_t *gap_bytes);

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"needle/bench/synth"
 	"needle/platform/cpu"
 	"needle/platform/membw"
 	"needle/testkit/weightstest"
@@ -71,16 +72,16 @@ func BenchmarkApply(b *testing.B) {
 	}
 }
 
-// BenchmarkEncodeCompact: 1 MiB chunks of bf16 after an optimizer's step that changes 1% of
+// BenchmarkEncodePacked: 1 MiB chunks of bf16 after an optimizer's step that changes 1% of
 // them (0.7% of those in their high byte), each compared ("scan") and then, while it is in
-// cache, also turned into a compact record's payload ("payload": the gaps at the width of the
+// cache, also turned into a packed record's payload ("payload": the gaps at the width of the
 // shortest stream, the low plane, the exceptions), as weights/wire encodes a step. Bytes/s
 // counts both versions.
-func BenchmarkEncodeCompact(b *testing.B) {
+func BenchmarkEncodePacked(b *testing.B) {
 	const chunk = 1 << 20
-	img, _ := weightstest.Image([]weightstest.Tensor{weightstest.T("w", "BF16", 8192, 4096)}, 1)
+	img, _ := synth.Image([]synth.Tensor{synth.T("w", "BF16", 8192, 4096)}, 1)
 	oldBits, newBits := bytes.Clone(img), bytes.Clone(img)
-	o := weightstest.Calibrated(3, 0.01)
+	o := synth.Calibrated(3, 0.01)
 	o.Version(oldBits, 0, 2)
 	o.Version(newBits, 1, 2)
 	oldBits, newBits = oldBits[len(img)-64*chunk:], newBits[len(img)-64*chunk:] // the tensor
@@ -99,7 +100,7 @@ func BenchmarkEncodeCompact(b *testing.B) {
 						continue
 					}
 					var err error
-					if out, _, err = AppendCompactPayload(out[:0], &s, ob, 0, 1, true); err != nil {
+					if out, _, err = AppendPackedPayload(out[:0], &s, ob, 0, 1, true); err != nil {
 						b.Fatal(err)
 					}
 				}

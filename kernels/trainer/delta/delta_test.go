@@ -198,8 +198,8 @@ func TestIndexWidthPast2to32(t *testing.T) {
 	}
 }
 
-// naiveGapCosts and naiveCompactPayload restate the compact payload (weights/wire/codec.go) in
-// Go, entry by entry: the oracle of nl_delta_compact_payload.
+// naiveGapCosts and naivePackedPayload restate the packed payload (weights/wire/codec.go) in
+// Go, entry by entry: the oracle of nl_delta_packed_payload.
 func naiveGapCosts(idx []uint64) [3]uint64 {
 	var c [3]uint64
 	for k, w := range []uint64{1, 2, 4} {
@@ -212,7 +212,7 @@ func naiveGapCosts(idx []uint64) [3]uint64 {
 	return c
 }
 
-func naiveCompactPayload(idx []uint64, vals, oldBits []byte, es, width, planes int, exceptions bool) []byte {
+func naivePackedPayload(idx []uint64, vals, oldBits []byte, es, width, planes int, exceptions bool) []byte {
 	var out []byte
 	m, next := uint64(1)<<(8*width)-1, uint64(0)
 	for _, i := range idx {
@@ -243,10 +243,10 @@ func naiveCompactPayload(idx []uint64, vals, oldBits []byte, es, width, planes i
 	return append(binary.AppendUvarint(out, uint64(count)), ex...)
 }
 
-// TestCompactPayloadMatchesNaive: every width, plane count and index size, with and without
+// TestPackedPayloadMatchesNaive: every width, plane count and index size, with and without
 // exceptions, on changes from none to all and gaps past each width's escape word; the payload
 // is written in place after dst's bytes, which stay.
-func TestCompactPayloadMatchesNaive(t *testing.T) {
+func TestPackedPayloadMatchesNaive(t *testing.T) {
 	for _, es := range []int{2, 4} {
 		for _, n := range append(sizes, 300000) {
 			for _, frac := range []float64{0, 0.0001, 0.01, 0.3, 1} {
@@ -285,11 +285,11 @@ func TestCompactPayloadMatchesNaive(t *testing.T) {
 						want.GapBytes = int64(costs[map[int]int{1: 0, 2: 1, 4: 2}[want.Width]])
 						for planes := 1; planes <= es; planes++ {
 							for _, ex := range []bool{false, true} {
-								got, layout, err := AppendCompactPayload([]byte("head"), &s, oldBits, width, planes, ex)
+								got, layout, err := AppendPackedPayload([]byte("head"), &s, oldBits, width, planes, ex)
 								if err != nil {
 									t.Fatal(err)
 								}
-								wantBytes := naiveCompactPayload(wantIdx, vals, oldBits, es, want.Width, planes, ex)
+								wantBytes := naivePackedPayload(wantIdx, vals, oldBits, es, want.Width, planes, ex)
 								if string(got[:4]) != "head" || !bytes.Equal(got[4:], wantBytes) || layout != want {
 									t.Fatalf("es=%d n=%d frac=%v is=%d width=%d planes=%d exceptions=%v: %d bytes, %+v; want %d, %+v", es, n, frac, is, width, planes, ex, len(got)-4, layout, len(wantBytes), want)
 								}
@@ -302,7 +302,7 @@ func TestCompactPayloadMatchesNaive(t *testing.T) {
 	}
 }
 
-func TestCompactPayloadRefusesBadArguments(t *testing.T) {
+func TestPackedPayloadRefusesBadArguments(t *testing.T) {
 	oldBits, newBits := weightstest.Pair(100, 2, 0.1, 1)
 	var s Sparse
 	if err := Encode(&s, oldBits, newBits, 2, 1); err != nil {
@@ -314,7 +314,7 @@ func TestCompactPayloadRefusesBadArguments(t *testing.T) {
 		want          string
 	}{{3, 1, oldBits, "gap width 3"}, {-1, 1, oldBits, "gap width -1"}, {1, 0, oldBits, "0 byte planes"}, {1, 3, oldBits, "3 byte planes"},
 		{1, 1, oldBits[:100], "tensor has 100 bytes"}} {
-		if _, _, err := AppendCompactPayload(nil, &s, c.old, c.width, c.planes, true); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, _, err := AppendPackedPayload(nil, &s, c.old, c.width, c.planes, true); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("width %d planes %d old of %d bytes: error %v, want %q", c.width, c.planes, len(c.old), err, c.want)
 		}
 	}

@@ -15,6 +15,8 @@ package logprob
 // explicit intrinsics. (cgo rejects -ffp-contract=off; CMake passes it, see CMakeLists.txt.)
 #cgo CFLAGS: -O3 -std=c11 -fopenmp -Wno-psabi
 #cgo LDFLAGS: -fopenmp -lpthread -lm
+#include <omp.h>
+
 #include "logprob.h"
 
 // go_logprob and go_linear build the argument struct on the C side: a Go struct holding Go
@@ -27,12 +29,18 @@ static int go_logprob(const void* logits, int32_t dtype, int64_t n, int64_t v,
   return nl_logprob_run(&a, level, threads, err, errlen);
 }
 
+// go_linear runs the fused op on a team of threads OpenMP threads (< 1: OpenMP's default), set
+// and restored around the call on this OS thread.
 static int go_linear(const float* hidden, int64_t h, const float* lm_head, int64_t n, int64_t v,
                      const int64_t* labels, float temperature, int64_t ignore_index,
                      float* logprob, float* entropy, float* lse, int32_t level,
-                     char* err, size_t errlen) {
+                     int32_t threads, char* err, size_t errlen) {
   nl_logprob_args a = {NULL, NL_F32, n, v, labels, temperature, ignore_index, logprob, entropy, lse};
-  return nl_linear_logprob_run(hidden, h, lm_head, &a, level, err, errlen);
+  const int saved = omp_get_max_threads();
+  if (threads > 0) omp_set_num_threads(threads);
+  const int rc = nl_linear_logprob_run(hidden, h, lm_head, &a, level, err, errlen);
+  if (threads > 0) omp_set_num_threads(saved);
+  return rc;
 }
 
 // go_check runs the C argument checks (labels, temperature) without computing anything.
@@ -113,7 +121,9 @@ type Logits struct {
 type Options struct {
 	Temperature float32 // logits are divided by it first; must be finite and > 0
 	IgnoreIndex int64   // rows whose label equals it get logprob 0
-	Threads     int     // native threads the rows are split over; < 1 means 1 (Compute only)
+	// Threads is the native threads the rows are split over (< 1 means 1); LinearCompute's
+	// OpenMP team (< 1: OMP_NUM_THREADS).
+	Threads int
 }
 
 // DefaultOptions is temperature 1, ignore index -100, one thread.
@@ -206,8 +216,9 @@ func checkArgs(x Logits, labels []int64, opt Options, out Output) error {
 
 // LinearCompute fills out from hidden [rows, h] and lmHead [vocab, h] (fp32, row-major) without
 // holding the [rows, vocab] logits: chunks of rows x 1,024 vocabulary rows of batch-invariant
-// dot products (kernels/linalg/dotmm) on OpenMP's threads (OMP_NUM_THREADS; opt.Threads is
-// unused), whatever BLAS the process loads.
+// dot products (kernels/linalg/dotmm) on a team of opt.Threads OpenMP threads (< 1: OpenMP's,
+// OMP_NUM_THREADS, as libneedle.so runs it), whatever BLAS the process loads. `needle bench
+// kernels` measures it.
 func LinearCompute(hidden []float32, rows, h int, lmHead []float32, vocab int, labels []int64, opt Options, out Output) error {
 	level, err := cpu.Selected()
 	if err != nil {
@@ -235,7 +246,7 @@ func LinearComputeAt(level cpu.Level, hidden []float32, rows, h int, lmHead []fl
 	rc := C.go_linear((*C.float)(ptr(hidden)), C.int64_t(h), (*C.float)(ptr(lmHead)),
 		C.int64_t(rows), C.int64_t(vocab), (*C.int64_t)(ptr(labels)), C.float(opt.Temperature),
 		C.int64_t(opt.IgnoreIndex), (*C.float)(ptr(out.Logprob)), (*C.float)(ptr(out.Entropy)),
-		(*C.float)(ptr(out.LSE)), C.int32_t(level), &errBuf[0], C.size_t(len(errBuf)))
+		(*C.float)(ptr(out.LSE)), C.int32_t(level), C.int32_t(opt.Threads), &errBuf[0], C.size_t(len(errBuf)))
 	if rc != 0 {
 		return errors.New("linear logprob: " + C.GoString(&errBuf[0]))
 	}

@@ -1,4 +1,4 @@
-package weightstest
+package synth
 
 import (
 	"bytes"

@@ -59,9 +59,14 @@ func TestRun(t *testing.T) {
 	for _, c := range r.Checks {
 		names[c.Name] = true
 	}
-	for _, want := range []string{"cpu", "simd", "blas", "threads", "memory", "milvus"} {
+	for _, want := range []string{"cpu", "simd", "blas", "faiss", "threads", "memory", "milvus"} {
 		if !names[want] {
 			t.Errorf("no %s check in %+v", want, r.Checks)
+		}
+	}
+	for _, c := range r.Checks {
+		if c.Name == "faiss" && !strings.HasPrefix(c.Value, "FAISS 1.12.0 (OPTIMIZE GENERIC)") {
+			t.Errorf("faiss check says %q, want the linked FAISS 1.12.0 (tools/faiss.sh)", c.Value)
 		}
 	}
 	bad := Run(Options{Index: filepath.Join(t.TempDir(), "missing")})

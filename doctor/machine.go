@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"needle/faissgo"
 	"needle/platform/blascore"
 	"needle/platform/cpu"
 )
@@ -14,15 +15,26 @@ import (
 // blasNote is what every BLAS line says about who uses it.
 const blasNote = "only FAISS calls BLAS (index training and searches of the faiss backend); needle's encoder, flat scan and logprob kernels do not"
 
-// machine checks the CPU, the SIMD level, BLAS, threads and memory.
+// machine checks the CPU, the SIMD level, BLAS, FAISS, threads and memory.
 func machine() []Check {
 	info := readCPUInfo("/proc/cpuinfo")
 	out := []Check{{Name: "cpu", Status: OK, Value: fmt.Sprintf("%s (%s family %d model %d), %d logical cores", info.model, info.vendor, info.family, info.modelNumber, runtime.NumCPU()),
 		Why: "best SIMD level it runs: " + cpu.Supported().String() + " (" + strings.Join(cpu.Features(cpu.Supported()), ", ") + ")"}}
 	out = append(out, simd())
-	out = append(out, blas(info))
+	out = append(out, blas(info), faiss())
 	out = append(out, threads(), memory("/proc/meminfo"))
 	return out
+}
+
+// faiss is the FAISS release linked into this binary and how it was compiled, as the library
+// itself says.
+func faiss() Check {
+	opts := faissgo.CompileOptions()
+	c := Check{Name: "faiss", Status: OK, Value: fmt.Sprintf("FAISS %s (%s), linked statically", faissgo.Version(), opts)}
+	if strings.Contains(opts, "GENERIC") {
+		c.Why = "built for any x86-64: FAISS's own loops (HNSW, SQ and PQ distances) without AVX2; its BLAS calls (flat and IVF distances) run OpenBLAS's kernels for this CPU (blas)"
+	}
+	return c
 }
 
 // simd is the level kernels use (cpu.Selected) and why.

@@ -1,4 +1,6 @@
-package weights
+// Package deltafile is the delta file of `needle delta encode|apply` (docs/delta.md): one step of
+// the weights protocol at rest, written and read by the code the weights daemons use (wire).
+package deltafile
 
 import (
 	"bufio"
@@ -44,8 +46,8 @@ const deltaMagicV1 = "NDLTFILE"
 // deltaStep is the step a delta file holds: the old file is version 1, the new one version 2.
 var deltaStep = wire.StepInfo{From: 1, To: 2}
 
-// DeltaStats summarizes one encode or apply of a delta file.
-type DeltaStats struct {
+// Stats summarizes one encode or apply of a delta file.
+type Stats struct {
 	Tensors, Delta, Full, Removed int      // the new file's tensors, with a base in the old file or not; the old file's it lacks
 	Notes                         []string // one line per tensor sent in full or removed, and why
 	Elements, Changed             int64    // elements compared as deltas (8-byte ones as two 4-byte words) and changed
@@ -54,7 +56,7 @@ type DeltaStats struct {
 }
 
 // describe fills the counts that follow from the two chunk maps.
-func (st *DeltaStats) describe(cur, old *wire.ChunkMap) {
+func (st *Stats) describe(cur, old *wire.ChunkMap) {
 	why, removed := cur.Unmatched(old)
 	st.Tensors, st.Removed = len(cur.Tensors), len(removed)
 	for i, t := range cur.Tensors {
@@ -89,10 +91,10 @@ func mapImage(path string, chunk int64, populate bool) (wire.Image, func(), erro
 	return wire.Image{ChunkMap: l, Data: data}, release, nil
 }
 
-// EncodeDelta writes the delta file that turns oldPath into newPath to outPath (atomically),
+// Encode writes the delta file that turns oldPath into newPath to outPath (atomically),
 // with delta records of format f, encoding on threads goroutines.
-func EncodeDelta(oldPath, newPath, outPath string, f wire.Format, threads int) (DeltaStats, error) {
-	var st DeltaStats
+func Encode(oldPath, newPath, outPath string, f wire.Format, threads int) (Stats, error) {
+	var st Stats
 	old, releaseOld, err := mapImage(oldPath, wire.DefaultChunk, true) // every page is read
 	if err != nil {
 		return st, err
@@ -211,14 +213,14 @@ func readDelta(b []byte) (*deltaFile, error) {
 	return d, nil
 }
 
-// ApplyDelta writes to outPath (atomically: nothing is left there on error) the file that the
+// Apply writes to outPath (atomically: nothing is left there on error) the file that the
 // delta file deltaPath turns basePath into, on threads goroutines. Each rebuilds one chunk at a
 // time in a buffer of its own: the base's bytes of the chunk's tensor (same name, dtype and
 // shape), then the chunk's record, then its xxh64 against the new file's manifest while the
 // chunk is in cache, then one write into the output (a write, not a mapping: a full disk is an
 // error, and no page is zeroed before it is written).
-func ApplyDelta(basePath, deltaPath, outPath string, threads int) (DeltaStats, error) {
-	var st DeltaStats
+func Apply(basePath, deltaPath, outPath string, threads int) (Stats, error) {
+	var st Stats
 	raw, releaseRaw, err := mapfile.Map(deltaPath, false, true)
 	if err != nil {
 		return st, err
@@ -270,7 +272,7 @@ func (d *deltaFile) covers(base *wire.ChunkMap, match []int, basePath string) er
 	return nil
 }
 
-// rebuild writes every chunk of t's chunk map into out on threads goroutines (see ApplyDelta) and
+// rebuild writes every chunk of t's chunk map into out on threads goroutines (see Apply) and
 // returns the first error.
 func rebuild(out *os.File, t *wire.Target, base wire.Image, match []int, d *deltaFile, basePath string, threads int) error {
 	l := t.L

@@ -1,4 +1,4 @@
-package weights
+package deltafile
 
 import (
 	"bytes"
@@ -93,9 +93,9 @@ func TestEncodeApplyReproducesNewFile(t *testing.T) {
 	dir := t.TempDir()
 	oldPath, newPath := models(t, dir)
 	want, _ := os.ReadFile(newPath)
-	for _, f := range []wire.Format{wire.AstraFlow, wire.Compact} {
+	for _, f := range []wire.Format{wire.AstraFlow, wire.Packed} {
 		d, out := filepath.Join(dir, f.String()+".delta"), filepath.Join(dir, f.String()+".safetensors")
-		est, err := EncodeDelta(oldPath, newPath, d, f, 2)
+		est, err := Encode(oldPath, newPath, d, f, 2)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -108,7 +108,7 @@ func TestEncodeApplyReproducesNewFile(t *testing.T) {
 				t.Fatalf("%s: notes %q lack %q", f, notes, want)
 			}
 		}
-		ast, err := ApplyDelta(oldPath, d, out, 1)
+		ast, err := Apply(oldPath, d, out, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -138,10 +138,10 @@ func TestForeignHeaderKeptVerbatim(t *testing.T) {
 		t.Fatal(err)
 	}
 	d, out := filepath.Join(dir, "d"), filepath.Join(dir, "b2.safetensors")
-	if _, err := EncodeDelta(oldPath, newPath, d, wire.Compact, 1); err != nil {
+	if _, err := Encode(oldPath, newPath, d, wire.Packed, 1); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ApplyDelta(oldPath, d, out, 2); err != nil {
+	if _, err := Apply(oldPath, d, out, 2); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := os.ReadFile(out); !bytes.Equal(got, file) {
@@ -179,7 +179,7 @@ func TestBadInputsLeaveOutputUntouched(t *testing.T) {
 	dir := t.TempDir()
 	oldPath, newPath := models(t, dir)
 	d := filepath.Join(dir, "d")
-	if _, err := EncodeDelta(oldPath, newPath, d, wire.AstraFlow, 1); err != nil {
+	if _, err := Encode(oldPath, newPath, d, wire.AstraFlow, 1); err != nil {
 		t.Fatal(err)
 	}
 	good, _ := os.ReadFile(d)
@@ -244,7 +244,7 @@ func TestBadInputsLeaveOutputUntouched(t *testing.T) {
 	out := filepath.Join(dir, "out.safetensors")
 	for _, c := range cases {
 		os.WriteFile(out, []byte("previous"), 0o644)
-		_, err := ApplyDelta(c.base, c.delta, out, 1)
+		_, err := Apply(c.base, c.delta, out, 1)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: error %v, want one containing %q", c.name, err, c.want)
 		}
@@ -254,14 +254,14 @@ func TestBadInputsLeaveOutputUntouched(t *testing.T) {
 	}
 }
 
-// FuzzApplyDelta feeds arbitrary delta files to ApplyDelta against a fixed base: it must return
+// FuzzApply feeds arbitrary delta files to Apply against a fixed base: it must return
 // an error or a file, never panic, and never leave an output behind an error.
-func FuzzApplyDelta(f *testing.F) {
+func FuzzApply(f *testing.F) {
 	dir := f.TempDir()
 	oldPath, newPath := models(f, dir)
-	for _, format := range []wire.Format{wire.AstraFlow, wire.Compact} {
+	for _, format := range []wire.Format{wire.AstraFlow, wire.Packed} {
 		d := filepath.Join(dir, format.String())
-		if _, err := EncodeDelta(oldPath, newPath, d, format, 1); err != nil {
+		if _, err := Encode(oldPath, newPath, d, format, 1); err != nil {
 			f.Fatal(err)
 		}
 		good, _ := os.ReadFile(d)
@@ -275,7 +275,7 @@ func FuzzApplyDelta(f *testing.F) {
 		if err := os.WriteFile(d, file, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := ApplyDelta(oldPath, d, out, 1); err != nil {
+		if _, err := Apply(oldPath, d, out, 1); err != nil {
 			if _, statErr := os.Stat(out); statErr == nil {
 				t.Fatalf("output left behind after %v", err)
 			}

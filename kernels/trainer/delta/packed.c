@@ -1,4 +1,4 @@
-/* The payload of a compact delta record (weights/wire/codec.go: the format, the decoder and the
+/* The payload of a packed delta record (weights/wire/codec.go: the format, the decoder and the
  * choice of version and of dense records): gap words, low byte planes and exceptions, written
  * from the entries nl_delta_encode found (delta.h). Plain C for every level: it runs once per
  * changed element (about 1% of a step's elements), beside the compare that reads every element;
@@ -102,7 +102,7 @@ NL_DELTA_INLINE uint8_t *exceptions_is(uint8_t *p, const uint8_t *old_bits, int 
   return exceptions_es(p, old_bits, 4, 4, idx, is, vals, nnz);
 }
 
-int64_t nl_delta_compact_payload(const void *old_bits, int32_t elem_size, const void *idx,
+int64_t nl_delta_packed_payload(const void *old_bits, int32_t elem_size, const void *idx,
                                  int32_t idx_size, const void *vals, int64_t nnz, int32_t width,
                                  int32_t planes, int32_t exceptions, void *out, int32_t *width_used,
                                  int64_t *gap_bytes) {
