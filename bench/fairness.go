@@ -50,7 +50,9 @@ func (o *FairnessOptions) Specs() option.Specs {
 type fairnessResult struct {
 	idle, during []time.Duration // single-query latencies, idle and during the POST
 	alone, with  []time.Duration // the POST's time without and with the singles, one per round
-	errors       map[string]int  // failed single queries by kind
+	// The server's CPU time (ServerPID) during each POST without and with the singles, one per round.
+	aloneCPU, withCPU []time.Duration
+	errors            map[string]int // failed single queries by kind
 }
 
 // fairness runs opt.Rounds rounds against l.URL and writes the report to w. Without InPost the
@@ -90,14 +92,24 @@ func (l *RetrieveOptions) fairness(w io.Writer, queries []string) error {
 				slices.Reverse(during.all)
 			}
 			withSingles := (i+round)%2 == 1 // rounds alternate which goes first
+			cpu0, err := serverCPU(l.ServerPID)
+			if err != nil {
+				return err
+			}
 			took, lat, err := s.postDuring(post, withSingles, during)
+			if err != nil {
+				return err
+			}
+			cpu1, err := serverCPU(l.ServerPID)
 			if err != nil {
 				return err
 			}
 			if withSingles {
 				res.with, res.during = append(res.with, took), append(res.during, lat...)
+				res.withCPU = append(res.withCPU, cpu1-cpu0)
 			} else {
 				res.alone = append(res.alone, took)
+				res.aloneCPU = append(res.aloneCPU, cpu1-cpu0)
 			}
 		}
 	}
@@ -263,6 +275,21 @@ func (r *fairnessResult) print(w io.Writer, l *RetrieveOptions) {
 		len(r.during), percentileMs(r.during, .5), during99, during99/idle99)
 	fmt.Fprintf(w, "POST alone %s s (median %.2f)  with the singles %s s (median %.2f)  slowdown %+.1f%%  = %.2f of its idle speed\n",
 		seconds(r.alone), alone.Seconds(), seconds(r.with), with.Seconds(), 100*(with.Seconds()/alone.Seconds()-1), alone.Seconds()/with.Seconds())
+	ratios := make([]string, len(r.with))
+	for i := range r.with {
+		ratios[i] = fmt.Sprintf("%.2f", r.with[i].Seconds()/r.alone[i].Seconds())
+	}
+	fmt.Fprintf(w, "POST with the singles / alone, per round: %s\n", strings.Join(ratios, " "))
+	if l.ServerPID > 0 {
+		// The POST's work is the same with or without the singles: its CPU alone is what bulk work
+		// took of the server's CPU while the singles ran beside it.
+		shares := make([]string, len(r.withCPU))
+		for i := range r.withCPU {
+			shares[i] = fmt.Sprintf("%.2f", r.aloneCPU[i].Seconds()/r.withCPU[i].Seconds())
+		}
+		fmt.Fprintf(w, "server CPU: POST alone %s s  POST with the singles %s s  the POST's share of it (its CPU alone / all), per round: %s\n",
+			seconds(r.aloneCPU), seconds(r.withCPU), strings.Join(shares, " "))
+	}
 	for kind, n := range r.errors {
 		fmt.Fprintf(w, "error %q x%d (single queries)\n", kind, n)
 	}

@@ -33,7 +33,8 @@ type RetrieveOptions struct {
 	Timeout      time.Duration // per-request timeout (a timeout counts as an error)
 	ServerPID    int           // if > 0, the server's CPU time during the run is reported
 	// Fairness, when its Run is set, runs the fairness measurement (fairness.go) instead of a
-	// load test; Concurrency, Duration, Requests, Batch, Trace and ServerPID do not apply.
+	// load test; Concurrency, Duration, Requests, Batch and Trace do not apply (ServerPID: the
+	// server's CPU split between the POST and the singles).
 	Fairness FairnessOptions
 	Plot     string // if set, the load test's latencies and queries/s are drawn into this .svg or .png file
 }
@@ -64,7 +65,7 @@ func (o *RetrieveOptions) loadTest() option.Specs {
 		option.Num(&o.TopK, "TopK", "topk", 3, option.Above(0), "topk sent with each request"),
 		option.Bool(&o.ReturnScores, "ReturnScores", "return-scores", true, "return_scores sent with each request"),
 		option.Num(&o.Timeout, "Timeout", "timeout", 120*time.Second, option.Above(0), "per-request timeout (a timeout counts as an error)"),
-		option.Num(&o.ServerPID, "ServerPID", "server-pid", 0, option.From(0), "process id of the server (same machine): also report its CPU seconds per 1000 queries, a figure that holds on a busy shared machine where QPS depends on the CPU share"),
+		option.Num(&o.ServerPID, "ServerPID", "server-pid", 0, option.From(0), "process id of the server (same machine): also report its CPU seconds per 1000 queries, a figure that holds on a busy shared machine where QPS depends on the CPU share (with --fairness: its CPU during each POST alone and with the singles, and the POST's share of it)"),
 		plotSpec(&o.Plot),
 	}
 }

@@ -83,7 +83,7 @@ type batch struct {
 // (encoder/bert before each op, index/flat before each stripe), and interactive work starts
 // once the bulk unit in flight has ended: a single query waits for one unit of the big
 // request's work, not for all of it, and then has the cores to itself. The lanes share the
-// time by weighted fair queuing (a third for bulk work while both have work): a steady stream
+// time by weighted fair queuing (half for bulk work while both have work): a steady stream
 // of single queries slows a big request but never stops it. In the bulk lane, encoding and searching on backends that
 // pause alternate unit by unit instead of running side by side.
 type Batcher struct {

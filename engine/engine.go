@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"needle/docstore"
 	"needle/encoder/rerank"
@@ -243,6 +244,21 @@ func (r *Retriever) BulkPauses() int64 {
 		return 0
 	}
 	return r.batcher.BulkPauses()
+}
+
+// ChargeOutside tells the lanes' fair shares (docs/fair-batching.md) that the caller spent d
+// on a request of n queries outside Retrieve (parsing it, writing its answer): for an
+// interactive request that time ran beside bulk work and is charged to the interactive lane
+// (gate.ChargeInteractive); a bulk request's is not charged.
+func (r *Retriever) ChargeOutside(n int, d time.Duration) {
+	if r.inBulkLane(n) {
+		return
+	}
+	if r.batcher != nil {
+		r.batcher.gate.ChargeInteractive(d)
+	} else if l, ok := r.searcher.(*laneSearcher); ok {
+		l.gate.ChargeInteractive(d)
+	}
 }
 
 // HasPages reports whether a pages file was given (Access finds nothing without one).

@@ -265,6 +265,7 @@ func (s *Server) authorized(ctx *fasthttp.RequestCtx) bool {
 // retrieve answers POST /retrieve: one inner list per query, best first; with
 // return_scores each hit is {"document": <row>, "score": s}, else the row itself.
 func (s *Server) retrieve(ctx *fasthttp.RequestCtx, r *engine.Retriever) {
+	start := time.Now()
 	req, err := parseRetrieve(ctx.Request.Header.ContentType(), ctx.PostBody(), s.cfg.MaxQueries)
 	if err != nil {
 		writeValidation(ctx, err)
@@ -283,7 +284,9 @@ func (s *Server) retrieve(ctx *fasthttp.RequestCtx, r *engine.Retriever) {
 	}
 	// The request's context goes down to the batcher and ends when the client goes away.
 	watched, stop := s.watchDisconnect(ctx)
+	parsed := time.Now()
 	hits, err := r.Retrieve(watched, req.Queries, k)
+	answered := time.Now()
 	stop()
 	switch {
 	case errors.Is(context.Cause(watched), errClientGone):
@@ -318,6 +321,9 @@ func (s *Server) retrieve(ctx *fasthttp.RequestCtx, r *engine.Retriever) {
 	}
 	s.metrics.queries.Add(uint64(n))
 	s.setBody(ctx, body)
+	// Parsing and the answer's JSON ran outside the batcher's gate, beside bulk work: the
+	// lanes' shares count them (docs/fair-batching.md).
+	r.ChargeOutside(n, parsed.Sub(start)+time.Since(answered))
 }
 
 // statusClientClosed is the status /metrics counts for a request whose client closed its

@@ -6,11 +6,11 @@
 // index/flat before each stripe of rows, index/compact before each unit of queries) through
 // Wait(ctx). There:
 //   - the lanes share the time by weighted fair queuing over their units (share.go): while
-//     both have work, bulk units begin only while bulk work is behind its share (a third of the
+//     both have work, bulk units begin only while bulk work is behind its share (half the
 //     time) and interactive batches only while it is not, and neither lane runs beside the
 //     other. So a single query that arrives while a 2,560-query POST is encoded and searched
 //     waits for one op or stripe of it, not for all of it, and then has the cores to itself;
-//     and a stream of single queries that fills the machine slows the POST to a third of its
+//     and a stream of single queries that fills the machine slows the POST to about half its
 //     speed, never stops it (strict priority would: each single's batch is many bulk ops);
 //   - bulk work that pauses runs one unit at a time, in the order asked: the POST's encoder and
 //     its search on the mapped flat index alternate op by stripe instead of running side by
@@ -140,6 +140,18 @@ func (u *Unit) End() {
 	u.g.mu.Lock()
 	defer u.g.mu.Unlock()
 	u.end()
+}
+
+// ChargeInteractive adds d to the interactive lane's service as if a unit had run for it: work
+// of an interactive job done outside the gate's units (the server's parsing, JSON and answer
+// rows for a single query, timed by its caller) runs beside bulk units and takes their cores,
+// while the gate charges bulk work its units' whole wall time; so bulk work is owed it back.
+func (g *Gate) ChargeInteractive(d time.Duration) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.account()
+	g.share.charge(false, d, g.bulkWaiting > 0 || g.running[bulkLane] > 0)
+	g.broadcast()
 }
 
 // Pauses counts the times bulk work waited for interactive work.

@@ -92,7 +92,7 @@ func TestBulkWaitsForItsShare(t *testing.T) {
 	}
 	c.advance(burst + 10*time.Millisecond)
 	ev <- "interactive batch ran its burst and 10 ms"
-	u.End() // bulk work is now owed 5 ms, although a job is still held
+	u.End() // bulk work is now owed 10 ms (equal weights), although a job is still held
 	ev.expect(t, "interactive batch ran its burst and 10 ms", "bulk unit")
 
 	bulk := <-units
@@ -108,17 +108,17 @@ func TestBulkWaitsForItsShare(t *testing.T) {
 		u.End()
 	}()
 	c.advance(4 * time.Millisecond)
-	if err := Wait(ctx); err != nil { // still owed 1 ms: it goes on
+	if err := Wait(ctx); err != nil { // still owed 6 ms: it goes on
 		t.Fatal(err)
 	}
-	c.advance(2 * time.Millisecond)
-	ev <- "bulk ran 6 ms"
+	c.advance(7 * time.Millisecond)
+	ev <- "bulk ran 11 ms"
 	if err := Wait(ctx); err != nil { // 1 ms ahead: the interactive batch goes first, for 3 ms
 		t.Fatal(err)
 	}
 	ev <- "bulk unit after the interactive batch"
 	bulk.End()
-	ev.expect(t, "bulk ran 6 ms", "interactive batch", "bulk unit after the interactive batch")
+	ev.expect(t, "bulk ran 11 ms", "interactive batch", "bulk unit after the interactive batch")
 	if g.Pauses() != 2 {
 		t.Errorf("%d pauses, want 2", g.Pauses())
 	}
@@ -234,4 +234,26 @@ func TestWaitEndsWithItsContext(t *testing.T) {
 	u.End() // a no-op: the unit ended at the Wait
 	interactive(t, g, ev)
 	ev.expect(t, "interactive batch")
+}
+
+// Interactive work done outside the units and charged by ChargeInteractive is owed back to
+// bulk work as if a unit had run it: a bulk unit held back by a held job begins once the charge
+// passes the burst.
+func TestChargeInteractiveOwesBulk(t *testing.T) {
+	g, _ := newGate()
+	g.Enter()
+	defer g.Leave()
+	ev := make(events, 4)
+	done := make(chan *Unit)
+	go func() {
+		u := begin(t, g)
+		ev <- "bulk unit"
+		done <- u
+	}()
+	until(func() bool { return g.Pauses() == 1 })
+	g.ChargeInteractive(burst)
+	ev <- "charged the burst"
+	g.ChargeInteractive(time.Millisecond)
+	ev.expect(t, "charged the burst", "bulk unit")
+	(<-done).End()
 }

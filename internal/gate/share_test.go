@@ -7,7 +7,11 @@ import (
 	"time"
 )
 
+// TestShareCharge steps the lag with the weights as they are (1:1).
 func TestShareCharge(t *testing.T) {
+	if interactiveWeight != 1 || bulkWeight != 1 {
+		t.Fatal("the steps below are written for equal weights")
+	}
 	const ms = time.Millisecond
 	type step struct {
 		bulk   bool
@@ -20,11 +24,11 @@ func TestShareCharge(t *testing.T) {
 		name  string
 		steps []step
 	}{
-		{"both busy: bulk is owed half the interactive time beyond the burst", []step{
+		{"both busy: bulk is owed the interactive time beyond the burst", []step{
 			{false, burst + 10*ms, true, -burst - 10*ms, true},
-			{true, 4 * ms, true, -burst - 2*ms, true},
-			{true, 1 * ms, true, -burst, false},
-			{true, 16 * ms, true, 2 * ms, false},
+			{true, 4 * ms, true, -burst - 6*ms, true},
+			{true, 6 * ms, true, -burst, false},
+			{true, burst + 2*ms, true, 2 * ms, false},
 		}},
 		{"a lane alone banks no credit", []step{
 			{true, 50 * ms, false, 0, false},
@@ -33,10 +37,10 @@ func TestShareCharge(t *testing.T) {
 		}},
 		{"a lane alone pays back what it owes, then stops at 0", []step{
 			{false, burst + 6*ms, true, -burst - 6*ms, true},
-			{true, 2 * ms, false, -burst - 2*ms, true},
-			{true, burst, false, 0, false},
-			{true, 8 * ms, true, 16 * ms, false},
-			{false, 10 * ms, false, 6 * ms, false},
+			{true, 2 * ms, false, -burst - 4*ms, true},
+			{true, burst + 4*ms, false, 0, false},
+			{true, 8 * ms, true, 8 * ms, false},
+			{false, 5 * ms, false, 3 * ms, false},
 			{false, 10 * ms, false, 0, false},
 		}},
 	} {
