@@ -77,30 +77,20 @@ func TestFairnessReport(t *testing.T) {
 	}))
 	defer srv.Close()
 	opt := RetrieveOptions{URL: srv.URL, QueriesFile: writeQueries(t, "a\nb\nc\nd\ne\nf\ng\n"), Concurrency: 1, Batch: 1,
-<<<<<<< HEAD
-		Duration: time.Second, TopK: 3, Timeout: 10 * time.Minute,
-=======
-		Duration: time.Second, TopK: 3, Timeout: 10 * time.Second, ServerPID: os.Getpid(),
->>>>>>> query
+		Duration: time.Second, TopK: 3, Timeout: 10 * time.Minute, ServerPID: os.Getpid(),
 		Fairness: FairnessOptions{Run: true, Post: 5, Rate: 200, Rounds: 2, Idle: 20 * time.Millisecond}}
 	var out bytes.Buffer
 	if err := Retrieve(&out, opt); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-<<<<<<< HEAD
 	var reportIdle, reportDuring int
-	if len(lines) != 4 || !strings.HasPrefix(lines[0], "fairness: url "+srv.URL+"  POST of 5 queries  single queries 200/s  2 rounds") ||
+	if len(lines) != 6 || !strings.HasPrefix(lines[0], "fairness: url "+srv.URL+"  POST of 5 queries  single queries 200/s  2 rounds") ||
 		scan(lines[1], "idle single queries: %d ", &reportIdle) != nil ||
 		scan(lines[2], "single queries during the POST: %d ", &reportDuring) != nil ||
-		!strings.HasPrefix(lines[3], "POST alone ") || !strings.Contains(lines[3], " with the singles ") {
-=======
-	if len(lines) != 6 || !strings.HasPrefix(lines[0], "fairness: url "+srv.URL+"  POST of 5 queries  single queries 200/s  2 rounds") ||
-		!strings.HasPrefix(lines[1], "idle single queries: ") || !strings.HasPrefix(lines[2], "single queries during the POST: ") ||
 		!strings.HasPrefix(lines[3], "POST alone ") || !strings.Contains(lines[3], " with the singles ") ||
 		!strings.HasPrefix(lines[4], "POST with the singles / alone, per round: ") || len(strings.Fields(lines[4])) != 10 ||
 		!strings.HasPrefix(lines[5], "server CPU: POST alone ") || !strings.Contains(lines[5], "share of it (its CPU alone / all), per round: ") {
->>>>>>> query
 		t.Fatalf("report:\n%s", out.String())
 	}
 	// A single the server saw beside a POST was sent during one; one sent during a POST may

@@ -17,11 +17,11 @@ import (
 	"syscall"
 	"time"
 
-	"needle/safetensors/synth"
 	"needle/internal/mapfile"
 	"needle/internal/option"
 	"needle/internal/prom"
 	"needle/platform/membw"
+	"needle/safetensors/synth"
 	"needle/weights"
 	"needle/weights/feed"
 	"needle/weights/receiver"

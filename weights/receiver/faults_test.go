@@ -17,9 +17,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"needle/safetensors/synth"
 	"needle/internal/prom"
 	"needle/internal/writer"
+	"needle/safetensors/synth"
 	"needle/weights/feed"
 	"needle/weights/sender"
 	"needle/weights/wire"

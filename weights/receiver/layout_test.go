@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"needle/safetensors/synth"
 	"needle/internal/prom"
+	"needle/safetensors/synth"
 	"needle/weights/wire"
 )
 

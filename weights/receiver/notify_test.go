@@ -11,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"needle/safetensors/synth"
 	"needle/internal/prom"
+	"needle/safetensors/synth"
 	"needle/weights/wire"
 )
 

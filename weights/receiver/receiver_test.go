@@ -10,8 +10,8 @@ import (
 	"sync"
 	"testing"
 
-	"needle/safetensors/synth"
 	"needle/internal/prom"
+	"needle/safetensors/synth"
 	"needle/weights/feed"
 	"needle/weights/sender"
 	"needle/weights/store"

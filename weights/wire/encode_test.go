@@ -5,8 +5,8 @@ import (
 	"encoding/binary"
 	"testing"
 
-	"needle/safetensors/synth"
 	"needle/kernels/trainer/delta"
+	"needle/safetensors/synth"
 )
 
 var tensors = []synth.Tensor{

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"needle/safetensors/synth"
 	"needle/kernels/trainer/delta"
+	"needle/safetensors/synth"
 )
 
 // TestApplyRejects: records that do not fit their chunk are errors and leave the file as it was.

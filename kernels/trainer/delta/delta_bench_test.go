@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"testing"
 
-	"needle/safetensors/synth"
 	"needle/platform/cpu"
 	"needle/platform/membw"
+	"needle/safetensors/synth"
 	"needle/testkit/weightstest"
 )
 
