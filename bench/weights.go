@@ -41,7 +41,7 @@ type WeightsOptions struct {
 	Format    wire.Format // of delta records
 	Python    string      // interpreter of the AstraFlow NumPy baseline; "" skips it
 	Script    string      // bench/weights_astraflow.py
-	AstraFlow string      // a checkout of AstraFlow: the script's encode runs its _compute_delta ("" the NumPy restatement)
+	AstraFlow string      // a checkout of AstraFlow: the script's encode and apply run its own code ("" the NumPy restatement)
 	MembwMiB  int
 	Log       *log.Logger // the nodes' logs; nil: discarded
 	// Needle is the needle binary that runs each receiver as its own process (`needle weights
@@ -62,7 +62,7 @@ func (o *WeightsOptions) Specs() option.Specs {
 		option.Var(&o.Format, "Format", "format", "packed", "delta records: packed (\"compact\" is its old name) or astraflow"),
 		option.String(&o.Python, "Python", "python", "", "Python with NumPy for the AstraFlow baseline (empty: skip it)"),
 		option.String(&o.Script, "Script", "script", "bench/weights_astraflow.py", "the baseline script"),
-		option.String(&o.AstraFlow, "AstraFlow", "astraflow", "", "a checkout of AstraFlow (by hand, never committed): the baseline's encode runs AstraFlow's own _compute_delta instead of its NumPy restatement (--python needs torch and pyzmq)"),
+		option.String(&o.AstraFlow, "AstraFlow", "astraflow", "", "a checkout of AstraFlow (by hand, never committed): the baseline's encode and apply run AstraFlow's own code (TransferAgent._compute_delta; RaaSWeightReceiver.apply_delta_and_save and apply_delta_worker.apply_delta) instead of the NumPy restatement (--python needs torch, pyzmq and requests)"),
 		option.Num(&o.MembwMiB, "MembwMiB", "membw-mib", 512, option.Above(0), "buffer of the read-bandwidth measurement"),
 		option.String(&o.Needle, "Needle", "needle", "", "needle binary that runs each receiver as its own process (default: this needle; empty: receivers in this process)"),
 	}
@@ -137,9 +137,15 @@ type numpyResult struct {
 	Version       string  `json:"numpy"`
 	Encode        string  `json:"encode"` // "astraflow" (its own _compute_delta) or "numpy" (the restatement)
 	EncodeSeconds float64 `json:"encode_seconds"`
-	ApplySeconds  float64 `json:"apply_seconds"`
-	Bytes         int64   `json:"bytes"`
-	Changed       int64   `json:"changed"`
+	// "astraflow" (RaaSWeightReceiver.apply_delta_and_save: the scatter into its in-RAM copy, then
+	// the whole file written afresh) or "numpy" (the restatement's scatter into the mapped file)
+	Apply        string  `json:"apply"`
+	ApplySeconds float64 `json:"apply_seconds"`
+	// AstraFlow's subprocess variant (apply_delta_worker.apply_delta: the scatter into the mapped
+	// file), with "astraflow" only
+	ApplyWorkerSeconds float64 `json:"apply_worker_seconds,omitempty"`
+	Bytes              int64   `json:"bytes"`
+	Changed            int64   `json:"changed"`
 }
 
 // Weights publishes two versions of a model to an in-process sender with receivers on

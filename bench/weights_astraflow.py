@@ -14,14 +14,21 @@ imports torch and pyzmq): encode is AstraFlow's own TransferAgent._compute_delta
 on one buffer holding both halves as its sender's shared memory does (old in half 0, new in half 1),
 called on an agent made without its services (no __init__: only the buffers and locks the method
 reads). Its time is the method's own (`_delta_compute_time`, best of 3 after a warm-up); the records
-it wrote are checked against the NumPy encode's. Apply stays NumPy's scatter.
+it wrote are checked against the NumPy encode's. Apply is AstraFlow's too: RaaSWeightReceiver.
+apply_delta_and_save, unmodified, what its RaaS manager calls for each delta (the scatter into the
+receiver's in-RAM copy of the weights, then the whole file written afresh and renamed), on a receiver
+made without its services holding OLD; and apply_delta_worker.apply_delta, its subprocess variant
+(the scatter into the mapped file), on SCRATCH. Both are timed as called (best of 3 after a warm-up)
+and their files checked against NEW; the first is the apply the benchmark compares with.
 """
 import argparse
 import json
 import mmap
 import os
+import shutil
 import struct
 import sys
+import tempfile
 import threading
 import time
 import types
@@ -39,14 +46,19 @@ def best(fn, repeats=3):
     return t
 
 
-def astraflow_encode(checkout, old, new, idx, vals):
-    """Times AstraFlow's TransferAgent._compute_delta on old -> new; checks its records."""
-    # The package's top __init__ imports the whole dataflow stack (torchdata, ...): its parent
-    # packages are made bare, the transfer package and the sender module load as they ship.
-    for name in ("astraflow", "astraflow.core", "astraflow.core.weight_manager"):
+def bare_packages(checkout):
+    """AstraFlow's package __init__ files import the whole dataflow stack (torchdata, ...): its
+    parent packages are made bare, the modules timed here load as they ship."""
+    for name in ("astraflow", "astraflow.core", "astraflow.core.weight_manager", "astraflow.raas",
+                 "astraflow.raas.server"):
         pkg = types.ModuleType(name)
         pkg.__path__ = [os.path.join(checkout, *name.split("."))]
         sys.modules[name] = pkg
+
+
+def astraflow_encode(checkout, old, new, idx, vals):
+    """Times AstraFlow's TransferAgent._compute_delta on old -> new; checks its records."""
+    bare_packages(checkout)
     from astraflow.core.weight_manager.transfer.sender_agent import TransferAgent
 
     n = old.nbytes
@@ -71,6 +83,40 @@ def astraflow_encode(checkout, old, new, idx, vals):
     return t
 
 
+def astraflow_apply(checkout, a, idx, vals):
+    """Times AstraFlow's two applies of the delta idx, vals (see above); returns their seconds."""
+    bare_packages(checkout)
+    from astraflow.raas.server.apply_delta_worker import apply_delta
+    from astraflow.raas.server.tcp_receiver import RaaSWeightReceiver
+
+    flags = 1 if idx.dtype == np.uint64 else 0
+    delta = struct.pack("<QHHi", idx.size, 2, flags, 0) + idx.tobytes() + vals.tobytes()
+    work = tempfile.mkdtemp(prefix="astraflow-apply-", dir=os.path.dirname(os.path.abspath(a.base)))
+    try:
+        with open(a.old, "rb") as f:
+            header = f.read(a.header)
+            data = bytearray(f.read())
+        receiver = RaaSWeightReceiver.__new__(RaaSWeightReceiver)
+        receiver.weights_buffer, receiver._safetensors_header, receiver.shm_dir = data, header, work
+        t_save = best(lambda: receiver.apply_delta_and_save(delta, target_version=2))
+        same_file(os.path.join(work, "model.safetensors"), a.new, "apply_delta_and_save")
+        del receiver, data
+
+        delta_path = os.path.join(work, "delta.bin")
+        with open(delta_path, "wb") as f:
+            f.write(delta)
+        t_worker = best(lambda: apply_delta(a.base, delta_path))
+        same_file(a.base, a.new, "apply_delta_worker.apply_delta")
+        return t_save, t_worker
+    finally:
+        shutil.rmtree(work)
+
+
+def same_file(path, want, who):
+    got, ref = np.memmap(path, dtype=np.uint8, mode="r"), np.memmap(want, dtype=np.uint8, mode="r")
+    assert got.size == ref.size and np.array_equal(got, ref), f"AstraFlow's {who} did not rebuild the new version"
+
+
 def main():
     ap = argparse.ArgumentParser()
     for a in ("--old", "--new", "--base"):
@@ -93,13 +139,18 @@ def main():
     if a.astraflow:
         t_enc = astraflow_encode(a.astraflow, old, new, idx, vals)
 
-    def scatter():
-        base[idx] = vals
+    result = {"numpy": np.__version__, "encode": "astraflow" if a.astraflow else "numpy", "encode_seconds": t_enc,
+              "apply": "astraflow" if a.astraflow else "numpy", "bytes": 16 + idx.nbytes + vals.nbytes,
+              "changed": int(idx.size)}
+    if a.astraflow:
+        result["apply_seconds"], result["apply_worker_seconds"] = astraflow_apply(a.astraflow, a, idx, vals)
+    else:
+        def scatter():
+            base[idx] = vals
 
-    t_apply = best(scatter)
-    assert np.array_equal(base, new), "scatter did not rebuild the new version"
-    print(json.dumps({"numpy": np.__version__, "encode": "astraflow" if a.astraflow else "numpy",
-                      "encode_seconds": t_enc, "apply_seconds": t_apply, "bytes": 16 + idx.nbytes + vals.nbytes, "changed": int(idx.size)}))
+        result["apply_seconds"] = best(scatter)
+        assert np.array_equal(base, new), "scatter did not rebuild the new version"
+    print(json.dumps(result))
 
 
 if __name__ == "__main__":
