@@ -1,7 +1,9 @@
 // CPU features per SIMD level (cpu.h). The table lists every feature the kernels of a level are
 // compiled for: the target attributes and pragmas of kernels/*/*/*_<level>.c (a test
 // of the Go package, cpu_test.go, checks that each of those features is listed here), plus the
-// register state the OS must save (XCR0) for the CPU's AVX or AVX-512 registers to be usable.
+// register state the OS must save (XCR0) for the CPU's AVX, AVX-512 or tile registers to be usable,
+// and for tiles the process's permission (Linux grants it on request: arch_prctl, below).
+#define _DEFAULT_SOURCE  // syscall() under -std=c11
 #include "cpu.h"
 
 #include <stdio.h>
@@ -10,11 +12,16 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
+#if defined(__linux__) && defined(__x86_64__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
-static const char* const level_names[] = {"ref", "avx2", "avx512", "avx512vnni", "avx512bf16"};
+static const char* const level_names[] = {"ref", "avx2", "avx512", "avx512vnni", "avx512bf16", "amx"};
 
 // Where a feature bit is read.
-enum { LEAF1_ECX, LEAF7_EBX, LEAF7_ECX, LEAF7_1_EAX, XCR0, NREGS };
+// TILE_PERM is not a register: 1 when the process may use the tile registers.
+enum { LEAF1_ECX, LEAF7_EBX, LEAF7_ECX, LEAF7_EDX, LEAF7_1_EAX, XCR0, TILE_PERM, NREGS };
 
 typedef struct {
   const char* name;  // the GCC target spelling, or os-*-state for XCR0 bits
@@ -39,6 +46,10 @@ static const feature features[] = {
     {"os-zmm-state", NL_LEVEL_AVX512, XCR0, 0xe0},  // opmask + upper ZMM halves + ZMM16-31
     {"avx512vnni", NL_LEVEL_AVX512VNNI, LEAF7_ECX, 1u << 11},
     {"avx512bf16", NL_LEVEL_AVX512BF16, LEAF7_1_EAX, 1u << 5},
+    {"amx-tile", NL_LEVEL_AMX, LEAF7_EDX, 1u << 24},
+    {"amx-bf16", NL_LEVEL_AMX, LEAF7_EDX, 1u << 22},
+    {"os-tile-state", NL_LEVEL_AMX, XCR0, 0x60000},  // XTILECFG + XTILEDATA
+    {"os-tile-permission", NL_LEVEL_AMX, TILE_PERM, 1},
 };
 #define NFEATURES (sizeof features / sizeof features[0])
 
@@ -52,6 +63,7 @@ static void read_regs(uint32_t regs[NREGS]) {
   if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
     regs[LEAF7_EBX] = b;
     regs[LEAF7_ECX] = c;
+    regs[LEAF7_EDX] = d;
     if (a >= 1 && __get_cpuid_count(7, 1, &a, &b, &c, &d)) regs[LEAF7_1_EAX] = a;  // a: max subleaf
   }
   if (regs[LEAF1_ECX] & (1u << 27)) {  // OSXSAVE
@@ -59,6 +71,15 @@ static void read_regs(uint32_t regs[NREGS]) {
     __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
     regs[XCR0] = lo;
   }
+#endif
+#if defined(__linux__) && defined(__x86_64__)
+  // Linux leaves the tile data state off until the process asks (ARCH_REQ_XCOMP_PERM for
+  // XFEATURE_XTILEDATA, 18): granted once for every thread, asking again is a no-op. Asked only
+  // where the CPU and the OS have tiles. The grant adds the 8 KiB tile state to this process's
+  // signal frames (Linux refuses it if a thread's alternate signal stack is too small for
+  // them; Go's are 32 KiB).
+  if ((regs[LEAF7_EDX] & (1u << 24)) && (regs[XCR0] & 0x60000) == 0x60000)
+    regs[TILE_PERM] = syscall(SYS_arch_prctl, 0x1023, 18) == 0;
 #endif
 }
 
@@ -74,7 +95,7 @@ int32_t nl_cpu_parse(const char* name, char* err, size_t errlen) {
   for (int32_t l = NL_LEVEL_REF; l <= NL_LEVEL_TOP; l++) {
     if (name && strcmp(name, level_names[l]) == 0) return l;
   }
-  snprintf(err, errlen, "unknown SIMD level \"%.32s\" (want ref, avx2, avx512, avx512vnni or avx512bf16)",
+  snprintf(err, errlen, "unknown SIMD level \"%.32s\" (want ref, avx2, avx512, avx512vnni, avx512bf16 or amx)",
            name ? name : "");
   return -1;
 }

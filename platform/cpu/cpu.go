@@ -1,5 +1,5 @@
 // Package cpu picks the SIMD level every kernel package dispatches on: the best the CPU
-// supports, or the one forced by NEEDLE_SIMD=ref|avx2|avx512|avx512vnni|avx512bf16 (a level the CPU lacks is an
+// supports, or the one forced by NEEDLE_SIMD=ref|avx2|avx512|avx512vnni|avx512bf16|amx (a level the CPU lacks is an
 // error naming the missing features, never a silent downgrade). The detection is cpu.c, the
 // same code libneedle.so (capi/) runs, so Go and the C ABI always agree. Read once at start;
 // safe for concurrent use.
@@ -28,10 +28,12 @@ const (
 	Ref    Level = C.NL_LEVEL_REF    // scalar C reference: the test oracle
 	AVX2   Level = C.NL_LEVEL_AVX2   // AVX2 + FMA + F16C + BMI1/2 + POPCNT (Features lists all)
 	AVX512 Level = C.NL_LEVEL_AVX512 // AVX2's features + AVX-512 F/BW/DQ/VL
-	// AVX512VNNI and AVX512BF16 add the int8 and bf16 dot products that only the encoder's GEMMs
-	// use; every other kernel family runs its AVX-512 kernels there (nl_cpu_at_most in cpu.h).
+	// AVX512VNNI, AVX512BF16 and AMX add the int8 and bf16 dot products and the tiles that only
+	// the encoder's GEMMs use; every other kernel family runs its AVX-512 kernels there
+	// (nl_cpu_at_most in cpu.h).
 	AVX512VNNI Level = C.NL_LEVEL_AVX512VNNI // AVX512's features + AVX512_VNNI
 	AVX512BF16 Level = C.NL_LEVEL_AVX512BF16 // AVX512VNNI's features + AVX512_BF16
+	AMX        Level = C.NL_LEVEL_AMX        // AVX512BF16's + AMX-TILE, AMX-BF16, the OS's tile state and permission
 	Top        Level = C.NL_LEVEL_TOP        // the highest level
 )
 

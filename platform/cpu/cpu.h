@@ -14,16 +14,18 @@ extern "C" {
 
 // Levels, lowest first; a level needs every feature of the levels below it (cpu.c lists them).
 // AVX512VNNI adds the int8/int16 dot-product instructions (Cascade Lake, Ice Lake), AVX512BF16
-// the bf16 ones (Cooper Lake, Sapphire Rapids, Zen 4): only the encoder's GEMMs (kernels/bert/nn)
-// have kernels of their own there; every other kernel family runs its AVX-512 kernels at those
-// levels (nl_cpu_at_most).
+// the bf16 ones (Cooper Lake, Sapphire Rapids, Zen 4), AMX the tile registers and their bf16
+// multiply (Sapphire Rapids and later Xeons; the OS must grant the process the tile state): only
+// the encoder's GEMMs (kernels/bert/nn) have kernels of their own there; every other kernel
+// family runs its AVX-512 kernels at those levels (nl_cpu_at_most).
 enum {
   NL_LEVEL_REF = 0,
   NL_LEVEL_AVX2 = 1,
   NL_LEVEL_AVX512 = 2,
   NL_LEVEL_AVX512VNNI = 3,
   NL_LEVEL_AVX512BF16 = 4,
-  NL_LEVEL_TOP = NL_LEVEL_AVX512BF16
+  NL_LEVEL_AMX = 5,
+  NL_LEVEL_TOP = NL_LEVEL_AMX
 };
 
 // nl_cpu_at_most is the level a kernel family whose best kernels are of level top runs at `level`
@@ -32,7 +34,7 @@ static inline int32_t nl_cpu_at_most(int32_t level, int32_t top) {
   return level > top && level <= NL_LEVEL_TOP ? top : level;
 }
 
-// nl_cpu_level_name is "ref", "avx2", "avx512", "avx512vnni" or "avx512bf16" (the NEEDLE_SIMD
+// nl_cpu_level_name is "ref", "avx2", "avx512", "avx512vnni", "avx512bf16" or "amx" (the NEEDLE_SIMD
 // spellings); NULL for an unknown level.
 const char* nl_cpu_level_name(int32_t level);
 

@@ -66,7 +66,7 @@ func TestSelectLevelTheCPULacks(t *testing.T) {
 
 func TestSelectUnknownLevel(t *testing.T) {
 	_, err := Select("sse9")
-	if err == nil || err.Error() != `NEEDLE_SIMD: unknown SIMD level "sse9" (want ref, avx2, avx512, avx512vnni or avx512bf16)` {
+	if err == nil || err.Error() != `NEEDLE_SIMD: unknown SIMD level "sse9" (want ref, avx2, avx512, avx512vnni, avx512bf16 or amx)` {
 		t.Fatalf(`Select("sse9") error %v`, err)
 	}
 }
@@ -133,7 +133,7 @@ func TestLevelsUpTo(t *testing.T) {
 // FuzzSelect feeds any NEEDLE_SIMD value through cpu.c: a level the CPU runs, spelled exactly,
 // or an error; never a crash or an empty message.
 func FuzzSelect(f *testing.F) {
-	for _, s := range []string{"", "ref", "avx2", "avx512", "avx512vnni", "avx512bf16", "AVX2", "avx2 ", strings.Repeat("x", 600)} {
+	for _, s := range []string{"", "ref", "avx2", "avx512", "avx512vnni", "avx512bf16", "amx", "AVX2", "avx2 ", strings.Repeat("x", 600)} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {

@@ -81,8 +81,8 @@ PATH = lib._name
 
 
 def simd_level():
-    """The SIMD level libneedle.so runs at: "ref", "avx2", "avx512", "avx512vnni" or "avx512bf16"
-    (NEEDLE_SIMD overrides; its trainer kernels run their AVX-512 code at the last two)."""
+    """The SIMD level libneedle.so runs at: "ref", "avx2", "avx512", "avx512vnni", "avx512bf16" or "amx"
+    (NEEDLE_SIMD overrides; its trainer kernels run their AVX-512 code at the last three)."""
     buf = ctypes.create_string_buffer(ERR_LEN)
     if lib.needle_simd_level(buf, ERR_LEN) != 0:
         raise RuntimeError(buf.value.decode())

@@ -26,6 +26,7 @@ static int parallel(int64_t rows, int64_t n) { return rows > FEW_ROWS && rows * 
 
 static const nn_ops *pick(int level) {
 	switch (level) {
+	case NL_LEVEL_AMX: return &nn_ops_amx;
 	case NL_LEVEL_AVX512BF16: return &nn_ops_avx512bf16;
 	case NL_LEVEL_AVX512VNNI: return &nn_ops_avx512vnni;
 	case NL_LEVEL_AVX512: return &nn_ops_avx512;

@@ -304,14 +304,14 @@ const (
 // Peak measures, for about the given time, the multiply rate (ops/s, 2 per multiply-add) that
 // the Linear of format f cannot exceed at this level on threads threads: its multiply
 // instruction (fp16: the fp32 FMA; int8: vpmaddwd + vpaddd, or vpdpwssd with VNNI; bf16:
-// vdpbf16ps) run on registers alone. 0 at the reference level or for a format the level
+// vdpbf16ps, or TDPBF16PS at the amx level) run on registers (tiles) alone. 0 at the reference level or for a format the level
 // lacks. It takes the whole team: run nothing else meanwhile.
 func (o Ops) Peak(f Format, threads int, seconds float64) float64 {
 	return float64(C.nn_peak(C.int(o.level), C.int(f), C.int(threads), C.double(seconds)))
 }
 
-// HasBF16 reports whether these ops have a bf16 GEMM: the AVX512BF16 level (vdpbf16ps) and the
-// scalar reference.
+// HasBF16 reports whether these ops have a bf16 GEMM: the AVX512BF16 level (vdpbf16ps), the AMX
+// level (TDPBF16PS on tiles) and the scalar reference.
 func (o Ops) HasBF16() bool { return C.nn_has_bf16(C.int(o.level)) != 0 }
 
 // LinearBF16 computes y[rows,out] = act(x[rows,in] * w^T + b) for w packed by PackBF16: each row

@@ -111,7 +111,7 @@ typedef struct {
 	double (*peak_ops)(int fmt, int64_t iters);
 } nn_ops;
 
-extern const nn_ops nn_ops_ref, nn_ops_avx2, nn_ops_avx512, nn_ops_avx512vnni, nn_ops_avx512bf16;
+extern const nn_ops nn_ops_ref, nn_ops_avx2, nn_ops_avx512, nn_ops_avx512vnni, nn_ops_avx512bf16, nn_ops_amx;
 
 // y[rows,out] = act(x[rows,in] * w[out,in]^T + b[out]) with packed fp16 w, on the team: tasks
 // of up to NN_LINEAR_ROWS rows by 4 panels (64 outputs), bias and act fused. Batch

@@ -475,7 +475,35 @@ static void F(round_bf16)(uint16_t *a, const float *x, int64_t n) {
 		memcpy(a + i, &h, (size_t)(k < VW ? k : VW) * 2); // padding lanes: x 0, so a 0
 	}
 }
+#ifdef __AMX_BF16__
+// The amx level: the bf16 GEMM on tiles (nn_tiles.h), the rest of the level as avx512bf16's.
+#define TILE_CONFIG(c) _tile_loadconfig(c)
+#define TILE_ZERO(t) _tile_zero(t)
+#define TILE_LOAD(t, p, stride) _tile_loadd(t, p, stride)
+#define TILE_DPBF16PS(c, a, b) _tile_dpbf16ps(c, a, b)
+#define TILE_STORE(t, p, stride) _tile_stored(t, p, stride)
+#define TILE_RELEASE() _tile_release()
+#include "nn_tiles.h"
+
+// tiles_store is the tile blocks' epilogue: store_block's bias and act on the sums.
+static void tiles_store(const float *c, int m, int np, const float *b, float *y, int64_t o0, int64_t out, int act) {
+	vf acc[TILE_ROWS][BLOCK_VECS];
+	for (int r = 0; r < m; r++)
+		for (int v = 0; v < np; v++) acc[r][v] = load(c + r * TILE_BLOCK + v * VW);
+	F(store_block)(acc, NULL, b, y, m, np, o0, out, act);
+}
+
+// dot_bf16_tiles is dot_bf16 on tiles where k is whole chunks of TILE_K (a choice by k alone,
+// so a row's bits still do not depend on its batch).
+static void F(dot_bf16_tiles)(const uint16_t *a, const uint16_t *w, const float *b, float *y, int64_t rows, int64_t k,
+                              int64_t p0, int64_t p1, int64_t out, int act) {
+	if (k % TILE_K) F(dot_bf16)(a, w, b, y, rows, k, p0, p1, out, act);
+	else tiles_dot_bf16(a, w, b, y, rows, k, p0, p1, out, act, tiles_store);
+}
+#define BF16_OPS F(round_bf16), F(dot_bf16_tiles)
+#else
 #define BF16_OPS F(round_bf16), F(dot_bf16)
+#endif
 #else
 #define BF16_OPS NULL, NULL
 #endif
@@ -508,11 +536,36 @@ static inline __attribute__((always_inline)) double F(peak_loop)(int fmt, int64_
 	return 2.0 * iters * PEAK_ACC * (fmt == NN_FP16 ? VW : 2 * VW);
 }
 
+#ifdef __AMX_BF16__
+// tiles_peak runs iters rounds of TDPBF16PS into 4 independent C tiles (0-3) from one A (4) and
+// one B (5) of 16 x 64 bytes: 16 x 16 x 32 multiply-adds each.
+static double tiles_peak(int64_t iters) {
+	static const uint16_t ab[TILE_ROWS * TILE_K]; // zeros: the rate does not depend on the values
+	tile_config c;
+	memset(&c, 0, sizeof c);
+	c.palette = 1;
+	for (int t = 0; t < 6; t++) c.colsb[t] = 64, c.rows[t] = 16;
+	_tile_loadconfig(&c);
+	_tile_loadd(4, ab, 64);
+	_tile_loadd(5, ab, 64);
+	for (int64_t i = 0; i < iters; i++) {
+		_tile_dpbf16ps(0, 4, 5);
+		_tile_dpbf16ps(1, 4, 5);
+		_tile_dpbf16ps(2, 4, 5);
+		_tile_dpbf16ps(3, 4, 5);
+	}
+	_tile_release();
+	return 2.0 * iters * 4 * TILE_ROWS * NN_PANEL * TILE_K;
+}
+#endif
+
 static double F(peak_ops)(int fmt, int64_t iters) {
 	switch (fmt) {
 	case NN_FP16: return F(peak_loop)(NN_FP16, iters);
 	case NN_INT8: return F(peak_loop)(NN_INT8, iters);
-#ifdef __AVX512BF16__
+#ifdef __AMX_BF16__
+	case NN_BF16: return tiles_peak(iters);
+#elif defined(__AVX512BF16__)
 	case NN_BF16: return F(peak_loop)(NN_BF16, iters);
 #endif
 	}
