@@ -53,8 +53,9 @@ type daemon struct {
 	exited chan struct{}
 	mu     sync.Mutex
 	lines  []string
-	ready  uint64 // the newest version it published
-	joined bool   // it took a route from the sender
+	read   []time.Time // when each line was read
+	ready  uint64      // the newest version it published
+	joined bool        // it took a route from the sender
 }
 
 var readyLine = regexp.MustCompile(`needle weights recv: version (\d+) \(`)
@@ -64,6 +65,7 @@ func (d *daemon) scan(sc *bufio.Scanner) {
 		line := sc.Text()
 		d.mu.Lock()
 		d.lines = append(d.lines, line)
+		d.read = append(d.read, time.Now())
 		if m := readyLine.FindStringSubmatch(line); m != nil {
 			d.ready, _ = strconv.ParseUint(m[1], 10, 64)
 		}
@@ -78,6 +80,28 @@ func (d *daemon) state() (uint64, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.ready, d.joined
+}
+
+// leftUpstream is when d first logged, after since, that it left its upstream for the next of
+// its route (the receiver's "...; trying UPSTREAM)" line); zero if it has not.
+func (d *daemon) leftUpstream(since time.Time) time.Time {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for i, line := range d.lines {
+		if d.read[i].After(since) && strings.Contains(line, "; trying ") {
+			return d.read[i]
+		}
+	}
+	return time.Time{}
+}
+
+// logReattach waits until host h's receiver has left its lost upstream and logs how long after
+// the fault that was (the goal: within 2 s; a figure, not a check: times are not tested).
+func (w *weightsHosts) logReattach(h int, fault string, at time.Time) {
+	w.t.Helper()
+	var left time.Time
+	w.until(fmt.Sprintf("h%d leaving its lost upstream", h), func() bool { left = w.recv[h-1].leftUpstream(at); return !left.IsZero() })
+	w.t.Logf("h%d went on from the next upstream of its route %v after %s", h, left.Sub(at).Round(time.Millisecond), fault)
 }
 
 func (d *daemon) log() string {
@@ -295,6 +319,7 @@ func TestWeightsClusterRelayCut(t *testing.T) {
 	if err := w.c.Hosts[1].Cut(); err != nil {
 		t.Fatal(err)
 	}
+	w.logReattach(2, "h1's link was cut", time.Now())
 	for _, d := range w.recv[1:] {
 		w.until("the hosts below the cut relay", func() bool { v, _ := d.state(); return v >= 1 })
 	}
@@ -313,8 +338,10 @@ func TestWeightsClusterRelayKilled(t *testing.T) {
 	w := newWeightsHosts(t, 4)
 	w.publish()
 	time.Sleep(600 * time.Millisecond)
+	killed := time.Now()
 	w.recv[1].kill()
 	w.recv[1] = nil
+	w.logReattach(3, "h2 was killed", killed)
 	w.whole()
 	w.settle()
 	w.startReceiver(2)
