@@ -7,8 +7,9 @@ import "time"
 // and bulk work the rest. Equal: beside single queries from clients that each send their next
 // once answered (a closed loop that fills the machine), each lane then runs at about half its
 // idle speed, a POST taking ~2x its idle time and the singles ~2x their idle latency, which
-// leaves room under the goals (2.5x and 3x) for the singles' work outside the gate (HTTP,
-// JSON, the answer's rows: it runs beside bulk units and is not charged). Two to one
+// leaves room under the goals (2.5x and 3x) for the singles' work outside the gate that no
+// charge counts (their sockets' kernel work, task switches; their parsing and answer JSON are
+// charged: Gate.ChargeInteractive). Two to one
 // (a third for bulk work) took a 512-query POST to 2.2-4.4x its idle time:
 // docs/measurements/2026-12-07-query-floor-zen4.md.
 const (
