@@ -24,7 +24,7 @@ static const char* const level_names[] = {"ref", "avx2", "avx512", "avx512vnni",
 enum { LEAF1_ECX, LEAF7_EBX, LEAF7_ECX, LEAF7_EDX, LEAF7_1_EAX, XCR0, TILE_PERM, NREGS };
 
 typedef struct {
-  const char* name;  // the GCC target spelling, or os-*-state for XCR0 bits
+  const char* name;  // the GCC target spelling, os-*-state for XCR0 bits, os-tile-permission
   int32_t level;     // the lowest level that needs it
   int reg;           // LEAF1_ECX, ... XCR0
   uint32_t mask;     // all of these bits set
