@@ -45,7 +45,11 @@ func astraflow(args []string) error {
 		return err
 	}
 	defer rg.Close()
-	rg.onClose = removeNew("/dev/shm/astraflow_*") // the sender's buffers: AstraFlow leaves them behind
+	// What AstraFlow's killed processes leave behind: its sender's buffers, and the named
+	// semaphores of Python's multiprocessing (sem.mp-*), whose unlink was its resource
+	// tracker's job: those created during the run that no live process maps.
+	buffers, semaphores := removeNew("/dev/shm/astraflow_*"), removeNew("/dev/shm/sem.mp-*")
+	rg.onClose = func() { buffers(); semaphores() }
 	procs, h0 := rg.procs, rg.c.Hosts[0]
 	var raas []string
 	for i := 1; i <= f.hosts; i++ {
@@ -129,7 +133,7 @@ func astraflow(args []string) error {
 }
 
 // removeNew returns a function that removes the files matching pattern that were not there
-// when removeNew was called.
+// when removeNew was called and that no live process maps.
 func removeNew(pattern string) func() {
 	before := map[string]bool{}
 	old, _ := filepath.Glob(pattern)
@@ -139,11 +143,22 @@ func removeNew(pattern string) func() {
 	return func() {
 		now, _ := filepath.Glob(pattern)
 		for _, n := range now {
-			if !before[n] {
+			if !before[n] && !mapped(n) {
 				os.RemoveAll(n)
 			}
 		}
 	}
+}
+
+// mapped reports whether a live process maps the file at path (a /proc/PID/maps line names it).
+func mapped(path string) bool {
+	maps, _ := filepath.Glob("/proc/[0-9]*/maps")
+	for _, m := range maps {
+		if b, err := os.ReadFile(m); err == nil && strings.Contains(string(b), path) {
+			return true
+		}
+	}
+	return false
 }
 
 func lastLine(text, prefix string) string {
