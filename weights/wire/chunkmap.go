@@ -62,6 +62,9 @@ func NewChunkMap(header []byte, size, chunk int64) (*ChunkMap, error) {
 }
 
 // ChunkMapOf reads the chunk map of data, a whole safetensors file, cut into chunk-byte chunks.
+// Its Header is a copy: data is often a mapping that ends before the map does (a store's steps
+// and manifests outlive the snapshot they were read from; a manifest marshaled after its
+// snapshot was unmapped read freed pages).
 func ChunkMapOf(data []byte, chunk int64) (*ChunkMap, error) {
 	if len(data) < 8 {
 		return nil, fmt.Errorf("%d bytes is not a safetensors file", len(data))
@@ -70,7 +73,7 @@ func ChunkMapOf(data []byte, chunk int64) (*ChunkMap, error) {
 	if n > uint64(len(data)-8) {
 		return nil, fmt.Errorf("safetensors header length %d exceeds the file's %d bytes", n, len(data))
 	}
-	return NewChunkMap(data[:8+n], int64(len(data)), chunk)
+	return NewChunkMap(bytes.Clone(data[:8+n]), int64(len(data)), chunk)
 }
 
 // Chunks is the number of chunks (and of records of a full transfer).

@@ -1,7 +1,9 @@
 package wire
 
 import (
+	"bytes"
 	"slices"
+	"syscall"
 	"testing"
 
 	"github.com/cespare/xxhash/v2"
@@ -91,4 +93,25 @@ func must(l *ChunkMap, err error) *ChunkMap {
 		panic(err)
 	}
 	return l
+}
+
+// TestChunkMapOfOwnsItsHeader: the map read from a mapping keeps its header after the mapping
+// is gone (a store's manifests and steps outlive their snapshot's pages: a read of them faulted).
+func TestChunkMapOfOwnsItsHeader(t *testing.T) {
+	img, _ := synth.Image([]synth.Tensor{synth.T("a", "BF16", 4096)}, 1)
+	m, err := syscall.Mmap(-1, 0, len(img), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANONYMOUS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(m, img)
+	l, err := ChunkMapOf(m, 1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Munmap(m); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(l.Header, img[:len(l.Header)]) { // a fault here, before the map owned it
+		t.Fatal("the header changed with its mapping")
+	}
 }
