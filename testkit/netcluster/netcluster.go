@@ -22,6 +22,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -159,6 +160,21 @@ func (h *Host) Cut() error { return run("ip", "-n", h.c.sw, "link", "set", h.por
 func (h *Host) Restore() error {
 	return run("ip", "-n", h.c.sw, "link", "set", h.port, "master", "br0")
 }
+
+// Sent is the bytes the host has sent on its link so far (tc's count at eth0's root qdisc).
+func (h *Host) Sent() (int64, error) {
+	out, err := exec.Command("tc", "-n", h.NS, "-s", "qdisc", "show", "dev", "eth0").Output()
+	if err != nil {
+		return 0, fmt.Errorf("tc in %s: %w", h.NS, err)
+	}
+	m := sentRe.FindSubmatch(out)
+	if m == nil {
+		return 0, fmt.Errorf("no byte count in tc's %q", out)
+	}
+	return strconv.ParseInt(string(m[1]), 10, 64)
+}
+
+var sentRe = regexp.MustCompile(`Sent (\d+) bytes`)
 
 // Addr is host:port of the host's address.
 func (h *Host) Addr(port int) string { return h.IP + ":" + strconv.Itoa(port) }
